@@ -1,0 +1,34 @@
+// Element types strider stores and computes with.
+//
+// bf16 and f16 are storage types: kernels load them, compute in f32 and round on store,
+// so bf16 arithmetic accumulates in f32. The enum is deliberately closed: an ONNX
+// element type outside it (string, float8, int4, ...) is reported as unsupported.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace strider {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool };
+
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
+                                       DType::kF64, DType::kI64, DType::kI32,
+                                       DType::kI8,  DType::kU8,  DType::kBool};
+
+// Bytes per element.
+int64_t dtype_size(DType dtype);
+// "f32", "bf16", "i64", "bool", ...
+std::string_view dtype_name(DType dtype);
+// Parses dtype_name()'s spelling; nullopt for anything else.
+std::optional<DType> parse_dtype(std::string_view name);
+
+constexpr bool is_floating(DType d) {
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64;
+}
+constexpr bool is_integral(DType d) {
+  return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
+}
+
+}  // namespace strider

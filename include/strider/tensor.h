@@ -1,0 +1,65 @@
+// Tensor: a dense, row-major tensor in host memory, owned by value.
+//
+// It is how data crosses the public API (inputs, outputs, initializers in the IR) and what
+// the .npy / .pb readers return. Copying a Tensor copies its bytes; nothing aliases it.
+// Device memory is never a Tensor: inside a session, values are TensorViews of
+// allocations (src/memory/tensor_view.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strider/dtype.h"
+#include "strider/status.h"
+
+namespace strider {
+
+using Shape = std::vector<int64_t>;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor.
+  Tensor(DType dtype, Shape shape);
+
+  // Copies `data` (row-major); the byte count must match dtype and shape.
+  static Result<Tensor> from_bytes(DType dtype, Shape shape, std::span<const std::byte> data);
+  template <typename T>
+  static Tensor from_values(DType dtype, Shape shape, std::span<const T> values) {
+    Tensor t(dtype, std::move(shape));
+    std::memcpy(t.data_.data(), values.data(), t.data_.size());
+    return t;
+  }
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return int64_t(shape_.size()); }
+  int64_t num_elements() const;
+  size_t byte_size() const { return data_.size(); }
+
+  std::byte* bytes() { return data_.data(); }
+  const std::byte* bytes() const { return data_.data(); }
+  template <typename T>
+  T* data() {
+    return reinterpret_cast<T*>(data_.data());
+  }
+  template <typename T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(data_.data());
+  }
+
+  // Element i (row-major) converted to double / int64; any dtype.
+  double element_as_double(int64_t i) const;
+  int64_t element_as_int(int64_t i) const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  Shape shape_;
+  std::vector<std::byte> data_;
+};
+
+}  // namespace strider

@@ -1,0 +1,43 @@
+#include "strider/dtype.h"
+
+#include "base/check.h"
+
+namespace strider {
+
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: return 1;
+  }
+  STRIDER_CHECK(false, "bad dtype {}", int(dtype));
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kF64: return "f64";
+    case DType::kI64: return "i64";
+    case DType::kI32: return "i32";
+    case DType::kI8: return "i8";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+  }
+  STRIDER_CHECK(false, "bad dtype {}", int(dtype));
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (DType d : kAllDTypes)
+    if (dtype_name(d) == name) return d;
+  return std::nullopt;
+}
+
+}  // namespace strider

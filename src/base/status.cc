@@ -1,0 +1,53 @@
+#include "strider/status.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/check.h"
+
+namespace strider {
+
+std::string_view status_code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case StatusCode::kInvalidModel: return "INVALID_MODEL";
+    case StatusCode::kUnsupported: return "UNSUPPORTED";
+    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
+    case StatusCode::kNotFound: return "NOT_FOUND";
+    case StatusCode::kIoError: return "IO_ERROR";
+    case StatusCode::kDeviceError: return "DEVICE_ERROR";
+    case StatusCode::kInternal: return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+std::string Status::to_string() const {
+  if (is_ok()) return "OK";
+  return std::string(status_code_name(code_)) + ": " + message_;
+}
+
+Status Status::with_context(std::string_view context) const {
+  if (is_ok()) return *this;
+  return Status(code_, std::string(context) + ": " + message_);
+}
+
+Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+Status invalid_model(std::string m) { return {StatusCode::kInvalidModel, std::move(m)}; }
+Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
+Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+Status device_error(std::string m) { return {StatusCode::kDeviceError, std::move(m)}; }
+Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+namespace detail {
+void check_failed(const char* condition, const char* file, int line, const std::string& message) {
+  std::fprintf(stderr, "strider: internal check failed at %s:%d: %s%s%s\n", file, line, condition,
+               message.empty() ? "" : ": ", message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace detail
+
+}  // namespace strider

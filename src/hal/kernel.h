@@ -1,0 +1,43 @@
+// Kernel: one node's computation, prepared for fixed operand views.
+//
+// A device creates a kernel for a node and the views its operands will have (the plan is
+// static, so views are known at session creation); expensive setup such as oneDNN
+// primitive creation happens then, never per run. run() reads the input views and
+// writes the output views and nothing else: it must honour every stride it was given,
+// including zero (broadcast) and negative ones, and it may not assume the output is
+// dense. An omitted optional operand is a view whose allocation is null.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "memory/tensor_view.h"
+#include "strider/status.h"
+
+namespace strider {
+
+struct KernelRequest {
+  const Graph& graph;
+  const Node& node;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i].allocation != nullptr; }
+  // The constant value of input i, or nullptr (shape-like inputs are constants).
+  const Tensor* constant_input(size_t i) const {
+    ValueId id = node.input(i);
+    return id == kNoValue ? nullptr : graph.value(id).constant.get();
+  }
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Status run() = 0;
+  // What implements it, for `strider inspect` ("strider:elementwise", "onednn:jit:avx512").
+  virtual std::string implementation() const = 0;
+};
+
+}  // namespace strider

@@ -1,0 +1,66 @@
+#include "ir/graph.h"
+
+#include <fmt/format.h>
+
+namespace strider {
+
+Result<ValueId> Graph::add_value(std::string name) {
+  if (by_name_.count(name)) return invalid_model(fmt::format("value '{}' is defined twice", name));
+  ValueId id = ValueId(values_.size());
+  by_name_[name] = id;
+  Value v;
+  v.name = std::move(name);
+  values_.push_back(std::move(v));
+  return id;
+}
+
+Result<NodeId> Graph::add_node(Node node) {
+  for (ValueId in : node.inputs)
+    if (in != kNoValue && (in < 0 || in >= num_values()))
+      return internal_error(fmt::format("node '{}' reads value id {} that does not exist",
+                                        node.name, in));
+  NodeId id = NodeId(nodes_.size());
+  for (ValueId out : node.outputs) {
+    if (out == kNoValue) continue;
+    if (out < 0 || out >= num_values())
+      return internal_error(fmt::format("node '{}' writes value id {} that does not exist",
+                                        node.name, out));
+    Value& v = values_[size_t(out)];
+    if (v.producer != kNoNode || v.is_constant())
+      return invalid_model(fmt::format("value '{}' is produced twice (again by node '{}')",
+                                       v.name, node.name));
+    v.producer = id;
+  }
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+std::optional<ValueId> Graph::find_value(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::vector<NodeId>> Graph::consumers() const {
+  std::vector<std::vector<NodeId>> result(values_.size());
+  for (NodeId n = 0; n < num_nodes(); ++n)
+    for (ValueId in : nodes_[size_t(n)].inputs)
+      if (in != kNoValue) result[size_t(in)].push_back(n);
+  return result;
+}
+
+void Graph::relink_producers() {
+  for (Value& v : values_) v.producer = kNoNode;
+  for (NodeId n = 0; n < num_nodes(); ++n)
+    for (ValueId out : nodes_[size_t(n)].outputs)
+      if (out != kNoValue) values_[size_t(out)].producer = n;
+}
+
+std::string Graph::describe_value(ValueId id) const {
+  const Value& v = value(id);
+  if (!v.has_type) return fmt::format("value '{}'", v.name);
+  return fmt::format("value '{}' ({}{})", v.name, dtype_name(v.dtype),
+                     v.has_shape ? shape_to_string(v.shape) : "[?]");
+}
+
+}  // namespace strider

@@ -1,0 +1,187 @@
+#include "memory/tensor_view.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace strider {
+
+std::string_view storage_mode_name(StorageMode mode) {
+  switch (mode) {
+    case StorageMode::kDevice: return "device";
+    case StorageMode::kUnified: return "unified";
+    case StorageMode::kHost: return "host";
+  }
+  return "unknown";
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (sizes[i] == 0) return true;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+std::byte* TensorView::host_data() const {
+  STRIDER_CHECK(allocation != nullptr && allocation->host_accessible(),
+                "host access to a view of non-host memory");
+  return allocation->address() + byte_offset;
+}
+
+std::string TensorView::to_string() const {
+  return fmt::format("{}+{:#x} {}{} strides {}", allocation ? allocation->label() : "<none>",
+                     byte_offset, dtype_name(dtype), shape_to_string(sizes),
+                     shape_to_string(strides));
+}
+
+ByteRange footprint(const TensorView& view) {
+  if (view.num_elements() == 0) return {view.byte_offset, view.byte_offset};
+  int64_t low = 0;
+  int64_t high = 0;
+  for (size_t i = 0; i < view.sizes.size(); ++i) {
+    int64_t extent = (view.sizes[i] - 1) * view.strides[i];
+    if (extent < 0) low += extent;
+    else high += extent;
+  }
+  int64_t element = dtype_size(view.dtype);
+  return {view.byte_offset + low * element, view.byte_offset + (high + 1) * element};
+}
+
+Result<TensorView> make_view(const Allocation& allocation, int64_t byte_offset, DType dtype,
+                             Shape sizes, Strides strides, std::string_view what) {
+  if (sizes.size() != strides.size())
+    return invalid_argument(fmt::format("{}: {} sizes but {} strides", what, sizes.size(),
+                                        strides.size()));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] < 0)
+      return invalid_argument(fmt::format("{}: negative size {} in dim {}", what, sizes[i], i));
+  TensorView view{&allocation, byte_offset, dtype, std::move(sizes), std::move(strides)};
+  ByteRange range = footprint(view);
+  if (range.begin < 0 || range.end > allocation.size() || byte_offset < 0 ||
+      byte_offset > allocation.size()) {
+    return out_of_range(fmt::format(
+        "{} {}{} strides {} at offset {:#x} covers bytes [{:#x}, {:#x}) outside allocation "
+        "'{}' of {} bytes",
+        what, dtype_name(dtype), shape_to_string(view.sizes), shape_to_string(view.strides),
+        byte_offset, range.begin, range.end, allocation.label(), allocation.size()));
+  }
+  return view;
+}
+
+Result<TensorView> make_dense_view(const Allocation& allocation, int64_t byte_offset, DType dtype,
+                                   Shape sizes, std::string_view what) {
+  Strides strides = contiguous_strides(sizes);
+  return make_view(allocation, byte_offset, dtype, std::move(sizes), std::move(strides), what);
+}
+
+Result<TensorView> reinterpret(const TensorView& view, Shape sizes, Strides strides,
+                               int64_t offset_increment, std::string_view what) {
+  STRIDER_CHECK(view.allocation != nullptr, "reinterpret of a view without allocation");
+  int64_t offset = view.byte_offset + offset_increment * dtype_size(view.dtype);
+  return make_view(*view.allocation, offset, view.dtype, std::move(sizes), std::move(strides),
+                   what);
+}
+
+Result<TensorView> slice_view(const TensorView& view, int64_t axis, int64_t start, int64_t stop,
+                              int64_t step) {
+  if (axis < 0 || axis >= view.rank() || step == 0)
+    return invalid_argument(fmt::format("slice of {}: bad axis {} or step {}", view.to_string(),
+                                        axis, step));
+  int64_t count = 0;
+  if (step > 0 && stop > start) count = (stop - start + step - 1) / step;
+  if (step < 0 && start > stop) count = (start - stop + (-step) - 1) / (-step);
+  Shape sizes = view.sizes;
+  Strides strides = view.strides;
+  sizes[axis] = count;
+  strides[axis] = view.strides[axis] * step;
+  int64_t increment = count == 0 ? 0 : start * view.strides[axis];
+  return reinterpret(view, std::move(sizes), std::move(strides), increment, "slice");
+}
+
+Result<TensorView> permute_view(const TensorView& view, std::span<const int64_t> perm) {
+  if (int64_t(perm.size()) != view.rank())
+    return invalid_argument(fmt::format("permutation of rank {} for a view of rank {}",
+                                        perm.size(), view.rank()));
+  std::vector<bool> seen(perm.size(), false);
+  Shape sizes(perm.size());
+  Strides strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= view.rank() || seen[perm[i]])
+      return invalid_argument(fmt::format("bad permutation {}", shape_to_string(perm)));
+    seen[perm[i]] = true;
+    sizes[i] = view.sizes[perm[i]];
+    strides[i] = view.strides[perm[i]];
+  }
+  return reinterpret(view, std::move(sizes), std::move(strides), 0, "transpose");
+}
+
+std::optional<TensorView> reshape_view(const TensorView& view, std::span<const int64_t> sizes) {
+  if (num_elements(sizes) != view.num_elements()) return std::nullopt;
+  TensorView out = view;
+  out.sizes.assign(sizes.begin(), sizes.end());
+  if (view.num_elements() == 0) {
+    out.strides = contiguous_strides(sizes);
+    return out;
+  }
+  // Walk the old dimensions in chunks whose elements are evenly spaced (each dim's stride
+  // equals the next dim's stride times its size); each chunk can be re-split freely.
+  out.strides.assign(sizes.size(), 0);
+  int64_t old_dim = view.rank() - 1;
+  int64_t new_dim = int64_t(sizes.size()) - 1;
+  while (old_dim >= 0 || new_dim >= 0) {
+    // Skip size-1 dims of the old view: their stride is meaningless.
+    while (old_dim >= 0 && view.sizes[old_dim] == 1) --old_dim;
+    if (old_dim < 0) break;
+    int64_t chunk_stride = view.strides[old_dim];
+    int64_t chunk_size = view.sizes[old_dim];
+    for (--old_dim; old_dim >= 0; --old_dim) {
+      if (view.sizes[old_dim] == 1) continue;
+      if (view.strides[old_dim] != chunk_stride * chunk_size) break;
+      chunk_size *= view.sizes[old_dim];
+    }
+    // Fill new dims (innermost first) until they hold exactly chunk_size elements.
+    int64_t filled = 1;
+    int64_t stride = chunk_stride;
+    while (filled < chunk_size) {
+      if (new_dim < 0) return std::nullopt;
+      out.strides[new_dim] = stride;
+      stride *= sizes[new_dim];
+      filled *= sizes[new_dim];
+      --new_dim;
+    }
+    if (filled != chunk_size) return std::nullopt;
+  }
+  // Remaining new dims must be size 1; give them a plausible stride.
+  for (; new_dim >= 0; --new_dim) {
+    if (sizes[new_dim] != 1) return std::nullopt;
+    out.strides[new_dim] = new_dim + 1 < int64_t(sizes.size())
+                               ? out.strides[new_dim + 1] * sizes[new_dim + 1]
+                               : 1;
+  }
+  return out;
+}
+
+Result<TensorView> broadcast_view(const TensorView& view, std::span<const int64_t> sizes) {
+  if (int64_t(sizes.size()) < view.rank())
+    return invalid_argument(fmt::format("cannot broadcast {} to {}", shape_to_string(view.sizes),
+                                        shape_to_string(sizes)));
+  size_t lead = sizes.size() - view.sizes.size();
+  Strides strides(sizes.size(), 0);
+  for (size_t i = 0; i < view.sizes.size(); ++i) {
+    int64_t from = view.sizes[i];
+    int64_t to = sizes[lead + i];
+    if (from == to) strides[lead + i] = view.strides[i];
+    else if (from != 1)
+      return invalid_argument(fmt::format("cannot broadcast {} to {}",
+                                          shape_to_string(view.sizes), shape_to_string(sizes)));
+  }
+  return reinterpret(view, Shape(sizes.begin(), sizes.end()), std::move(strides), 0, "broadcast");
+}
+
+}  // namespace strider

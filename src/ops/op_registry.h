@@ -1,0 +1,86 @@
+// The op registry: for every supported ONNX op, its shape-and-dtype function and its
+// traits. Kernels are not here: each device declares its own (src/hal/*).
+//
+// Shape inference is our own (not libonnx's): every value must have a static shape when a
+// session is created, so a shape function may read the values of constant inputs (the
+// `shape` of Reshape, the `sizes` of Resize) and must fail with a message naming the
+// node and the field when it cannot determine a shape.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "strider/status.h"
+
+namespace strider {
+
+// What a shape function sees of one node. Errors it returns are prefixed with the node.
+class InferContext {
+ public:
+  InferContext(Graph& graph, NodeId node) : graph_(graph), node_id_(node) {}
+
+  const Node& node() const { return graph_.node(node_id_); }
+  const AttributeMap& attributes() const { return node().attributes; }
+  int opset() const { return node().opset; }
+
+  size_t num_inputs() const { return node().inputs.size(); }
+  size_t num_outputs() const { return node().outputs.size(); }
+  bool has_input(size_t i) const { return node().input(i) != kNoValue; }
+  bool has_output(size_t i) const {
+    return i < num_outputs() && node().outputs[i] != kNoValue;
+  }
+  const Value& input(size_t i) const { return graph_.value(node().inputs.at(i)); }
+  DType input_dtype(size_t i) const { return input(i).dtype; }
+  const Shape& input_shape(size_t i) const { return input(i).shape; }
+  int64_t input_rank(size_t i) const { return int64_t(input(i).shape.size()); }
+  // The value of input i if it is a constant, else nullptr.
+  const Tensor* input_constant(size_t i) const {
+    return has_input(i) ? input(i).constant.get() : nullptr;
+  }
+  // The value of input i read as integers (any integer dtype), or an error naming the
+  // input when it is not a constant: static shapes need it at session creation.
+  Result<std::vector<int64_t>> constant_ints(size_t i, std::string_view what) const;
+  Result<std::vector<double>> constant_floats(size_t i, std::string_view what) const;
+
+  void set_output(size_t i, DType dtype, Shape shape);
+  // For outputs known from shapes alone (Shape, Size): sets the type and the constant.
+  void set_output_constant(size_t i, Tensor value);
+
+  // An INVALID_MODEL status; the caller adds the node's name.
+  template <typename... Args>
+  Status error(fmt::format_string<Args...> format, Args&&... args) const {
+    return invalid_model(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+ private:
+  Graph& graph_;
+  NodeId node_id_;
+};
+
+using InferFn = Status (*)(InferContext&);
+
+struct OpSchema {
+  std::string_view op_type;
+  InferFn infer = nullptr;
+  // Float inputs that are parameters, not data, and so keep f32 when the session computes
+  // in bf16 (Resize's roi and scales).
+  std::vector<int> float_parameter_inputs;
+};
+
+// nullptr when strider does not know the op. Only the default domain ("" or "ai.onnx").
+const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type);
+// Every op type the registry knows, sorted.
+std::vector<std::string_view> registered_op_types();
+
+// Registration, one call per op family file (ops/*.cc); the registry calls them all.
+void register_elementwise_ops(std::vector<OpSchema>& ops);
+void register_tensor_ops(std::vector<OpSchema>& ops);
+void register_nn_ops(std::vector<OpSchema>& ops);
+void register_resize_ops(std::vector<OpSchema>& ops);
+
+}  // namespace strider
