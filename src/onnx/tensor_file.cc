@@ -1,0 +1,39 @@
+#include "onnx/tensor_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "onnx/npy.h"
+#include "onnx/tensor_proto.h"
+
+namespace strider {
+namespace {
+
+enum class Format { kNpy, kPb };
+
+Result<Format> format_of(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  if (ext == ".npy") return Format::kNpy;
+  if (ext == ".pb") return Format::kPb;
+  return invalid_argument(fmt::format(
+      "tensor file '{}': unknown extension '{}' (accepted: .npy, .pb)", path, ext));
+}
+
+}  // namespace
+
+Result<Tensor> read_tensor_file(const std::string& path) {
+  STRIDER_ASSIGN_OR_RETURN(Format format, format_of(path));
+  return format == Format::kNpy ? read_npy(path) : read_tensor_pb(path);
+}
+
+Status write_tensor_file(const std::string& path, const Tensor& tensor, const std::string& name) {
+  STRIDER_ASSIGN_OR_RETURN(Format format, format_of(path));
+  return format == Format::kNpy ? write_npy(path, tensor) : write_tensor_pb(path, tensor, name);
+}
+
+}  // namespace strider

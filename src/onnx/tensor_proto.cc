@@ -1,0 +1,205 @@
+#include "onnx/tensor_proto.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <charconv>
+#include <cstring>
+#include <limits>
+
+#include "base/shape.h"
+#include "onnx/file_io.h"
+
+namespace strider {
+
+static_assert(std::endian::native == std::endian::little,
+              "raw_data and .npy are little-endian; a big-endian host needs byte swaps");
+
+namespace {
+
+using TP = onnx::TensorProto;
+
+// No Tensor may exceed this many bytes: it keeps count * element size from overflowing.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 52;
+
+struct Layout {
+  DType dtype;
+  Shape shape;
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
+std::string describe(const TP& proto, const std::string& what) {
+  return what.empty() ? fmt::format("tensor '{}'", proto.name()) : what;
+}
+
+Result<Layout> layout_of(const TP& proto, const std::string& what) {
+  if (proto.has_segment())
+    return unsupported(fmt::format("{}: segmented tensors are not supported", what));
+  if (proto.data_type() == TP::UNDEFINED)
+    return invalid_model(fmt::format("{}: element type is not set", what));
+  std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype)
+    return unsupported(fmt::format("{}: element type {} is not supported", what,
+                                   onnx_type_name(proto.data_type())));
+  Layout layout{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
+  int64_t limit = kMaxTensorBytes / dtype_size(*dtype);
+  layout.count = 1;
+  for (int64_t d : layout.shape) {
+    if (d < 0)
+      return invalid_model(fmt::format("{}: negative dimension in dims {}", what,
+                                       shape_to_string(layout.shape)));
+    if (d != 0 && layout.count > limit / d)
+      return invalid_model(fmt::format("{}: dims {} are too large", what,
+                                       shape_to_string(layout.shape)));
+    layout.count *= d;
+  }
+  layout.bytes = layout.count * dtype_size(*dtype);
+  return layout;
+}
+
+Status count_mismatch(const std::string& what, const char* field, int64_t got,
+                      const Layout& layout) {
+  return invalid_model(fmt::format("{}: {} holds {} elements but dims {} need {}", what, field,
+                                   got, shape_to_string(layout.shape), layout.count));
+}
+
+// Bool bytes must be 0/1 in a Tensor; any nonzero byte means true.
+void normalize_bools(Tensor& t) {
+  if (t.dtype() != DType::kBool) return;
+  uint8_t* p = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = p[i] != 0;
+}
+
+Result<Tensor> from_bytes(const Layout& layout, std::span<const std::byte> bytes,
+                          const char* source, const std::string& what) {
+  if (int64_t(bytes.size()) != layout.bytes)
+    return invalid_model(fmt::format("{}: {} has {} bytes but {}{} needs {}", what, source,
+                                     bytes.size(), dtype_name(layout.dtype),
+                                     shape_to_string(layout.shape), layout.bytes));
+  Tensor t(layout.dtype, layout.shape);
+  if (layout.bytes > 0) std::memcpy(t.bytes(), bytes.data(), bytes.size());
+  normalize_bools(t);
+  return t;
+}
+
+// Copies a typed repeated field into a Tensor of `Dst` elements. `lo`/`hi` bound the
+// values a narrow type may take in a wider field (int32_data holding int8, f16 bits...).
+template <typename Dst, typename Field>
+Result<Tensor> from_field(const Layout& layout, const Field& field, const char* field_name,
+                          const std::string& what, int64_t lo, int64_t hi) {
+  if (int64_t(field.size()) != layout.count)
+    return count_mismatch(what, field_name, field.size(), layout);
+  Tensor t(layout.dtype, layout.shape);
+  Dst* out = t.data<Dst>();
+  for (int64_t i = 0; i < layout.count; ++i) {
+    auto v = field.Get(int(i));
+    if constexpr (std::is_integral_v<decltype(v)> && sizeof(Dst) < sizeof(v)) {
+      if (int64_t(v) < lo || int64_t(v) > hi)
+        return invalid_model(fmt::format("{}: {}[{}] = {} is out of range for {}", what,
+                                         field_name, i, v, dtype_name(layout.dtype)));
+    }
+    out[i] = Dst(v);
+  }
+  normalize_bools(t);
+  return t;
+}
+
+Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const std::string& what) {
+  switch (layout.dtype) {
+    case DType::kF32: return from_field<float>(layout, proto.float_data(), "float_data", what, 0, 0);
+    case DType::kF64:
+      return from_field<double>(layout, proto.double_data(), "double_data", what, 0, 0);
+    case DType::kI64:
+      return from_field<int64_t>(layout, proto.int64_data(), "int64_data", what, 0, 0);
+    case DType::kI32:
+      return from_field<int32_t>(layout, proto.int32_data(), "int32_data", what, 0, 0);
+    case DType::kI8: return from_field<int8_t>(layout, proto.int32_data(), "int32_data", what, -128, 127);
+    case DType::kU8: return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
+    case DType::kBool:
+      return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
+    case DType::kF16:
+    case DType::kBF16:  // the 16-bit patterns, one per int32_data entry
+      return from_field<uint16_t>(layout, proto.int32_data(), "int32_data", what, 0, 65535);
+  }
+  return internal_error(fmt::format("{}: unhandled dtype", what));
+}
+
+Result<int64_t> parse_nonnegative(const std::string& text, const char* key, const std::string& what) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+    return invalid_model(fmt::format("{}: external data {} '{}' is not a non-negative integer",
+                                     what, key, text));
+  return v;
+}
+
+Result<Tensor> from_external(const TP& proto, const Layout& layout, const std::string& base_dir,
+                             const std::string& what) {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& entry : proto.external_data()) {
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset") {
+      STRIDER_ASSIGN_OR_RETURN(offset, parse_nonnegative(entry.value(), "offset", what));
+    } else if (entry.key() == "length") {
+      STRIDER_ASSIGN_OR_RETURN(length, parse_nonnegative(entry.value(), "length", what));
+    }
+  }
+  if (length >= 0 && length != layout.bytes)
+    return invalid_model(fmt::format("{}: external data length {} but {}{} needs {} bytes", what,
+                                     length, dtype_name(layout.dtype),
+                                     shape_to_string(layout.shape), layout.bytes));
+  STRIDER_ASSIGN_OR_RETURN(std::string path,
+                           onnx_io::resolve_external_path(base_dir, location, what));
+  STRIDER_ASSIGN_OR_RETURN(auto bytes, onnx_io::read_file_range(path, offset, layout.bytes, what));
+  return from_bytes(layout, bytes, "external data", what);
+}
+
+}  // namespace
+
+Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
+                                 const std::string& what_in) {
+  std::string what = describe(proto, what_in);
+  STRIDER_ASSIGN_OR_RETURN(Layout layout, layout_of(proto, what));
+  if (proto.data_location() == TP::EXTERNAL) return from_external(proto, layout, base_dir, what);
+  if (proto.has_raw_data()) {
+    const std::string& raw = proto.raw_data();
+    return from_bytes(layout, std::as_bytes(std::span(raw.data(), raw.size())), "raw_data", what);
+  }
+  return from_typed_fields(proto, layout, what);
+}
+
+TP tensor_to_proto(const Tensor& tensor, const std::string& name) {
+  TP proto;
+  proto.set_name(name);
+  proto.set_data_type(onnx_type_from_dtype(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  proto.set_raw_data(reinterpret_cast<const char*>(tensor.bytes()), tensor.byte_size());
+  return proto;
+}
+
+Result<Tensor> read_tensor_pb(const std::string& path) {
+  std::string what = fmt::format("tensor file '{}'", path);
+  STRIDER_ASSIGN_OR_RETURN(auto bytes, onnx_io::read_file(path, what));
+  TP proto;
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
+      !proto.ParseFromArray(bytes.data(), int(bytes.size())))
+    return invalid_argument(fmt::format("{}: not a serialized ONNX TensorProto", what));
+  Result<Tensor> tensor = tensor_from_proto(proto, onnx_io::parent_folder(path), what);
+  // Inside a standalone file a malformed tensor is bad caller input, not a bad model.
+  if (!tensor.is_ok() && tensor.status().code() == StatusCode::kInvalidModel)
+    return invalid_argument(tensor.status().message());
+  return tensor;
+}
+
+Status write_tensor_pb(const std::string& path, const Tensor& tensor, const std::string& name) {
+  std::string bytes;
+  if (!tensor_to_proto(tensor, name).SerializeToString(&bytes))
+    return internal_error(fmt::format("serializing tensor '{}' for '{}' failed", name, path));
+  return onnx_io::write_file(path, std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+}  // namespace strider
