@@ -103,10 +103,11 @@ class [[nodiscard]] Result {
   } while (0)
 
 // `STRIDER_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its error.
-#define STRIDER_ASSIGN_OR_RETURN(lhs, expr) \
-  STRIDER_ASSIGN_OR_RETURN_IMPL_(STRIDER_CONCAT_(strider_result_, __LINE__), lhs, expr)
-#define STRIDER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                   \
+// The expression may contain commas (template arguments).
+#define STRIDER_ASSIGN_OR_RETURN(lhs, ...) \
+  STRIDER_ASSIGN_OR_RETURN_IMPL_(STRIDER_CONCAT_(strider_result_, __COUNTER__), lhs, __VA_ARGS__)
+#define STRIDER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, ...) \
+  auto tmp = (__VA_ARGS__);                             \
   if (!tmp.is_ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 

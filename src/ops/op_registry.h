@@ -19,22 +19,22 @@
 
 namespace strider {
 
-// What a shape function sees of one node. Errors it returns are prefixed with the node.
-class InferContext {
+// A read-only view of one node and its inputs: what shape functions and kernels both use to
+// resolve a node's parameters (Slice's starts, Split's sizes, ...).
+class NodeInputs {
  public:
-  InferContext(Graph& graph, NodeId node) : graph_(graph), node_id_(node) {}
+  NodeInputs(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
 
-  const Node& node() const { return graph_.node(node_id_); }
-  const AttributeMap& attributes() const { return node().attributes; }
-  int opset() const { return node().opset; }
+  const Graph& graph() const { return graph_; }
+  const Node& node() const { return node_; }
+  const AttributeMap& attributes() const { return node_.attributes; }
+  int opset() const { return node_.opset; }
 
-  size_t num_inputs() const { return node().inputs.size(); }
-  size_t num_outputs() const { return node().outputs.size(); }
-  bool has_input(size_t i) const { return node().input(i) != kNoValue; }
-  bool has_output(size_t i) const {
-    return i < num_outputs() && node().outputs[i] != kNoValue;
-  }
-  const Value& input(size_t i) const { return graph_.value(node().inputs.at(i)); }
+  size_t num_inputs() const { return node_.inputs.size(); }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_input(size_t i) const { return node_.input(i) != kNoValue; }
+  bool has_output(size_t i) const { return i < num_outputs() && node_.outputs[i] != kNoValue; }
+  const Value& input(size_t i) const { return graph_.value(node_.inputs.at(i)); }
   DType input_dtype(size_t i) const { return input(i).dtype; }
   const Shape& input_shape(size_t i) const { return input(i).shape; }
   int64_t input_rank(size_t i) const { return int64_t(input(i).shape.size()); }
@@ -47,10 +47,6 @@ class InferContext {
   Result<std::vector<int64_t>> constant_ints(size_t i, std::string_view what) const;
   Result<std::vector<double>> constant_floats(size_t i, std::string_view what) const;
 
-  void set_output(size_t i, DType dtype, Shape shape);
-  // For outputs known from shapes alone (Shape, Size): sets the type and the constant.
-  void set_output_constant(size_t i, Tensor value);
-
   // An INVALID_MODEL status; the caller adds the node's name.
   template <typename... Args>
   Status error(fmt::format_string<Args...> format, Args&&... args) const {
@@ -58,8 +54,23 @@ class InferContext {
   }
 
  private:
-  Graph& graph_;
-  NodeId node_id_;
+  const Graph& graph_;
+  const Node& node_;
+};
+
+// What a shape function sees: the node's inputs, and setters for its outputs. Errors it
+// returns are prefixed with the node by the caller.
+class InferContext : public NodeInputs {
+ public:
+  InferContext(Graph& graph, NodeId node)
+      : NodeInputs(graph, graph.node(node)), mutable_graph_(graph) {}
+
+  void set_output(size_t i, DType dtype, Shape shape);
+  // For outputs known from shapes alone (Shape, Size, Constant): sets type and constant.
+  void set_output_constant(size_t i, Tensor value);
+
+ private:
+  Graph& mutable_graph_;
 };
 
 using InferFn = Status (*)(InferContext&);

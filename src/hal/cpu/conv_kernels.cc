@@ -1,0 +1,193 @@
+// Conv (1-D, 2-D, 3-D; groups, dilations, strides, pads, auto_pad) and
+// BatchNormalization. Conv runs on oneDNN for f32 and bf16 with descriptors built from the
+// views' real strides; constant weights are reordered once, at creation, into the layout
+// oneDNN prefers. Other dtypes run a naive direct convolution.
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/onednn.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+struct ConvSetup {
+  TensorView x, w, bias, y;  // bias.allocation is null when absent
+  int64_t group = 1;
+  WindowGeometry window;
+};
+
+Result<ConvSetup> resolve_conv(const KernelRequest& r) {
+  ConvSetup c;
+  c.x = r.inputs[0];
+  c.w = r.inputs[1];
+  if (r.has_input(2)) c.bias = r.inputs[2];
+  c.y = r.outputs[0];
+  NodeInputs node(r.graph, r.node);
+  STRIDER_ASSIGN_OR_RETURN(c.group, r.node.attributes.get_int("group", 1));
+  std::span<const int64_t> spatial(c.x.sizes.begin() + 2, c.x.sizes.end());
+  std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
+  STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(node, spatial, kernel, false));
+  return c;
+}
+
+class OneDnnConv final : public Kernel {
+ public:
+  Status init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node);
+  Status run() override {
+    return onednn_call("Conv", [&] {
+      primitive_.execute(onednn_stream(), args_);
+      onednn_stream().wait();
+    });
+  }
+  std::string implementation() const override { return impl_; }
+
+ private:
+  dnnl::convolution_forward primitive_;
+  std::unordered_map<int, dnnl::memory> args_;
+  dnnl::memory packed_weights_;  // owned reordered copy of constant weights
+  std::string impl_;
+};
+
+// Weights [O, I/g, k...] seen as oneDNN's grouped [g, O/g, I/g, k...] when group > 1.
+dnnl::memory::desc weights_desc(const TensorView& w, int64_t group) {
+  if (group == 1) return onednn_desc(w);
+  Shape sizes = {group, w.sizes[0] / group};
+  Strides strides = {w.strides[0] * (w.sizes[0] / group), w.strides[0]};
+  sizes.insert(sizes.end(), w.sizes.begin() + 1, w.sizes.end());
+  strides.insert(strides.end(), w.strides.begin() + 1, w.strides.end());
+  return onednn_desc(w.dtype, sizes, strides);
+}
+
+Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node) {
+  return onednn_call(node, [&] {
+    using dnnl::memory;
+    const WindowGeometry& g = c.window;
+    memory::dims strides(g.strides.begin(), g.strides.end());
+    memory::dims dilations, pad_l(g.pads_begin.begin(), g.pads_begin.end()),
+        pad_r(g.pads_end.begin(), g.pads_end.end());
+    for (int64_t d : g.dilations) dilations.push_back(d - 1);  // oneDNN counts the gaps
+    auto x_md = onednn_desc(c.x), y_md = onednn_desc(c.y);
+    auto w_plain = weights_desc(c.w, c.group);
+    // Constant weights may take whatever layout is fastest; runtime ones stay as they are.
+    auto w_md = constant_weights ? memory::desc(w_plain.dims(), w_plain.data_type(), memory::format_tag::any)
+                                 : w_plain;
+    std::unique_ptr<dnnl::convolution_forward::desc> desc;
+    memory::desc b_md;
+    auto prop = dnnl::prop_kind::forward_inference;
+    auto algo = dnnl::algorithm::convolution_direct;
+    if (c.bias.allocation) {
+      b_md = onednn_desc(c.bias);
+      desc = std::make_unique<dnnl::convolution_forward::desc>(prop, algo, x_md, w_md, b_md, y_md,
+                                                                strides, dilations, pad_l, pad_r);
+    } else {
+      desc = std::make_unique<dnnl::convolution_forward::desc>(prop, algo, x_md, w_md, y_md, strides,
+                                                                dilations, pad_l, pad_r);
+    }
+    dnnl::convolution_forward::primitive_desc pd(*desc, onednn_engine());
+    impl_ = onednn_impl_name(pd);
+    primitive_ = dnnl::convolution_forward(pd);
+    dnnl::memory w_mem = onednn_memory(c.w, w_plain);
+    if (pd.weights_desc() != w_plain) {
+      packed_weights_ = dnnl::memory(pd.weights_desc(), onednn_engine());
+      dnnl::reorder(w_mem, packed_weights_).execute(onednn_stream(), w_mem, packed_weights_);
+      onednn_stream().wait();
+      w_mem = packed_weights_;
+    }
+    args_ = {{DNNL_ARG_SRC, onednn_memory(c.x, x_md)},
+             {DNNL_ARG_WEIGHTS, w_mem},
+             {DNNL_ARG_DST, onednn_memory(c.y, y_md)}};
+    if (c.bias.allocation) args_[DNNL_ARG_BIAS] = onednn_memory(c.bias, b_md);
+  });
+}
+
+// Direct convolution with any strides; accumulates in f32 (f64 for f64).
+template <typename T>
+class NaiveConv final : public Kernel {
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+ public:
+  explicit NaiveConv(ConvSetup c) : c_(std::move(c)) {}
+  Status run() override {
+    const int64_t spatial = c_.x.rank() - 2;
+    const int64_t out_channels = c_.y.sizes[1], in_per_group = c_.w.sizes[1];
+    const int64_t out_per_group = out_channels / c_.group;
+    Shape out_spatial(c_.y.sizes.begin() + 2, c_.y.sizes.end());
+    Shape kernel(c_.w.sizes.begin() + 2, c_.w.sizes.end());
+    for (int64_t n = 0; n < c_.y.sizes[0]; ++n)
+      for (int64_t oc = 0; oc < out_channels; ++oc) {
+        int64_t first_ic = (oc / out_per_group) * in_per_group;
+        Acc bias = c_.bias.allocation ? Acc(load(c_.bias.host_data_as<T>()[oc * c_.bias.strides[0]])) : Acc(0);
+        Shape o(size_t(spatial), 0);
+        for (int64_t p = 0; p < num_elements(out_spatial); ++p) {
+          Acc sum = bias;
+          for (int64_t ic = 0; ic < in_per_group; ++ic) sum += window_sum(n, oc, first_ic + ic, ic, o, kernel);
+          int64_t y_off = n * c_.y.strides[0] + oc * c_.y.strides[1];
+          for (int64_t d = 0; d < spatial; ++d) y_off += o[size_t(d)] * c_.y.strides[size_t(d) + 2];
+          c_.y.host_data_as<T>()[y_off] = store<T>(ComputeType<T>(sum));
+          advance(o, out_spatial);
+        }
+      }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:naive-conv"; }
+
+ private:
+  static void advance(Shape& index, const Shape& sizes) {
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < sizes[d]) return;
+      index[d] = 0;
+    }
+  }
+  Acc window_sum(int64_t n, int64_t oc, int64_t x_channel, int64_t w_channel, const Shape& o,
+                 const Shape& kernel) const {
+    const WindowGeometry& g = c_.window;
+    Acc sum = 0;
+    Shape k(kernel.size(), 0);
+    for (int64_t t = 0; t < num_elements(kernel); ++t, advance(k, kernel)) {
+      int64_t x_off = n * c_.x.strides[0] + x_channel * c_.x.strides[1];
+      int64_t w_off = oc * c_.w.strides[0] + w_channel * c_.w.strides[1];
+      bool inside = true;
+      for (size_t d = 0; d < k.size(); ++d) {
+        int64_t pos = o[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
+        if (pos < 0 || pos >= c_.x.sizes[d + 2]) inside = false;
+        x_off += pos * c_.x.strides[d + 2];
+        w_off += k[d] * c_.w.strides[d + 2];
+      }
+      if (inside)
+        sum += Acc(load(c_.x.host_data_as<T>()[x_off])) * Acc(load(c_.w.host_data_as<T>()[w_off]));
+    }
+    return sum;
+  }
+  ConvSetup c_;
+};
+
+bool positive_strides(const TensorView& v) {
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] > 1 && v.strides[d] <= 0) return false;
+  return true;
+}
+
+Result<KernelPtr> make_conv(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
+  DType dtype = c.y.dtype;
+  bool onednn = (dtype == DType::kF32 || dtype == DType::kBF16) && c.x.rank() <= 5 &&
+                positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y);
+  if (onednn) {
+    auto kernel = std::make_unique<OneDnnConv>();
+    Status s = kernel->init(c, r.constant_input(1), r.node.name);
+    if (s.is_ok()) return KernelPtr(std::move(kernel));
+    if (s.code() != StatusCode::kUnsupported) return s;
+  }
+  return dispatch_dtype(dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (is_float_storage_v<T>) return KernelPtr(new NaiveConv<T>(std::move(c)));
+    else return unsupported(fmt::format("Conv on {}", dtype_name(dtype)));
+  });
+}
+
+}  // namespace
+
+void register_conv_kernels(std::vector<KernelEntry>& table) { table.push_back({"Conv", make_conv}); }
+
+}  // namespace strider::cpu

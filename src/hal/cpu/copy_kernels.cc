@@ -1,0 +1,207 @@
+// Data-movement kernels. Each op is a view of its input (or, for Concat, of its output)
+// followed by strided copies: Split, Slice, Concat, Transpose, Expand, Reshape and its
+// relatives, Gather; and Cast, a converting copy.
+#include <cmath>
+#include <limits>
+
+#include "hal/cpu/copy.h"
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/map_kernel.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+// Runs a fixed list of (destination, source) view copies.
+class CopyKernel final : public Kernel {
+ public:
+  CopyKernel(std::string name, std::vector<std::pair<TensorView, TensorView>> copies)
+      : name_(std::move(name)), copies_(std::move(copies)) {}
+  Status run() override {
+    for (const auto& [dst, src] : copies_) copy_view(dst, src);
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:copy:" + name_; }
+
+ private:
+  std::string name_;
+  std::vector<std::pair<TensorView, TensorView>> copies_;
+};
+
+KernelPtr single_copy(const KernelRequest& r, TensorView src) {
+  return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
+}
+
+// Identity, Reshape, Flatten, Squeeze, Unsqueeze: the same elements in row-major order.
+Result<KernelPtr> make_reshape_copy(const KernelRequest& r) {
+  const TensorView& in = r.inputs[0];
+  const TensorView& out = r.outputs[0];
+  if (auto src = reshape_view(in, out.sizes)) return single_copy(r, *src);
+  if (auto dst = reshape_view(out, in.sizes))
+    return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, in}}));
+  return unsupported(fmt::format("{} of view {} into {} needs a Materialize step", r.node.op_type,
+                                 in.to_string(), out.to_string()));
+}
+
+Result<KernelPtr> make_transpose(const KernelRequest& r) {
+  NodeInputs node(r.graph, r.node);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(node));
+  STRIDER_ASSIGN_OR_RETURN(TensorView src, permute_view(r.inputs[0], perm));
+  return single_copy(r, std::move(src));
+}
+
+Result<KernelPtr> make_slice(const KernelRequest& r) {
+  NodeInputs node(r.graph, r.node);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(node));
+  TensorView src = r.inputs[0];
+  for (const SliceAxis& a : axes) {
+    STRIDER_ASSIGN_OR_RETURN(src, slice_view(src, a.axis, a.start, a.start + a.step * a.count, a.step));
+  }
+  return single_copy(r, std::move(src));
+}
+
+Result<KernelPtr> make_split(const KernelRequest& r) {
+  NodeInputs node(r.graph, r.node);
+  STRIDER_ASSIGN_OR_RETURN(SplitParams p, resolve_split(node));
+  std::vector<std::pair<TensorView, TensorView>> copies;
+  int64_t offset = 0;
+  for (size_t i = 0; i < p.sizes.size(); ++i) {
+    if (i < r.outputs.size() && r.outputs[i].allocation) {
+      STRIDER_ASSIGN_OR_RETURN(TensorView part,
+                               slice_view(r.inputs[0], p.axis, offset, offset + p.sizes[i], 1));
+      copies.emplace_back(r.outputs[i], std::move(part));
+    }
+    offset += p.sizes[i];
+  }
+  return KernelPtr(new CopyKernel("Split", std::move(copies)));
+}
+
+Result<KernelPtr> make_concat(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.require_int("axis"));
+  if (axis < 0) axis += r.outputs[0].rank();
+  std::vector<std::pair<TensorView, TensorView>> copies;
+  int64_t offset = 0;
+  for (const TensorView& in : r.inputs) {
+    int64_t size = in.sizes[size_t(axis)];
+    STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.outputs[0], axis, offset, offset + size, 1));
+    copies.emplace_back(std::move(part), in);
+    offset += size;
+  }
+  return KernelPtr(new CopyKernel("Concat", std::move(copies)));
+}
+
+Result<KernelPtr> make_expand(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(TensorView src, broadcast_view(r.inputs[0], r.outputs[0].sizes));
+  return single_copy(r, std::move(src));
+}
+
+// Gather: out[pre..., j..., post...] = data[pre..., indices[j...], post...]. Indices are
+// read at run time and checked against the axis, negative ones counting from the end.
+class GatherKernel final : public Kernel {
+ public:
+  GatherKernel(TensorView data, TensorView indices, TensorView out, int64_t axis, std::string node)
+      : data_(std::move(data)), indices_(std::move(indices)), out_(std::move(out)), axis_(axis),
+        node_(std::move(node)) {
+    // Sizes and strides of one gathered slice: the data dims without `axis`.
+    for (int64_t d = 0; d < data_.rank(); ++d) {
+      if (d == axis_) continue;
+      slice_sizes_.push_back(data_.sizes[size_t(d)]);
+      data_strides_.push_back(data_.strides[size_t(d)]);
+      int64_t out_dim = d < axis_ ? d : d - 1 + indices_.rank();
+      out_strides_.push_back(out_.strides[size_t(out_dim)]);
+    }
+  }
+
+  Status run() override {
+    int64_t dim = data_.sizes[size_t(axis_)];
+    int64_t esize = dtype_size(data_.dtype);
+    Shape index(size_t(indices_.rank()), 0);
+    for (int64_t j = 0; j < indices_.num_elements(); ++j) {
+      int64_t in_offset = 0, out_offset = 0;
+      for (size_t t = 0; t < index.size(); ++t) {
+        in_offset += index[t] * indices_.strides[t];
+        out_offset += index[t] * out_.strides[size_t(axis_) + t];
+      }
+      const std::byte* p = indices_.host_data() + in_offset * dtype_size(indices_.dtype);
+      int64_t k = indices_.dtype == DType::kI64 ? *reinterpret_cast<const int64_t*>(p)
+                                                : *reinterpret_cast<const int32_t*>(p);
+      if (k < -dim || k >= dim)
+        return out_of_range(fmt::format("node '{}': index {} out of range [{}, {})", node_, k, -dim, dim));
+      if (k < 0) k += dim;
+      copy_strided(slice_sizes_, out_.host_data() + out_offset * esize, out_strides_.data(),
+                   data_.host_data() + k * data_.strides[size_t(axis_)] * esize,
+                   data_strides_.data(), esize);
+      for (size_t t = index.size(); t-- > 0;) {  // next index position, row-major
+        if (++index[t] < indices_.sizes[t]) break;
+        index[t] = 0;
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:Gather"; }
+
+ private:
+  TensorView data_, indices_, out_;
+  int64_t axis_;
+  std::string node_;
+  Shape slice_sizes_;
+  Strides data_strides_, out_strides_;
+};
+
+Result<KernelPtr> make_gather(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.get_int("axis", 0));
+  if (axis < 0) axis += r.inputs[0].rank();
+  if (r.inputs[1].dtype != DType::kI64 && r.inputs[1].dtype != DType::kI32)
+    return unsupported(fmt::format("Gather indices of dtype {}", dtype_name(r.inputs[1].dtype)));
+  return KernelPtr(new GatherKernel(r.inputs[0], r.inputs[1], r.outputs[0], axis, r.node.name));
+}
+
+// Cast: float to integer truncates toward zero; NaN becomes 0 and out-of-range values
+// saturate (ONNX leaves them undefined; C++ would make them undefined behaviour).
+template <typename TOut>
+struct CastTo {
+  template <class C>
+  ComputeType<TOut> operator()(C x) const {
+    using R = ComputeType<TOut>;
+    if constexpr (std::is_same_v<R, bool>) {
+      return x != C(0);
+    } else if constexpr (std::is_integral_v<R> && !std::is_integral_v<C>) {
+      if (std::isnan(x)) return R(0);
+      if (double(x) >= double(std::numeric_limits<R>::max())) return std::numeric_limits<R>::max();
+      if (double(x) <= double(std::numeric_limits<R>::lowest())) return std::numeric_limits<R>::lowest();
+      return R(x);
+    } else {
+      return R(x);
+    }
+  }
+};
+
+Result<KernelPtr> make_cast(const KernelRequest& r) {
+  const TensorView& in = r.inputs[0];
+  const TensorView& out = r.outputs[0];
+  if (in.dtype == out.dtype) return single_copy(r, in);
+  return dispatch_dtype(out.dtype, [&]<typename TOut>() -> Result<KernelPtr> {
+    return dispatch_dtype(in.dtype, [&]<typename TIn>() -> Result<KernelPtr> {
+      return make_map_kernel<TOut, TIn>("Cast", out, {in}, CastTo<TOut>{});
+    });
+  });
+}
+
+}  // namespace
+
+void register_copy_kernels(std::vector<KernelEntry>& table) {
+  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    table.push_back({op, make_reshape_copy});
+  table.push_back({"Transpose", make_transpose});
+  table.push_back({"Slice", make_slice});
+  table.push_back({"Split", make_split});
+  table.push_back({"Concat", make_concat});
+  table.push_back({"Expand", make_expand});
+  table.push_back({"Gather", make_gather});
+  table.push_back({"Cast", make_cast});
+  table.push_back({"CastLike", make_cast});
+}
+
+}  // namespace strider::cpu

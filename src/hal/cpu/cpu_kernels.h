@@ -1,0 +1,34 @@
+// The CPU device's kernel table: op type -> factory. Each factory checks that it supports
+// the node's dtypes and attributes and returns UNSUPPORTED (naming what) otherwise, so a
+// session can list everything it cannot run before running anything.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "hal/kernel.h"
+
+namespace strider::cpu {
+
+using KernelFactory = Result<std::unique_ptr<Kernel>> (*)(const KernelRequest&);
+
+struct KernelEntry {
+  std::string_view op_type;
+  KernelFactory create;
+};
+
+Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request);
+bool has_kernel(std::string_view op_type);
+
+// One registration function per kernel family file.
+void register_elementwise_kernels(std::vector<KernelEntry>& table);
+void register_copy_kernels(std::vector<KernelEntry>& table);
+void register_matmul_kernels(std::vector<KernelEntry>& table);
+void register_conv_kernels(std::vector<KernelEntry>& table);
+void register_pool_kernels(std::vector<KernelEntry>& table);
+void register_reduce_kernels(std::vector<KernelEntry>& table);
+void register_resize_kernels(std::vector<KernelEntry>& table);
+void register_generator_kernels(std::vector<KernelEntry>& table);
+
+}  // namespace strider::cpu

@@ -1,0 +1,227 @@
+// MatMul and Gemm. Operands are views as they are: a transposed operand (Gemm's transA/B)
+// is a permuted view and a column chunk is a leading dimension, never a packed copy.
+// oneDNN runs f32 and bf16 (f32 accumulation) when it accepts the strides; everything
+// else runs a naive strided loop that accumulates in f32 (f64 for f64, i64 for ints).
+#include <numeric>
+
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/map_kernel.h"
+#include "hal/cpu/onednn.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+// The three operands as rank-aligned [batch..., M, K] x [batch..., K, N] -> [batch..., M, N]
+// views, with 1-D operands promoted and size-1 dims inserted.
+struct MatMulViews {
+  TensorView a, b, out;
+};
+
+TensorView insert_unit_dim(const TensorView& v, size_t at) {
+  TensorView r = v;
+  int64_t stride = at < v.strides.size() ? v.strides[at] * std::max<int64_t>(v.sizes[at], 1) : 1;
+  r.sizes.insert(r.sizes.begin() + long(at), 1);
+  r.strides.insert(r.strides.begin() + long(at), stride);
+  return r;
+}
+
+MatMulViews align_matmul(const TensorView& a_in, const TensorView& b_in, const TensorView& out_in) {
+  MatMulViews v{a_in, b_in, out_in};
+  if (v.a.rank() == 1) {
+    v.a = insert_unit_dim(v.a, 0);
+    v.out = insert_unit_dim(v.out, size_t(v.out.rank()) - (b_in.rank() == 1 ? 0 : 1));
+  }
+  if (v.b.rank() == 1) {
+    v.b = insert_unit_dim(v.b, 1);
+    v.out = insert_unit_dim(v.out, size_t(v.out.rank()));
+  }
+  while (v.a.rank() < v.out.rank()) v.a = insert_unit_dim(v.a, 0);
+  while (v.b.rank() < v.out.rank()) v.b = insert_unit_dim(v.b, 0);
+  return v;
+}
+
+bool onednn_strides_ok(const TensorView& v) {
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] > 1 && v.strides[d] <= 0) return false;
+  return true;
+}
+
+class OneDnnMatMul final : public Kernel {
+ public:
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::string& node) {
+    return onednn_call(node, [&] {
+      auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
+      dnnl::primitive_attr attr;
+      if (scale != 1.0f) attr.set_output_scales(0, {scale});
+      std::unique_ptr<dnnl::matmul::desc> desc;
+      dnnl::memory::desc bias_md;
+      if (bias) {
+        bias_md = onednn_desc(*bias);
+        desc = std::make_unique<dnnl::matmul::desc>(a_md, b_md, bias_md, out_md);
+      } else {
+        desc = std::make_unique<dnnl::matmul::desc>(a_md, b_md, out_md);
+      }
+      dnnl::matmul::primitive_desc pd(*desc, attr, onednn_engine());
+      impl_ = onednn_impl_name(pd);
+      primitive_ = dnnl::matmul(pd);
+      args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
+               {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
+               {DNNL_ARG_DST, onednn_memory(v.out, out_md)}};
+      if (bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
+    });
+  }
+  Status run() override {
+    return onednn_call("MatMul", [&] {
+      primitive_.execute(onednn_stream(), args_);
+      onednn_stream().wait();
+    });
+  }
+  std::string implementation() const override { return impl_; }
+
+ private:
+  dnnl::matmul primitive_;
+  std::unordered_map<int, dnnl::memory> args_;
+  std::string impl_;
+};
+
+// out[batch, m, n] = scale * sum_k a[batch, m, k] * b[batch, k, n], any strides.
+template <typename T>
+class NaiveMatMul final : public Kernel {
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double,
+                                 std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+
+ public:
+  NaiveMatMul(MatMulViews v, float scale) : v_(std::move(v)), scale_(scale) {}
+  Status run() override {
+    size_t r = size_t(v_.out.rank());
+    int64_t m_size = v_.out.sizes[r - 2], n_size = v_.out.sizes[r - 1], k_size = v_.a.sizes[r - 1];
+    Shape batch(v_.out.sizes.begin(), v_.out.sizes.end() - 2);
+    Shape index(batch.size(), 0);
+    for (int64_t b = 0; b < num_elements(batch); ++b) {
+      const T* a = v_.a.host_data_as<T>() + batch_offset(v_.a, index);
+      const T* w = v_.b.host_data_as<T>() + batch_offset(v_.b, index);
+      T* o = v_.out.host_data_as<T>() + batch_offset(v_.out, index);
+      for (int64_t m = 0; m < m_size; ++m)
+        for (int64_t n = 0; n < n_size; ++n) {
+          Acc sum = 0;
+          for (int64_t k = 0; k < k_size; ++k)
+            sum += Acc(load(a[m * v_.a.strides[r - 2] + k * v_.a.strides[r - 1]])) *
+                   Acc(load(w[k * v_.b.strides[r - 2] + n * v_.b.strides[r - 1]]));
+          o[m * v_.out.strides[r - 2] + n * v_.out.strides[r - 1]] =
+              store<T>(ComputeType<T>(scale_ == 1.0f ? sum : Acc(double(sum) * scale_)));
+        }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < batch[d]) break;
+        index[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:naive-matmul"; }
+
+ private:
+  // Offset of a batch position; a broadcast operand (size 1) stays at 0.
+  static int64_t batch_offset(const TensorView& v, const Shape& index) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < index.size(); ++d)
+      if (v.sizes[d] != 1) offset += index[d] * v.strides[d];
+    return offset;
+  }
+  MatMulViews v_;
+  float scale_;
+};
+
+// A matmul of aligned views, on oneDNN when it can, else naive.
+Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
+                                 const std::string& node) {
+  DType dtype = v.out.dtype;
+  bool onednn = (dtype == DType::kF32 || dtype == DType::kBF16) && onednn_strides_ok(v.a) &&
+                onednn_strides_ok(v.b) && onednn_strides_ok(v.out);
+  if (onednn) {
+    auto kernel = std::make_unique<OneDnnMatMul>();
+    Status s = kernel->init(v, bias, scale, node);
+    if (s.is_ok()) return KernelPtr(std::move(kernel));
+    if (s.code() != StatusCode::kUnsupported) return s;
+  }
+  if (bias) return unsupported(fmt::format("node '{}': matmul with fused bias on {}", node, dtype_name(dtype)));
+  return dispatch_dtype(dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_same_v<T, bool>) {
+      return unsupported(fmt::format("node '{}': MatMul on bool", node));
+    } else {
+      return KernelPtr(new NaiveMatMul<T>(v, scale));
+    }
+  });
+}
+
+Result<KernelPtr> make_matmul(const KernelRequest& r) {
+  return make_matmul_of(align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]), nullptr, 1.0f,
+                        r.node.name);
+}
+
+// Runs a matmul, then out = out + beta * C with C broadcast.
+class GemmKernel final : public Kernel {
+ public:
+  GemmKernel(KernelPtr matmul, KernelPtr epilogue)
+      : matmul_(std::move(matmul)), epilogue_(std::move(epilogue)) {}
+  Status run() override {
+    STRIDER_RETURN_IF_ERROR(matmul_->run());
+    return epilogue_ ? epilogue_->run() : Status::ok();
+  }
+  std::string implementation() const override {
+    return matmul_->implementation() + (epilogue_ ? "+bias" : "");
+  }
+
+ private:
+  KernelPtr matmul_, epilogue_;
+};
+
+Result<KernelPtr> make_gemm(const KernelRequest& r) {
+  const AttributeMap& attrs = r.node.attributes;
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
+  STRIDER_ASSIGN_OR_RETURN(float alpha, attrs.get_float("alpha", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(float beta, attrs.get_float("beta", 1.0f));
+  static constexpr int64_t kSwap[] = {1, 0};
+  MatMulViews v{r.inputs[0], r.inputs[1], r.outputs[0]};
+  if (trans_a) {
+    STRIDER_ASSIGN_OR_RETURN(v.a, permute_view(v.a, kSwap));
+  }
+  if (trans_b) {
+    STRIDER_ASSIGN_OR_RETURN(v.b, permute_view(v.b, kSwap));
+  }
+  bool has_c = r.has_input(2) && beta != 0.0f;
+  // The common Linear case (alpha = beta = 1, C a row) fuses C as oneDNN's bias.
+  if (has_c && alpha == 1.0f && beta == 1.0f) {
+    TensorView c = r.inputs[2];
+    while (c.rank() < 2) c = insert_unit_dim(c, 0);
+    if (c.sizes[0] == 1 || c.sizes[0] == v.out.sizes[0]) {
+      auto fused = make_matmul_of(v, &c, 1.0f, r.node.name);
+      if (fused.is_ok() || fused.status().code() != StatusCode::kUnsupported) return fused;
+    }
+  }
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr matmul, make_matmul_of(v, nullptr, alpha, r.node.name));
+  KernelPtr epilogue;
+  if (has_c) {
+    STRIDER_ASSIGN_OR_RETURN(epilogue, dispatch_dtype(v.out.dtype, [&]<typename T>() -> Result<KernelPtr> {
+      if constexpr (std::is_same_v<T, bool>) {
+        return unsupported("Gemm on bool");
+      } else {
+        using C = ComputeType<T>;
+        auto add_scaled = [beta](C acc, C c) { return C(acc + C(beta) * c); };
+        return make_map_kernel<T, T, T>("Gemm.C", v.out, {v.out, r.inputs[2]}, add_scaled);
+      }
+    }));
+  }
+  return KernelPtr(new GemmKernel(std::move(matmul), std::move(epilogue)));
+}
+
+}  // namespace
+
+void register_matmul_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"MatMul", make_matmul});
+  table.push_back({"Gemm", make_gemm});
+}
+
+}  // namespace strider::cpu

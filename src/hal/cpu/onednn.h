@@ -1,0 +1,48 @@
+// oneDNN glue for the CPU kernels: one engine per process, a stream per thread, memory
+// descriptors built from a view's real sizes and strides (never a packed copy), and
+// conversion of oneDNN's exceptions into Statuses at the kernel boundary.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <optional>
+#include <string>
+
+#include "memory/tensor_view.h"
+#include "strider/status.h"
+
+namespace strider::cpu {
+
+dnnl::engine& onednn_engine();
+// The calling thread's stream (oneDNN streams are not shared between threads).
+dnnl::stream& onednn_stream();
+
+// The oneDNN data type for a dtype, or nullopt when oneDNN has none that we use.
+std::optional<dnnl::memory::data_type> onednn_type(DType dtype);
+
+// A descriptor with the view's sizes and strides (in elements). Stride-0 broadcast dims are
+// not expressible: callers pass views whose broadcast dims have size 1.
+dnnl::memory::desc onednn_desc(const TensorView& view);
+// The same with explicit sizes/strides (for reshaped views such as grouped weights).
+dnnl::memory::desc onednn_desc(DType dtype, const Shape& sizes, const Strides& strides);
+// A memory object over the view's bytes: no copy.
+dnnl::memory onednn_memory(const TensorView& view, const dnnl::memory::desc& desc);
+
+// Runs `fn`, turning a dnnl::error into a Status: UNSUPPORTED when oneDNN has no
+// implementation, DEVICE_ERROR otherwise. `what` names the node.
+template <typename Fn>
+Status onednn_call(const std::string& what, Fn&& fn) {
+  try {
+    fn();
+    return Status::ok();
+  } catch (const dnnl::error& e) {
+    std::string message = what + ": oneDNN: " + e.what();
+    if (e.status == dnnl_unimplemented) return unsupported(message);
+    return device_error(message);
+  }
+}
+
+// "onednn:" + the implementation oneDNN picked (e.g. "onednn:brg:avx512_core").
+std::string onednn_impl_name(const dnnl::primitive_desc_base& pd);
+
+}  // namespace strider::cpu

@@ -1,0 +1,157 @@
+// Pooling: MaxPool (with its optional Indices output), AveragePool, GlobalAveragePool,
+// GlobalMaxPool over 1-3 spatial dims, any strides, accumulating in f32 (f64 for f64).
+#include <cmath>
+#include <limits>
+
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/dtype_dispatch.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+void advance(Shape& index, const Shape& sizes) {
+  for (size_t d = index.size(); d-- > 0;) {
+    if (++index[d] < sizes[d]) return;
+    index[d] = 0;
+  }
+}
+
+enum class PoolKind { kMax, kAverage };
+
+struct PoolSetup {
+  PoolKind kind = PoolKind::kMax;
+  WindowGeometry window;
+  bool count_include_pad = false;
+  bool column_major_indices = false;  // MaxPool storage_order = 1
+};
+
+template <typename T>
+class PoolKernel final : public Kernel {
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+ public:
+  PoolKernel(TensorView x, TensorView y, TensorView indices, PoolSetup setup)
+      : x_(std::move(x)), y_(std::move(y)), indices_(std::move(indices)), s_(std::move(setup)) {}
+
+  Status run() override {
+    Shape out_spatial(y_.sizes.begin() + 2, y_.sizes.end());
+    for (int64_t n = 0; n < y_.sizes[0]; ++n)
+      for (int64_t c = 0; c < y_.sizes[1]; ++c) {
+        Shape o(out_spatial.size(), 0);
+        for (int64_t p = 0; p < num_elements(out_spatial); ++p, advance(o, out_spatial)) pool_one(n, c, o);
+      }
+    return Status::ok();
+  }
+  std::string implementation() const override {
+    return s_.kind == PoolKind::kMax ? "strider:maxpool" : "strider:avgpool";
+  }
+
+ private:
+  void pool_one(int64_t n, int64_t c, const Shape& o) {
+    const WindowGeometry& g = s_.window;
+    const size_t spatial = o.size();
+    Acc acc = s_.kind == PoolKind::kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
+    int64_t best_index = -1, valid = 0, padded = 1;
+    // The window along each dim, clipped to the padded input for the padded count.
+    for (size_t d = 0; d < spatial; ++d) {
+      int64_t start = o[d] * g.strides[d] - g.pads_begin[d];
+      int64_t end = std::min(start + (g.kernel[d] - 1) * g.dilations[d] + 1,
+                             x_.sizes[d + 2] + g.pads_end[d]);
+      padded *= (end - start + g.dilations[d] - 1) / g.dilations[d];
+    }
+    Shape k(spatial, 0);
+    for (int64_t t = 0; t < num_elements(g.kernel); ++t, advance(k, g.kernel)) {
+      int64_t offset = n * x_.strides[0] + c * x_.strides[1];
+      int64_t flat = 0, column_flat = 0, column_scale = 1;
+      bool inside = true;
+      for (size_t d = 0; d < spatial; ++d) {
+        int64_t pos = o[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
+        if (pos < 0 || pos >= x_.sizes[d + 2]) inside = false;
+        offset += pos * x_.strides[d + 2];
+        flat = flat * x_.sizes[d + 2] + pos;
+        column_flat += pos * column_scale;
+        column_scale *= x_.sizes[d + 2];
+      }
+      if (!inside) continue;
+      Acc v = Acc(load(x_.host_data_as<T>()[offset]));
+      ++valid;
+      if (s_.kind == PoolKind::kAverage) {
+        acc += v;
+      } else if (v > acc || best_index < 0) {
+        acc = v;
+        best_index = s_.column_major_indices ? column_flat : flat;
+      }
+    }
+    if (s_.kind == PoolKind::kAverage) {
+      int64_t divisor = s_.count_include_pad ? padded : valid;
+      acc = divisor > 0 ? acc / Acc(divisor) : Acc(0);
+    }
+    int64_t y_offset = n * y_.strides[0] + c * y_.strides[1];
+    for (size_t d = 0; d < spatial; ++d) y_offset += o[d] * y_.strides[d + 2];
+    y_.host_data_as<T>()[y_offset] = store<T>(ComputeType<T>(acc));
+    if (indices_.allocation) {
+      int64_t plane = num_elements(std::span(x_.sizes).subspan(2));
+      int64_t i_offset = n * indices_.strides[0] + c * indices_.strides[1];
+      for (size_t d = 0; d < spatial; ++d) i_offset += o[d] * indices_.strides[d + 2];
+      indices_.host_data_as<int64_t>()[i_offset] = (n * x_.sizes[1] + c) * plane + best_index;
+    }
+  }
+
+  TensorView x_, y_, indices_;
+  PoolSetup s_;
+};
+
+Result<KernelPtr> make_pool_kernel(const KernelRequest& r, PoolSetup setup, TensorView indices) {
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (is_float_storage_v<T>) {
+      return KernelPtr(new PoolKernel<T>(r.inputs[0], r.outputs[0], indices, std::move(setup)));
+    } else {
+      return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(r.inputs[0].dtype)));
+    }
+  });
+}
+
+Result<KernelPtr> make_window_pool(const KernelRequest& r, PoolKind kind) {
+  NodeInputs node(r.graph, r.node);
+  const AttributeMap& a = r.node.attributes;
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, a.require_ints("kernel_shape"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t ceil_mode, a.get_int("ceil_mode", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t include_pad, a.get_int("count_include_pad", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t storage_order, a.get_int("storage_order", 0));
+  PoolSetup setup;
+  setup.kind = kind;
+  setup.count_include_pad = include_pad != 0;
+  setup.column_major_indices = storage_order != 0;
+  std::span<const int64_t> spatial(r.inputs[0].sizes.begin() + 2, r.inputs[0].sizes.end());
+  STRIDER_ASSIGN_OR_RETURN(setup.window, resolve_window(node, spatial, kernel, ceil_mode != 0));
+  TensorView indices = r.outputs.size() > 1 ? r.outputs[1] : TensorView{};
+  return make_pool_kernel(r, std::move(setup), indices);
+}
+
+// A global pool is a window pool whose window is the whole spatial extent.
+Result<KernelPtr> make_global_pool(const KernelRequest& r, PoolKind kind) {
+  PoolSetup setup;
+  setup.kind = kind;
+  size_t spatial = size_t(r.inputs[0].rank() - 2);
+  setup.window.kernel.assign(r.inputs[0].sizes.begin() + 2, r.inputs[0].sizes.end());
+  setup.window.strides.assign(spatial, 1);
+  setup.window.dilations.assign(spatial, 1);
+  setup.window.pads_begin.assign(spatial, 0);
+  setup.window.pads_end.assign(spatial, 0);
+  setup.window.output.assign(spatial, 1);
+  return make_pool_kernel(r, std::move(setup), TensorView{});
+}
+
+}  // namespace
+
+void register_pool_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"MaxPool", [](const KernelRequest& r) { return make_window_pool(r, PoolKind::kMax); }});
+  table.push_back({"AveragePool", [](const KernelRequest& r) { return make_window_pool(r, PoolKind::kAverage); }});
+  table.push_back({"GlobalMaxPool", [](const KernelRequest& r) { return make_global_pool(r, PoolKind::kMax); }});
+  table.push_back({"GlobalAveragePool", [](const KernelRequest& r) { return make_global_pool(r, PoolKind::kAverage); }});
+}
+
+}  // namespace strider::cpu

@@ -1,0 +1,187 @@
+// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin) and Softmax / LogSoftmax.
+// Both walk "outer x reduced" index spaces over strided views and accumulate in f32
+// (f64 for f64, i64 for integers).
+#include <cmath>
+#include <limits>
+
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/dtype_dispatch.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+template <typename T>
+using Accumulator = std::conditional_t<std::is_same_v<T, double>, double,
+                                       std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+
+void advance(Shape& index, const Shape& sizes) {
+  for (size_t d = index.size(); d-- > 0;) {
+    if (++index[d] < sizes[d]) return;
+    index[d] = 0;
+  }
+}
+
+int64_t offset_of(const Shape& index, const std::vector<int64_t>& dims, const Strides& strides) {
+  int64_t offset = 0;
+  for (size_t i = 0; i < dims.size(); ++i) offset += index[i] * strides[size_t(dims[i])];
+  return offset;
+}
+
+enum class ReduceOp { kSum, kMean, kMax, kMin };
+
+// Splits the input dims into kept (outer) and reduced ones and visits each output.
+template <typename T>
+class ReduceKernel final : public Kernel {
+  using Acc = Accumulator<T>;
+
+ public:
+  ReduceKernel(TensorView in, TensorView out, ReduceParams p, ReduceOp op)
+      : in_(std::move(in)), out_(std::move(out)), op_(op) {
+    std::vector<bool> reduced(size_t(in_.rank()), false);
+    if (!p.noop)
+      for (int64_t a : p.axes) reduced[size_t(a)] = true;
+    for (int64_t d = 0; d < in_.rank(); ++d) {
+      (reduced[size_t(d)] ? reduced_dims_ : kept_dims_).push_back(d);
+      (reduced[size_t(d)] ? reduced_sizes_ : kept_sizes_).push_back(in_.sizes[size_t(d)]);
+    }
+    // With keepdims (or no reduction) the output has the input's rank and the kept dims
+    // keep their positions; without, it holds just the kept dims in order.
+    bool same_rank = out_.rank() == in_.rank();
+    for (size_t i = 0; i < kept_dims_.size(); ++i)
+      out_kept_strides_.push_back(out_.strides[same_rank ? size_t(kept_dims_[i]) : i]);
+  }
+
+  Status run() override {
+    Shape outer(kept_sizes_.size(), 0);
+    const T* in = in_.host_data_as<T>();
+    T* out = out_.host_data_as<T>();
+    int64_t count = num_elements(reduced_sizes_);
+    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance(outer, kept_sizes_)) {
+      const T* base = in + offset_of(outer, kept_dims_, in_.strides);
+      Acc acc = initial();
+      Shape inner(reduced_sizes_.size(), 0);
+      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_))
+        acc = combine(acc, Acc(load(base[offset_of(inner, reduced_dims_, in_.strides)])));
+      if (op_ == ReduceOp::kMean) acc = count ? Acc(acc / Acc(count)) : Acc(0);
+      int64_t out_offset = 0;
+      for (size_t i = 0; i < outer.size(); ++i) out_offset += outer[i] * out_kept_strides_[i];
+      out[out_offset] = store<T>(ComputeType<T>(acc));
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:reduce"; }
+
+ private:
+  Acc initial() const {
+    if (op_ == ReduceOp::kMax) return std::numeric_limits<Acc>::lowest();
+    if (op_ == ReduceOp::kMin) return std::numeric_limits<Acc>::max();
+    return Acc(0);
+  }
+  Acc combine(Acc acc, Acc x) const {
+    switch (op_) {
+      case ReduceOp::kMax: return (x > acc || x != x) ? x : acc;
+      case ReduceOp::kMin: return (x < acc || x != x) ? x : acc;
+      default: return Acc(acc + x);
+    }
+  }
+
+  TensorView in_, out_;
+  ReduceOp op_;
+  std::vector<int64_t> kept_dims_, reduced_dims_;
+  Shape kept_sizes_, reduced_sizes_;
+  Strides out_kept_strides_;
+};
+
+Result<KernelPtr> make_reduce(const KernelRequest& r, ReduceOp op) {
+  NodeInputs node(r.graph, r.node);
+  STRIDER_ASSIGN_OR_RETURN(ReduceParams p, resolve_reduce(node));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_same_v<T, bool>) {
+      return unsupported(fmt::format("{} on bool", r.node.op_type));
+    } else {
+      return KernelPtr(new ReduceKernel<T>(r.inputs[0], r.outputs[0], p, op));
+    }
+  });
+}
+
+// Softmax over `axes` (the last axis from opset 13; the flattened tail from `axis` before).
+template <typename T>
+class SoftmaxKernel final : public Kernel {
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+ public:
+  SoftmaxKernel(TensorView in, TensorView out, int64_t first_axis, int64_t last_axis, bool log)
+      : in_(std::move(in)), out_(std::move(out)), log_(log) {
+    for (int64_t d = 0; d < in_.rank(); ++d) {
+      bool reduced = d >= first_axis && d <= last_axis;
+      (reduced ? reduced_dims_ : kept_dims_).push_back(d);
+      (reduced ? reduced_sizes_ : kept_sizes_).push_back(in_.sizes[size_t(d)]);
+    }
+  }
+  Status run() override {
+    const T* in = in_.host_data_as<T>();
+    T* out = out_.host_data_as<T>();
+    int64_t count = num_elements(reduced_sizes_);
+    std::vector<Acc> row(static_cast<size_t>(count));
+    Shape outer(kept_sizes_.size(), 0);
+    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance(outer, kept_sizes_)) {
+      int64_t in_base = offset_of(outer, kept_dims_, in_.strides);
+      int64_t out_base = offset_of(outer, kept_dims_, out_.strides);
+      Shape inner(reduced_sizes_.size(), 0);
+      Acc max = -std::numeric_limits<Acc>::infinity();
+      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_)) {
+        row[size_t(i)] = Acc(load(in[in_base + offset_of(inner, reduced_dims_, in_.strides)]));
+        max = std::max(max, row[size_t(i)]);
+      }
+      Acc sum = 0;
+      for (Acc& v : row) sum += std::exp(v - max);
+      Acc log_sum = std::log(sum);
+      inner.assign(inner.size(), 0);
+      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_)) {
+        Acc v = row[size_t(i)] - max;
+        Acc result = log_ ? v - log_sum : std::exp(v) / sum;
+        out[out_base + offset_of(inner, reduced_dims_, out_.strides)] = store<T>(ComputeType<T>(result));
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return log_ ? "strider:logsoftmax" : "strider:softmax"; }
+
+ private:
+  TensorView in_, out_;
+  bool log_;
+  std::vector<int64_t> kept_dims_, reduced_dims_;
+  Shape kept_sizes_, reduced_sizes_;
+};
+
+Result<KernelPtr> make_softmax(const KernelRequest& r, bool log) {
+  int64_t rank = r.inputs[0].rank();
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.get_int("axis", r.node.opset < 13 ? 1 : -1));
+  if (axis < 0) axis += rank;
+  // Before opset 13 the input is coerced to 2-D at `axis`: every dim from it on is reduced.
+  int64_t last = r.node.opset < 13 ? rank - 1 : axis;
+  if (rank == 0) axis = last = 0;
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (is_float_storage_v<T>) {
+      return KernelPtr(new SoftmaxKernel<T>(r.inputs[0], r.outputs[0], axis, last, log));
+    } else {
+      return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(r.inputs[0].dtype)));
+    }
+  });
+}
+
+}  // namespace
+
+void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"ReduceSum", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kSum); }});
+  table.push_back({"ReduceMean", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMean); }});
+  table.push_back({"ReduceMax", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMax); }});
+  table.push_back({"ReduceMin", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMin); }});
+  table.push_back({"Softmax", [](const KernelRequest& r) { return make_softmax(r, false); }});
+  table.push_back({"LogSoftmax", [](const KernelRequest& r) { return make_softmax(r, true); }});
+}
+
+}  // namespace strider::cpu

@@ -1,0 +1,81 @@
+#include "ops/op_registry.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace strider {
+
+Result<std::vector<int64_t>> NodeInputs::constant_ints(size_t i, std::string_view what) const {
+  const Tensor* t = input_constant(i);
+  if (t == nullptr)
+    return unsupported(fmt::format(
+        "input {} ('{}', the {}) must be known at session creation for static shapes, but it is "
+        "computed at run time",
+        i, has_input(i) ? input(i).name : "", what));
+  if (is_floating(t->dtype()))
+    return invalid_model(fmt::format("input {} ('{}', the {}) must be integers, got {}", i,
+                                     input(i).name, what, dtype_name(t->dtype())));
+  std::vector<int64_t> values(size_t(t->num_elements()));
+  for (int64_t k = 0; k < t->num_elements(); ++k) values[size_t(k)] = t->element_as_int(k);
+  return values;
+}
+
+Result<std::vector<double>> NodeInputs::constant_floats(size_t i, std::string_view what) const {
+  const Tensor* t = input_constant(i);
+  if (t == nullptr)
+    return unsupported(fmt::format(
+        "input {} ('{}', the {}) must be known at session creation for static shapes, but it is "
+        "computed at run time",
+        i, has_input(i) ? input(i).name : "", what));
+  std::vector<double> values(size_t(t->num_elements()));
+  for (int64_t k = 0; k < t->num_elements(); ++k) values[size_t(k)] = t->element_as_double(k);
+  return values;
+}
+
+void InferContext::set_output(size_t i, DType dtype, Shape shape) {
+  if (!has_output(i)) return;
+  Value& v = mutable_graph_.value(node().outputs[i]);
+  v.has_type = v.has_shape = true;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+}
+
+void InferContext::set_output_constant(size_t i, Tensor value) {
+  if (!has_output(i)) return;
+  set_output(i, value.dtype(), value.shape());
+  mutable_graph_.value(node().outputs[i]).constant = std::make_shared<const Tensor>(std::move(value));
+}
+
+namespace {
+
+const std::vector<OpSchema>& all_schemas() {
+  static const std::vector<OpSchema> schemas = [] {
+    std::vector<OpSchema> ops;
+    register_elementwise_ops(ops);
+    register_tensor_ops(ops);
+    register_nn_ops(ops);
+    register_resize_ops(ops);
+    std::sort(ops.begin(), ops.end(),
+              [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
+    return ops;
+  }();
+  return schemas;
+}
+
+}  // namespace
+
+const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  const auto& ops = all_schemas();
+  auto it = std::lower_bound(ops.begin(), ops.end(), op_type,
+                             [](const OpSchema& s, std::string_view t) { return s.op_type < t; });
+  return it != ops.end() && it->op_type == op_type ? &*it : nullptr;
+}
+
+std::vector<std::string_view> registered_op_types() {
+  std::vector<std::string_view> names;
+  for (const OpSchema& s : all_schemas()) names.push_back(s.op_type);
+  return names;
+}
+
+}  // namespace strider

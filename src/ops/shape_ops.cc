@@ -1,0 +1,332 @@
+#include "ops/shape_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "base/onnx_types.h"
+
+namespace strider {
+namespace {
+
+Result<std::vector<int64_t>> normalized_axes(const NodeInputs& node, std::vector<int64_t> axes,
+                                             int64_t rank) {
+  std::set<int64_t> seen;
+  for (int64_t& a : axes) {
+    int64_t original = a;
+    if (!normalize_axis(a, rank, &a))
+      return node.error("axis {} out of range for rank {}", original, rank);
+    if (!seen.insert(a).second) return node.error("axis {} repeated", original);
+  }
+  return axes;
+}
+
+}  // namespace
+
+Result<SplitParams> resolve_split(const NodeInputs& node) {
+  SplitParams p;
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, node.attributes().get_int("axis", 0));
+  int64_t rank = node.input_rank(0);
+  if (!normalize_axis(axis, rank, &p.axis))
+    return node.error("axis {} out of range for rank {}", axis, rank);
+  int64_t dim = node.input_shape(0)[size_t(p.axis)];
+  int64_t outputs = int64_t(node.num_outputs());
+  if (node.opset() < 13 && node.attributes().has("split")) {
+    STRIDER_ASSIGN_OR_RETURN(p.sizes, node.attributes().get_ints("split", {}));
+  } else if (node.opset() >= 13 && node.has_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(p.sizes, node.constant_ints(1, "split sizes"));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(int64_t parts, node.attributes().get_int("num_outputs", 0));
+    if (parts != 0 && parts != outputs)
+      return node.error("num_outputs is {} but the node has {} outputs", parts, outputs);
+    if (outputs <= 0) return node.error("needs at least one output");
+    // Opset 18's rule: chunks of ceil(dim / n), the last one smaller; before 18 the
+    // dimension had to divide evenly.
+    int64_t chunk = node.opset() >= 18 ? (dim + outputs - 1) / outputs : dim / outputs;
+    if (node.opset() < 18 && dim % outputs != 0)
+      return node.error("axis {} of size {} does not split evenly into {} outputs", p.axis, dim,
+                        outputs);
+    for (int64_t i = 0, left = dim; i < outputs; ++i, left -= chunk)
+      p.sizes.push_back(std::clamp<int64_t>(left, 0, chunk));
+  }
+  if (int64_t(p.sizes.size()) != outputs)
+    return node.error("{} split sizes for {} outputs", p.sizes.size(), outputs);
+  int64_t total = 0;
+  for (int64_t s : p.sizes) {
+    if (s < 0) return node.error("negative split size {}", s);
+    total += s;
+  }
+  if (total != dim)
+    return node.error("split sizes {} add up to {}, but axis {} has size {}",
+                      shape_to_string(p.sizes), total, p.axis, dim);
+  return p;
+}
+
+Result<std::vector<SliceAxis>> resolve_slice(const NodeInputs& node) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (node.opset() < 10) {
+    STRIDER_ASSIGN_OR_RETURN(starts, node.attributes().require_ints("starts"));
+    STRIDER_ASSIGN_OR_RETURN(ends, node.attributes().require_ints("ends"));
+    STRIDER_ASSIGN_OR_RETURN(axes, node.attributes().get_ints("axes", {}));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(starts, node.constant_ints(1, "starts"));
+    STRIDER_ASSIGN_OR_RETURN(ends, node.constant_ints(2, "ends"));
+    if (node.has_input(3)) {
+      STRIDER_ASSIGN_OR_RETURN(axes, node.constant_ints(3, "axes"));
+    }
+    if (node.has_input(4)) {
+      STRIDER_ASSIGN_OR_RETURN(steps, node.constant_ints(4, "steps"));
+    }
+  }
+  int64_t rank = node.input_rank(0);
+  if (axes.empty())
+    for (int64_t i = 0; i < int64_t(starts.size()); ++i) axes.push_back(i);
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return node.error("starts, ends, axes and steps have different lengths");
+  STRIDER_ASSIGN_OR_RETURN(axes, normalized_axes(node, axes, rank));
+  std::vector<SliceAxis> result;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t dim = node.input_shape(0)[size_t(axes[i])];
+    int64_t step = steps[i];
+    if (step == 0) return node.error("step 0 on axis {}", axes[i]);
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+    }
+    int64_t count = 0;
+    if (step > 0 && end > start) count = (end - start + step - 1) / step;
+    if (step < 0 && start > end) count = (start - end - step - 1) / -step;
+    result.push_back({axes[i], count == 0 ? 0 : start, step, count});
+  }
+  return result;
+}
+
+Result<Shape> resolve_reshape(const NodeInputs& node) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> target, node.constant_ints(1, "shape"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t allowzero, node.attributes().get_int("allowzero", 0));
+  const Shape& in = node.input_shape(0);
+  int64_t infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allowzero) {
+      if (i >= in.size()) return node.error("shape {} copies dim {} of a rank-{} input",
+                                            shape_to_string(target), i, in.size());
+      target[i] = in[i];
+    }
+    if (target[i] == -1) {
+      if (infer_at >= 0) return node.error("shape {} has two -1 dims", shape_to_string(target));
+      infer_at = int64_t(i);
+    } else if (target[i] < 0) {
+      return node.error("shape {} has a negative dim", shape_to_string(target));
+    } else {
+      known *= target[i];
+    }
+  }
+  int64_t total = num_elements(in);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0)
+      return node.error("cannot reshape {} into {}", shape_to_string(in), shape_to_string(target));
+    target[size_t(infer_at)] = total / known;
+  } else if (known != total) {
+    return node.error("cannot reshape {} ({} elements) into {} ({} elements)",
+                      shape_to_string(in), total, shape_to_string(target), known);
+  }
+  return Shape(target);
+}
+
+Result<std::vector<int64_t>> resolve_transpose(const NodeInputs& node) {
+  int64_t rank = node.input_rank(0);
+  std::vector<int64_t> reverse;
+  for (int64_t i = rank - 1; i >= 0; --i) reverse.push_back(i);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.attributes().get_ints("perm", reverse));
+  if (int64_t(perm.size()) != rank)
+    return node.error("perm {} has {} entries for a rank-{} input", shape_to_string(perm),
+                      perm.size(), rank);
+  std::vector<bool> seen(size_t(rank), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[size_t(p)])
+      return node.error("perm {} is not a permutation", shape_to_string(perm));
+    seen[size_t(p)] = true;
+  }
+  return perm;
+}
+
+Result<Shape> resolve_squeeze(const NodeInputs& node) {
+  std::vector<int64_t> axes;
+  if (node.opset() < 13) {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.attributes().get_ints("axes", {}));
+  } else if (node.has_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.constant_ints(1, "axes"));
+  }
+  const Shape& in = node.input_shape(0);
+  STRIDER_ASSIGN_OR_RETURN(axes, normalized_axes(node, axes, int64_t(in.size())));
+  std::vector<bool> drop(in.size(), false);
+  for (int64_t a : axes) {
+    if (in[size_t(a)] != 1) return node.error("cannot squeeze axis {} of size {}", a, in[size_t(a)]);
+    drop[size_t(a)] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!(axes.empty() ? in[i] == 1 : drop[i])) out.push_back(in[i]);
+  return out;
+}
+
+Result<Shape> resolve_unsqueeze(const NodeInputs& node) {
+  std::vector<int64_t> axes;
+  if (node.opset() < 13) {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.attributes().require_ints("axes"));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.constant_ints(1, "axes"));
+  }
+  const Shape& in = node.input_shape(0);
+  int64_t out_rank = int64_t(in.size() + axes.size());
+  STRIDER_ASSIGN_OR_RETURN(axes, normalized_axes(node, axes, out_rank));
+  std::vector<bool> inserted(size_t(out_rank), false);
+  for (int64_t a : axes) inserted[size_t(a)] = true;
+  Shape out;
+  size_t next = 0;
+  for (int64_t i = 0; i < out_rank; ++i) out.push_back(inserted[size_t(i)] ? 1 : in[next++]);
+  return out;
+}
+
+Result<DType> cast_target(const NodeInputs& node) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t to, node.attributes().require_int("to"));
+  std::optional<DType> dtype = dtype_from_onnx_code(int(to));
+  if (!dtype) return unsupported(fmt::format("cast to {} is not supported", onnx_type_name(int(to))));
+  return *dtype;
+}
+
+Result<Tensor> constant_value(const AttributeMap& attributes) {
+  if (const Attribute* a = attributes.find("value")) {
+    if (a->kind != Attribute::Kind::kTensor) return invalid_model("attribute 'value' is not a tensor");
+    return *a->tensor;
+  }
+  if (const Attribute* a = attributes.find("value_float"))
+    return Tensor::from_values<float>(DType::kF32, {}, std::span(&a->f, 1));
+  if (const Attribute* a = attributes.find("value_floats"))
+    return Tensor::from_values<float>(DType::kF32, {int64_t(a->floats.size())}, a->floats);
+  if (const Attribute* a = attributes.find("value_int"))
+    return Tensor::from_values<int64_t>(DType::kI64, {}, std::span(&a->i, 1));
+  if (const Attribute* a = attributes.find("value_ints"))
+    return Tensor::from_values<int64_t>(DType::kI64, {int64_t(a->ints.size())}, a->ints);
+  for (const char* name : {"value_string", "value_strings", "sparse_value"})
+    if (attributes.has(name)) return unsupported(fmt::format("Constant with attribute '{}'", name));
+  return invalid_model("Constant has no value attribute");
+}
+
+Result<int64_t> range_count(const NodeInputs& node) {
+  DType dtype = node.input_dtype(0);
+  if (is_floating(dtype)) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<double> start, node.constant_floats(0, "start"));
+    STRIDER_ASSIGN_OR_RETURN(std::vector<double> limit, node.constant_floats(1, "limit"));
+    STRIDER_ASSIGN_OR_RETURN(std::vector<double> delta, node.constant_floats(2, "delta"));
+    if (delta[0] == 0) return node.error("delta is 0");
+    double count = std::ceil((limit[0] - start[0]) / delta[0]);
+    return int64_t(std::max(count, 0.0));
+  }
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> start, node.constant_ints(0, "start"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> limit, node.constant_ints(1, "limit"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> delta, node.constant_ints(2, "delta"));
+  if (delta[0] == 0) return node.error("delta is 0");
+  int64_t span = limit[0] - start[0];
+  int64_t d = delta[0];
+  int64_t count = span / d + ((span % d != 0) && ((span > 0) == (d > 0)) ? 1 : 0);
+  return std::max<int64_t>(count, 0);
+}
+
+Result<ReduceParams> resolve_reduce(const NodeInputs& node) {
+  ReduceParams p;
+  STRIDER_ASSIGN_OR_RETURN(int64_t keepdims, node.attributes().get_int("keepdims", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t noop_empty, node.attributes().get_int("noop_with_empty_axes", 0));
+  p.keepdims = keepdims != 0;
+  // ReduceSum takes axes as an input from opset 13, the other reductions from 18.
+  int axes_input_since = node.node().op_type == "ReduceSum" ? 13 : 18;
+  std::vector<int64_t> axes;
+  if (node.opset() < axes_input_since) {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.attributes().get_ints("axes", {}));
+  } else if (node.has_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(axes, node.constant_ints(1, "axes"));
+  }
+  int64_t rank = node.input_rank(0);
+  if (axes.empty()) {
+    if (noop_empty) {
+      p.noop = true;
+      return p;
+    }
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  STRIDER_ASSIGN_OR_RETURN(p.axes, normalized_axes(node, axes, rank));
+  std::sort(p.axes.begin(), p.axes.end());
+  return p;
+}
+
+namespace {
+
+Status resolve_auto_pad(const NodeInputs& node, const std::string& auto_pad, size_t d,
+                        int64_t in, int64_t effective_kernel, WindowGeometry* g) {
+  int64_t stride = g->strides[d];
+  if (auto_pad == "VALID") {
+    g->pads_begin[d] = g->pads_end[d] = 0;
+    g->output[d] = in >= effective_kernel ? (in - effective_kernel) / stride + 1 : 0;
+    return Status::ok();
+  }
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    return node.error("auto_pad '{}' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", auto_pad);
+  int64_t out = (in + stride - 1) / stride;
+  int64_t total = std::max<int64_t>(0, (out - 1) * stride + effective_kernel - in);
+  int64_t small = total / 2;
+  g->pads_begin[d] = auto_pad == "SAME_UPPER" ? small : total - small;
+  g->pads_end[d] = total - g->pads_begin[d];
+  g->output[d] = out;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<WindowGeometry> resolve_window(const NodeInputs& node, std::span<const int64_t> input,
+                                      std::span<const int64_t> kernel, bool ceil_mode) {
+  size_t n = input.size();
+  WindowGeometry g;
+  g.kernel.assign(kernel.begin(), kernel.end());
+  STRIDER_ASSIGN_OR_RETURN(g.strides, node.attributes().get_ints("strides", std::vector<int64_t>(n, 1)));
+  STRIDER_ASSIGN_OR_RETURN(g.dilations,
+                           node.attributes().get_ints("dilations", std::vector<int64_t>(n, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                           node.attributes().get_ints("pads", std::vector<int64_t>(2 * n, 0)));
+  STRIDER_ASSIGN_OR_RETURN(std::string auto_pad, node.attributes().get_string("auto_pad", "NOTSET"));
+  if (g.kernel.size() != n || g.strides.size() != n || g.dilations.size() != n || pads.size() != 2 * n)
+    return node.error("kernel_shape, strides, dilations or pads do not match {} spatial dims", n);
+  g.pads_begin.assign(pads.begin(), pads.begin() + long(n));
+  g.pads_end.assign(pads.begin() + long(n), pads.end());
+  g.output.resize(n);
+  for (size_t d = 0; d < n; ++d) {
+    if (g.kernel[d] <= 0 || g.strides[d] <= 0 || g.dilations[d] <= 0)
+      return node.error("kernel, strides and dilations must be positive on spatial dim {}", d);
+    if (g.pads_begin[d] < 0 || g.pads_end[d] < 0) return node.error("negative pads");
+    int64_t effective = (g.kernel[d] - 1) * g.dilations[d] + 1;
+    if (auto_pad != "NOTSET" && !auto_pad.empty()) {
+      STRIDER_RETURN_IF_ERROR(resolve_auto_pad(node, auto_pad, d, input[d], effective, &g));
+      continue;
+    }
+    int64_t span = input[d] + g.pads_begin[d] + g.pads_end[d] - effective;
+    if (span < 0) return node.error("window of {} does not fit spatial dim {} of size {} with pads",
+                                    effective, d, input[d]);
+    int64_t out = span / g.strides[d] + 1;
+    if (ceil_mode && span % g.strides[d] != 0) {
+      ++out;
+      // A window that would start inside the end padding is dropped.
+      if ((out - 1) * g.strides[d] >= input[d] + g.pads_begin[d]) --out;
+    }
+    g.output[d] = out;
+  }
+  return g;
+}
+
+}  // namespace strider

@@ -1,0 +1,59 @@
+// Parameter resolution shared by shape functions and kernels: each reads a node's
+// attributes and constant inputs (switching on the opset where ONNX changed them) and
+// returns the normalized parameters, or an error naming the field.
+#pragma once
+
+#include <vector>
+
+#include "ops/op_registry.h"
+
+namespace strider {
+
+struct SplitParams {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;  // one per output
+};
+// split attribute (opset < 13), split input (>= 13), num_outputs (>= 18) or equal parts.
+Result<SplitParams> resolve_split(const NodeInputs& node);
+
+struct SliceAxis {
+  int64_t axis = 0;
+  int64_t start = 0;  // first element taken, already clamped
+  int64_t step = 1;
+  int64_t count = 0;  // elements taken
+};
+// starts/ends/axes attributes (opset < 10) or inputs with optional steps (>= 10).
+Result<std::vector<SliceAxis>> resolve_slice(const NodeInputs& node);
+
+// Reshape's output shape: 0 copies the input dim (unless allowzero), -1 is inferred.
+Result<Shape> resolve_reshape(const NodeInputs& node);
+// Transpose's permutation (the reverse when `perm` is absent).
+Result<std::vector<int64_t>> resolve_transpose(const NodeInputs& node);
+Result<Shape> resolve_squeeze(const NodeInputs& node);
+Result<Shape> resolve_unsqueeze(const NodeInputs& node);
+// Cast's target dtype from the `to` attribute.
+Result<DType> cast_target(const NodeInputs& node);
+// Constant's value from whichever value* attribute it has.
+Result<Tensor> constant_value(const AttributeMap& attributes);
+// Number of elements Range produces.
+Result<int64_t> range_count(const NodeInputs& node);
+
+// Reduction axes: the `axes` attribute or input (by opset), normalized and sorted.
+// Empty `axes` with noop_with_empty_axes set means "no reduction" (`*noop` = true);
+// otherwise empty means all axes.
+struct ReduceParams {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool noop = false;
+};
+Result<ReduceParams> resolve_reduce(const NodeInputs& node);
+
+// Sliding-window geometry of Conv and pooling along the spatial dims.
+struct WindowGeometry {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, output;
+};
+// `input` and `kernel` are the spatial sizes; pads follow auto_pad or the `pads` attribute.
+Result<WindowGeometry> resolve_window(const NodeInputs& node, std::span<const int64_t> input,
+                                      std::span<const int64_t> kernel, bool ceil_mode);
+
+}  // namespace strider

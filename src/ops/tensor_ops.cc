@@ -1,0 +1,220 @@
+// Shape functions of data-movement and shape ops: Split, Concat, Slice, Reshape,
+// Transpose, Squeeze, Unsqueeze, Flatten, Identity, Expand, Gather, Cast, and the ops
+// whose output is known at session creation (Constant, ConstantOfShape, Shape, Range).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/float16.h"
+#include "ops/op_registry.h"
+#include "ops/shape_ops.h"
+
+namespace strider {
+namespace {
+
+Status infer_identity(InferContext& ctx) {
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
+  return Status::ok();
+}
+
+Status infer_split(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(SplitParams params, resolve_split(ctx));
+  Shape shape = ctx.input_shape(0);
+  for (size_t i = 0; i < params.sizes.size(); ++i) {
+    shape[size_t(params.axis)] = params.sizes[i];
+    ctx.set_output(i, ctx.input_dtype(0), shape);
+  }
+  return Status::ok();
+}
+
+Status infer_concat(InferContext& ctx) {
+  if (ctx.num_inputs() < 1) return ctx.error("needs at least 1 input");
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().require_int("axis"));
+  int64_t rank = ctx.input_rank(0);
+  int64_t axis = 0;
+  if (!normalize_axis(axis_attr, rank, &axis))
+    return ctx.error("axis {} out of range for rank {}", axis_attr, rank);
+  Shape shape = ctx.input_shape(0);
+  shape[size_t(axis)] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Shape& s = ctx.input_shape(i);
+    if (int64_t(s.size()) != rank || ctx.input_dtype(i) != ctx.input_dtype(0))
+      return ctx.error("input {} is {}{}, not compatible with input 0 {}{}", i,
+                       dtype_name(ctx.input_dtype(i)), shape_to_string(s),
+                       dtype_name(ctx.input_dtype(0)), shape_to_string(ctx.input_shape(0)));
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && s[size_t(d)] != ctx.input_shape(0)[size_t(d)])
+        return ctx.error("input {} has shape {}, which differs from input 0 {} off axis {}", i,
+                         shape_to_string(s), shape_to_string(ctx.input_shape(0)), axis);
+    shape[size_t(axis)] += s[size_t(axis)];
+  }
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_slice(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(ctx));
+  Shape shape = ctx.input_shape(0);
+  for (const SliceAxis& a : axes) shape[size_t(a.axis)] = a.count;
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_reshape(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, resolve_reshape(ctx));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_transpose(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(ctx));
+  Shape shape(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) shape[i] = ctx.input_shape(0)[size_t(perm[i])];
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_squeeze(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, resolve_squeeze(ctx));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_unsqueeze(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, resolve_unsqueeze(ctx));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_flatten(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 1));
+  int64_t rank = ctx.input_rank(0);
+  int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+  if (axis < 0 || axis > rank) return ctx.error("axis {} out of range for rank {}", axis_attr, rank);
+  const Shape& in = ctx.input_shape(0);
+  int64_t outer = num_elements(std::span(in).first(size_t(axis)));
+  int64_t inner = num_elements(std::span(in).subspan(size_t(axis)));
+  ctx.set_output(0, ctx.input_dtype(0), {outer, inner});
+  return Status::ok();
+}
+
+Status infer_expand(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> target, ctx.constant_ints(1, "shape"));
+  Shape shape;
+  if (!broadcast_shapes(ctx.input_shape(0), target, &shape))
+    return ctx.error("input shape {} does not broadcast with {}",
+                     shape_to_string(ctx.input_shape(0)), shape_to_string(target));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_gather(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 0));
+  int64_t rank = ctx.input_rank(0);
+  int64_t axis = 0;
+  if (!normalize_axis(axis_attr, rank, &axis))
+    return ctx.error("axis {} out of range for rank {}", axis_attr, rank);
+  if (ctx.input_dtype(1) != DType::kI64 && ctx.input_dtype(1) != DType::kI32)
+    return ctx.error("indices must be i64 or i32, got {}", dtype_name(ctx.input_dtype(1)));
+  if (const Tensor* indices = ctx.input_constant(1)) {
+    int64_t dim = ctx.input_shape(0)[size_t(axis)];
+    for (int64_t i = 0; i < indices->num_elements(); ++i) {
+      int64_t index = indices->element_as_int(i);
+      if (index < -dim || index >= dim)
+        return ctx.error("index {} out of range for axis {} of size {}", index, axis, dim);
+    }
+  }
+  const Shape& data = ctx.input_shape(0);
+  Shape shape(data.begin(), data.begin() + axis);
+  shape.insert(shape.end(), ctx.input_shape(1).begin(), ctx.input_shape(1).end());
+  shape.insert(shape.end(), data.begin() + axis + 1, data.end());
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
+Status infer_cast(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(DType to, cast_target(ctx));
+  ctx.set_output(0, to, ctx.input_shape(0));
+  return Status::ok();
+}
+
+Status infer_cast_like(InferContext& ctx) {
+  ctx.set_output(0, ctx.input_dtype(1), ctx.input_shape(0));
+  return Status::ok();
+}
+
+Status infer_shape(InferContext& ctx) {
+  const Shape& in = ctx.input_shape(0);
+  int64_t rank = int64_t(in.size());
+  STRIDER_ASSIGN_OR_RETURN(int64_t start, ctx.attributes().get_int("start", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t end, ctx.attributes().get_int("end", rank));
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  std::vector<int64_t> dims;
+  for (int64_t d = start; d < end; ++d) dims.push_back(in[size_t(d)]);
+  int64_t count = int64_t(dims.size());
+  ctx.set_output_constant(0, Tensor::from_values<int64_t>(DType::kI64, {count}, dims));
+  return Status::ok();
+}
+
+Status infer_size(InferContext& ctx) {
+  std::vector<int64_t> n = {num_elements(ctx.input_shape(0))};
+  ctx.set_output_constant(0, Tensor::from_values<int64_t>(DType::kI64, {}, n));
+  return Status::ok();
+}
+
+Status infer_constant(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(Tensor value, constant_value(ctx.attributes()));
+  ctx.set_output_constant(0, std::move(value));
+  return Status::ok();
+}
+
+Status infer_constant_of_shape(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx.constant_ints(0, "shape"));
+  for (int64_t d : shape)
+    if (d < 0) return ctx.error("negative dimension in shape {}", shape_to_string(shape));
+  DType dtype = DType::kF32;
+  if (const Attribute* a = ctx.attributes().find("value")) {
+    if (a->kind != Attribute::Kind::kTensor || a->tensor->num_elements() != 1)
+      return ctx.error("attribute 'value' must be a one-element tensor");
+    dtype = a->tensor->dtype();
+  }
+  ctx.set_output(0, dtype, std::move(shape));
+  return Status::ok();
+}
+
+Status infer_range(InferContext& ctx) {
+  for (size_t i = 0; i < 3; ++i)
+    if (ctx.input_rank(i) != 0 || ctx.input_dtype(i) != ctx.input_dtype(0))
+      return ctx.error("start, limit and delta must be scalars of one dtype");
+  STRIDER_ASSIGN_OR_RETURN(int64_t count, range_count(ctx));
+  ctx.set_output(0, ctx.input_dtype(0), {count});
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_tensor_ops(std::vector<OpSchema>& ops) {
+  ops.push_back({"Identity", infer_identity, {}});
+  ops.push_back({"Split", infer_split, {}});
+  ops.push_back({"Concat", infer_concat, {}});
+  ops.push_back({"Slice", infer_slice, {}});
+  ops.push_back({"Reshape", infer_reshape, {}});
+  ops.push_back({"Transpose", infer_transpose, {}});
+  ops.push_back({"Squeeze", infer_squeeze, {}});
+  ops.push_back({"Unsqueeze", infer_unsqueeze, {}});
+  ops.push_back({"Flatten", infer_flatten, {}});
+  ops.push_back({"Expand", infer_expand, {}});
+  ops.push_back({"Gather", infer_gather, {}});
+  ops.push_back({"Cast", infer_cast, {}});
+  ops.push_back({"CastLike", infer_cast_like, {}});
+  ops.push_back({"Shape", infer_shape, {}});
+  ops.push_back({"Size", infer_size, {}});
+  ops.push_back({"Constant", infer_constant, {}});
+  ops.push_back({"ConstantOfShape", infer_constant_of_shape, {}});
+  ops.push_back({"Range", infer_range, {}});
+}
+
+}  // namespace strider
