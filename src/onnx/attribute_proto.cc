@@ -40,9 +40,15 @@ Result<Attribute> attribute_from_proto(const AP& p, const std::string& base_dir,
         node, p.name(), p.ref_attr_name()));
   Attribute a;
   switch (effective_type(p)) {
-    case AP::INT: a.kind = Attribute::Kind::kInt, a.i = p.i(); break;
-    case AP::FLOAT: a.kind = Attribute::Kind::kFloat, a.f = p.f(); break;
-    case AP::STRING: a.kind = Attribute::Kind::kString, a.s = p.s(); break;
+    case AP::INT:
+      a.kind = Attribute::Kind::kInt, a.i = p.i();
+      break;
+    case AP::FLOAT:
+      a.kind = Attribute::Kind::kFloat, a.f = p.f();
+      break;
+    case AP::STRING:
+      a.kind = Attribute::Kind::kString, a.s = p.s();
+      break;
     case AP::INTS:
       a.kind = Attribute::Kind::kInts;
       a.ints.assign(p.ints().begin(), p.ints().end());
@@ -68,10 +74,12 @@ Result<Attribute> attribute_from_proto(const AP& p, const std::string& base_dir,
     case AP::SPARSE_TENSOR:
     case AP::SPARSE_TENSORS:
     case AP::TYPE_PROTO:
-    case AP::TYPE_PROTOS: a.kind = Attribute::Kind::kGraph; break;
+    case AP::TYPE_PROTOS:
+      a.kind = Attribute::Kind::kGraph;
+      break;
     default:
-      return invalid_model(fmt::format("{} attribute '{}' has no type and no value", node,
-                                       p.name()));
+      return invalid_model(
+          fmt::format("{} attribute '{}' has no type and no value", node, p.name()));
   }
   return a;
 }

@@ -26,7 +26,8 @@ Result<int64_t> regular_file_size(const std::string& path, const std::string& wh
   if (!fs::is_regular_file(st))
     return invalid_argument(fmt::format("{}: '{}' is not a regular file", what, path));
   uintmax_t size = fs::file_size(path, ec);
-  if (ec) return io_error(fmt::format("{}: cannot read the size of '{}': {}", what, path, ec.message()));
+  if (ec)
+    return io_error(fmt::format("{}: cannot read the size of '{}': {}", what, path, ec.message()));
   return int64_t(size);
 }
 
@@ -44,7 +45,8 @@ Result<std::vector<std::byte>> read_file_range(const std::string& path, int64_t 
     return invalid_model(fmt::format("{}: needs bytes [{}, {}) of '{}', which has {} bytes", what,
                                      offset, offset + length, path, size));
   std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(fmt::format("{}: cannot open '{}': {}", what, path, std::strerror(errno)));
+  if (!in)
+    return io_error(fmt::format("{}: cannot open '{}': {}", what, path, std::strerror(errno)));
   std::vector<std::byte> bytes(static_cast<size_t>(length));
   in.seekg(std::streamoff(offset));
   if (length > 0) in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(length));
@@ -63,8 +65,8 @@ Status write_file(const std::string& path, std::span<const std::byte> bytes) {
   return Status::ok();
 }
 
-Result<std::string> resolve_external_path(const std::string& base_dir,
-                                          const std::string& location, const std::string& what) {
+Result<std::string> resolve_external_path(const std::string& base_dir, const std::string& location,
+                                          const std::string& what) {
   if (location.empty())
     return invalid_model(fmt::format("{}: external data has no 'location'", what));
   if (base_dir.empty())
@@ -77,11 +79,13 @@ Result<std::string> resolve_external_path(const std::string& base_dir,
         what, location));
   for (const fs::path& part : loc)
     if (part == "..")
-      return invalid_model(fmt::format(
-          "{}: external data location '{}' leaves the model's folder", what, location));
+      return invalid_model(
+          fmt::format("{}: external data location '{}' leaves the model's folder", what, location));
   std::error_code ec;
   fs::path base = fs::weakly_canonical(fs::path(base_dir), ec);
-  if (ec) return io_error(fmt::format("{}: cannot resolve folder '{}': {}", what, base_dir, ec.message()));
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot resolve folder '{}': {}", what, base_dir, ec.message()));
   if (!base.has_filename()) base = base.parent_path();  // "dir/" -> "dir"
   fs::path full = fs::weakly_canonical(base / loc, ec);
   if (ec) return io_error(fmt::format("{}: cannot resolve '{}': {}", what, location, ec.message()));

@@ -29,8 +29,8 @@ Status write_file(const std::string& path, std::span<const std::byte> bytes);
 // (INVALID_MODEL) when `location` is empty, absolute, contains "..", or resolves (through
 // symlinks) outside `base_dir`: a model must not make strider read arbitrary files.
 // INVALID_ARGUMENT when `base_dir` is empty (bytes imported without a folder).
-Result<std::string> resolve_external_path(const std::string& base_dir,
-                                          const std::string& location, const std::string& what);
+Result<std::string> resolve_external_path(const std::string& base_dir, const std::string& location,
+                                          const std::string& what);
 
 // The folder holding `path` ("." for a bare file name).
 std::string parent_folder(const std::string& path);

@@ -32,7 +32,9 @@ std::string why_not_a_model(const onnx::ModelProto& model) {
 class Importer {
  public:
   Importer(const onnx::ModelProto& model, std::string base_dir, const ImportOptions& options)
-      : model_(model), graph_proto_(model.graph()), base_dir_(std::move(base_dir)),
+      : model_(model),
+        graph_proto_(model.graph()),
+        base_dir_(std::move(base_dir)),
         options_(options) {}
 
   Result<Graph> run() {
@@ -74,8 +76,8 @@ Status Importer::import_opsets() {
   for (const auto& opset : model_.opset_import()) {
     std::string domain = normalize_domain(opset.domain());
     if (opset.version() <= 0 || opset.version() > std::numeric_limits<int>::max())
-      return invalid_model(fmt::format("opset_import of domain '{}' has version {}",
-                                       opset.domain(), opset.version()));
+      return invalid_model(fmt::format("opset_import of domain '{}' has version {}", opset.domain(),
+                                       opset.version()));
     auto [it, inserted] = graph_.opsets().emplace(domain, int(opset.version()));
     if (!inserted && it->second != int(opset.version()))
       return invalid_model(fmt::format("opset_import lists domain '{}' twice (versions {} and {})",
@@ -133,8 +135,8 @@ Status Importer::set_input_type(Value& value, const onnx::ValueInfoProto& info) 
     return invalid_model(fmt::format("{} has no element type", what));
   std::optional<DType> dtype = dtype_from_onnx(elem);
   if (!dtype)
-    return unsupported(fmt::format("{} has element type {}, which strider does not support",
-                                   what, onnx_type_name(elem)));
+    return unsupported(fmt::format("{} has element type {}, which strider does not support", what,
+                                   onnx_type_name(elem)));
   value.has_type = true;
   value.dtype = *dtype;
   if (!tensor_type.has_shape()) return Status::ok();  // rank unknown
@@ -214,8 +216,8 @@ Result<std::vector<int>> Importer::node_order() {
   }
   for (int i = 0; i < n; ++i)
     if (pending[size_t(i)] > 0)
-      return invalid_model(fmt::format("{} is part of a cycle: its inputs depend on its outputs",
-                                       describe_node(i)));
+      return invalid_model(
+          fmt::format("{} is part of a cycle: its inputs depend on its outputs", describe_node(i)));
   return order;
 }
 
@@ -228,16 +230,20 @@ Status Importer::import_node(int index) {
   node.domain = normalize_domain(proto.domain());
   auto opset = graph_.opsets().find(node.domain);
   if (opset == graph_.opsets().end())
-    return invalid_model(fmt::format("{} uses domain '{}', which the model does not import "
-                                     "(opset_import)", desc, proto.domain()));
+    return invalid_model(
+        fmt::format("{} uses domain '{}', which the model does not import "
+                    "(opset_import)",
+                    desc, proto.domain()));
   node.opset = opset->second;
   for (int k = 0; k < proto.input_size(); ++k) {
     const std::string& name = proto.input(k);
-    std::optional<ValueId> id = name.empty() ? std::optional<ValueId>(kNoValue)
-                                             : graph_.find_value(name);
+    std::optional<ValueId> id =
+        name.empty() ? std::optional<ValueId>(kNoValue) : graph_.find_value(name);
     if (!id)
-      return invalid_model(fmt::format("{} input {} '{}' is not produced by any earlier node, "
-                                       "graph input or initializer", desc, k, name));
+      return invalid_model(
+          fmt::format("{} input {} '{}' is not produced by any earlier node, "
+                      "graph input or initializer",
+                      desc, k, name));
     node.inputs.push_back(*id);
   }
   for (int k = 0; k < proto.output_size(); ++k) {
@@ -265,8 +271,10 @@ Status Importer::import_outputs() {
     if (info.name().empty()) return invalid_model("a graph output has no name");
     std::optional<ValueId> id = graph_.find_value(info.name());
     if (!id)
-      return invalid_model(fmt::format("graph output '{}' is not produced by any node, graph "
-                                       "input or initializer", info.name()));
+      return invalid_model(
+          fmt::format("graph output '{}' is not produced by any node, graph "
+                      "input or initializer",
+                      info.name()));
     graph_.outputs().push_back(*id);
   }
   return Status::ok();
@@ -284,8 +292,10 @@ Result<Graph> import_model_bytes(std::span<const std::byte> bytes, const std::st
                                  const std::string& what, const ImportOptions& options) {
   std::string context = fmt::format("model '{}'", what);
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
-    return invalid_model(fmt::format("{}: {} bytes exceeds protobuf's 2 GiB limit (large "
-                                     "weights belong in external data)", context, bytes.size()));
+    return invalid_model(
+        fmt::format("{}: {} bytes exceeds protobuf's 2 GiB limit (large "
+                    "weights belong in external data)",
+                    context, bytes.size()));
   onnx::ModelProto model;
   std::string reason;
   if (!model.ParseFromArray(bytes.data(), int(bytes.size())))

@@ -103,9 +103,12 @@ class HeaderParser {
       if (!string_literal(&h->descr)) return "'descr' is not a string";
       h->has_descr = true;
     } else if (key == "fortran_order") {
-      if (eat_word("True")) h->fortran_order = true;
-      else if (eat_word("False")) h->fortran_order = false;
-      else return "'fortran_order' is neither True nor False";
+      if (eat_word("True"))
+        h->fortran_order = true;
+      else if (eat_word("False"))
+        h->fortran_order = false;
+      else
+        return "'fortran_order' is neither True nor False";
       h->has_order = true;
     } else if (key == "shape") {
       std::string error = shape_tuple(&h->shape);
@@ -141,15 +144,24 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
 
 const char* descr_of(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "<f4";
-    case DType::kF64: return "<f8";
-    case DType::kF16: return "<f2";
-    case DType::kI64: return "<i8";
-    case DType::kI32: return "<i4";
-    case DType::kI8: return "|i1";
-    case DType::kU8: return "|u1";
-    case DType::kBool: return "|b1";
-    case DType::kBF16: return nullptr;
+    case DType::kF32:
+      return "<f4";
+    case DType::kF64:
+      return "<f8";
+    case DType::kF16:
+      return "<f2";
+    case DType::kI64:
+      return "<i8";
+    case DType::kI32:
+      return "<i4";
+    case DType::kI8:
+      return "|i1";
+    case DType::kU8:
+      return "|u1";
+    case DType::kBool:
+      return "|b1";
+    case DType::kBF16:
+      return nullptr;
   }
   return nullptr;
 }
@@ -167,8 +179,8 @@ Status split_file(std::span<const std::byte> file, const std::string& what,
     return invalid_argument(fmt::format("{}: not a .npy file (bad magic or too short)", what));
   int major = int(file[6]);
   if (major < 1 || major > 3)
-    return invalid_argument(fmt::format("{}: unknown .npy format version {}.{}", what, major,
-                                        int(file[7])));
+    return invalid_argument(
+        fmt::format("{}: unknown .npy format version {}.{}", what, major, int(file[7])));
   size_t len_bytes = major == 1 ? 2 : 4;
   if (file.size() < 8 + len_bytes)
     return invalid_argument(fmt::format("{}: truncated .npy header", what));
@@ -207,7 +219,8 @@ Result<int64_t> checked_bytes(const Shape& shape, DType dtype, const std::string
   int64_t count = 1, limit = kMaxTensorBytes / dtype_size(dtype);
   for (int64_t d : shape) {
     if (d != 0 && count > limit / d)
-      return invalid_argument(fmt::format("{}: shape {} is too large", what, shape_to_string(shape)));
+      return invalid_argument(
+          fmt::format("{}: shape {} is too large", what, shape_to_string(shape)));
     count *= d;
   }
   return count * dtype_size(dtype);
@@ -230,10 +243,14 @@ Result<Tensor> read_npy(const std::string& path) {
   std::optional<DType> dtype = dtype_from_descr(header.descr);
   if (!dtype) {
     if (!header.descr.empty() && header.descr[0] == '>')
-      return unsupported(fmt::format("{}: big-endian dtype '{}' is not supported; save it "
-                                     "little-endian", what, header.descr));
-    return unsupported(fmt::format("{}: dtype '{}' is not supported (supported: <f4 <f8 <f2 "
-                                   "<i8 <i4 |i1 |u1 |b1)", what, header.descr));
+      return unsupported(
+          fmt::format("{}: big-endian dtype '{}' is not supported; save it "
+                      "little-endian",
+                      what, header.descr));
+    return unsupported(
+        fmt::format("{}: dtype '{}' is not supported (supported: <f4 <f8 <f2 "
+                    "<i8 <i4 |i1 |u1 |b1)",
+                    what, header.descr));
   }
   STRIDER_ASSIGN_OR_RETURN(int64_t bytes, checked_bytes(header.shape, *dtype, what));
   if (int64_t(data.size()) != bytes)

@@ -20,8 +20,8 @@ Result<Format> format_of(const std::string& path) {
                  [](unsigned char c) { return char(std::tolower(c)); });
   if (ext == ".npy") return Format::kNpy;
   if (ext == ".pb") return Format::kPb;
-  return invalid_argument(fmt::format(
-      "tensor file '{}': unknown extension '{}' (accepted: .npy, .pb)", path, ext));
+  return invalid_argument(
+      fmt::format("tensor file '{}': unknown extension '{}' (accepted: .npy, .pb)", path, ext));
 }
 
 }  // namespace

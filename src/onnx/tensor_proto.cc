@@ -47,11 +47,11 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
   layout.count = 1;
   for (int64_t d : layout.shape) {
     if (d < 0)
-      return invalid_model(fmt::format("{}: negative dimension in dims {}", what,
-                                       shape_to_string(layout.shape)));
+      return invalid_model(
+          fmt::format("{}: negative dimension in dims {}", what, shape_to_string(layout.shape)));
     if (d != 0 && layout.count > limit / d)
-      return invalid_model(fmt::format("{}: dims {} are too large", what,
-                                       shape_to_string(layout.shape)));
+      return invalid_model(
+          fmt::format("{}: dims {} are too large", what, shape_to_string(layout.shape)));
     layout.count *= d;
   }
   layout.bytes = layout.count * dtype_size(*dtype);
@@ -60,8 +60,8 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
 
 Status count_mismatch(const std::string& what, const char* field, int64_t got,
                       const Layout& layout) {
-  return invalid_model(fmt::format("{}: {} holds {} elements but dims {} need {}", what, field,
-                                   got, shape_to_string(layout.shape), layout.count));
+  return invalid_model(fmt::format("{}: {} holds {} elements but dims {} need {}", what, field, got,
+                                   shape_to_string(layout.shape), layout.count));
 }
 
 // Bool bytes must be 0/1 in a Tensor; any nonzero byte means true.
@@ -96,8 +96,8 @@ Result<Tensor> from_field(const Layout& layout, const Field& field, const char* 
     auto v = field.Get(int(i));
     if constexpr (std::is_integral_v<decltype(v)> && sizeof(Dst) < sizeof(v)) {
       if (int64_t(v) < lo || int64_t(v) > hi)
-        return invalid_model(fmt::format("{}: {}[{}] = {} is out of range for {}", what,
-                                         field_name, i, v, dtype_name(layout.dtype)));
+        return invalid_model(fmt::format("{}: {}[{}] = {} is out of range for {}", what, field_name,
+                                         i, v, dtype_name(layout.dtype)));
     }
     out[i] = Dst(v);
   }
@@ -107,15 +107,18 @@ Result<Tensor> from_field(const Layout& layout, const Field& field, const char* 
 
 Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const std::string& what) {
   switch (layout.dtype) {
-    case DType::kF32: return from_field<float>(layout, proto.float_data(), "float_data", what, 0, 0);
+    case DType::kF32:
+      return from_field<float>(layout, proto.float_data(), "float_data", what, 0, 0);
     case DType::kF64:
       return from_field<double>(layout, proto.double_data(), "double_data", what, 0, 0);
     case DType::kI64:
       return from_field<int64_t>(layout, proto.int64_data(), "int64_data", what, 0, 0);
     case DType::kI32:
       return from_field<int32_t>(layout, proto.int32_data(), "int32_data", what, 0, 0);
-    case DType::kI8: return from_field<int8_t>(layout, proto.int32_data(), "int32_data", what, -128, 127);
-    case DType::kU8: return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
+    case DType::kI8:
+      return from_field<int8_t>(layout, proto.int32_data(), "int32_data", what, -128, 127);
+    case DType::kU8:
+      return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
     case DType::kBool:
       return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
     case DType::kF16:
@@ -125,12 +128,13 @@ Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const st
   return internal_error(fmt::format("{}: unhandled dtype", what));
 }
 
-Result<int64_t> parse_nonnegative(const std::string& text, const char* key, const std::string& what) {
+Result<int64_t> parse_nonnegative(const std::string& text, const char* key,
+                                  const std::string& what) {
   int64_t v = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-    return invalid_model(fmt::format("{}: external data {} '{}' is not a non-negative integer",
-                                     what, key, text));
+    return invalid_model(
+        fmt::format("{}: external data {} '{}' is not a non-negative integer", what, key, text));
   return v;
 }
 

@@ -22,7 +22,9 @@ namespace strider {
 
 // ONNX TensorProto.DataType -> DType; nullopt for element types strider does not have.
 // (The codes and names live in base/onnx_types.h, free of protobuf; these are aliases.)
-inline std::optional<DType> dtype_from_onnx(int onnx_type) { return dtype_from_onnx_code(onnx_type); }
+inline std::optional<DType> dtype_from_onnx(int onnx_type) {
+  return dtype_from_onnx_code(onnx_type);
+}
 // DType -> TensorProto.DataType.
 inline int onnx_type_from_dtype(DType dtype) { return onnx_type_code(dtype); }
 

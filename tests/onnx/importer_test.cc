@@ -12,10 +12,10 @@
 namespace strider {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::add_input;
 using testing::add_node;
 using testing::add_output;
+using ::testing::HasSubstr;
 using testing::make_model;
 using testing::random_tensor;
 using testing::same_tensor;
@@ -69,7 +69,8 @@ TEST(Importer, ImportsInputsInitializersNodesAndOutputs) {
   EXPECT_EQ(conv.op_type, "Conv");
   EXPECT_EQ(conv.opset, 13);
   EXPECT_EQ(conv.domain, "");
-  EXPECT_EQ(conv.inputs, (std::vector<ValueId>{g.inputs()[0], *g.find_value("W"), *g.find_value("B")}));
+  EXPECT_EQ(conv.inputs,
+            (std::vector<ValueId>{g.inputs()[0], *g.find_value("W"), *g.find_value("B")}));
   EXPECT_EQ(*conv.attributes.get_ints("pads", {}), (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(g.node(1).name, "relu");
   ASSERT_EQ(g.outputs().size(), 1u);
@@ -192,7 +193,8 @@ TEST(Importer, EveryAttributeKind) {
   EXPECT_EQ(*a.get_floats("floats", {}), (std::vector<float>{1.5f, -2.f}));
   EXPECT_EQ(a.find("strings")->strings, (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(same_tensor(**a.require_tensor("t"), value));
-  for (const char* k : {"g", "sparse", "tp"}) EXPECT_EQ(a.find(k)->kind, Attribute::Kind::kGraph) << k;
+  for (const char* k : {"g", "sparse", "tp"})
+    EXPECT_EQ(a.find(k)->kind, Attribute::Kind::kGraph) << k;
   EXPECT_EQ(*a.get_int("untyped", 0), 12);
 
   n->mutable_attribute(0)->set_ref_attr_name("alpha");
@@ -297,8 +299,13 @@ TEST(Importer, InconsistentGraphsAreInvalidModel) {
   EXPECT_EQ(import(no_op).status().code(), StatusCode::kInvalidModel);
 
   onnx::ModelProto negative_dim = base();
-  negative_dim.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
-      ->mutable_shape()->mutable_dim(0)->set_dim_value(-4);
+  negative_dim.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(-4);
   EXPECT_EQ(import(negative_dim).status().code(), StatusCode::kInvalidModel);
 
   onnx::ModelProto typeless = base();
@@ -320,8 +327,12 @@ TEST(Importer, UnsupportedInputTypesNameTheInputAndTheType) {
   g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(19);
   EXPECT_THAT(import(m).status().message(), HasSubstr("FLOAT8E5M2"));
 
-  g->mutable_input(0)->mutable_type()->mutable_sequence_type()->mutable_elem_type()
-      ->mutable_tensor_type()->set_elem_type(TP::FLOAT);
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(TP::FLOAT);
   r = import(m);
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
   EXPECT_THAT(r.status().message(), HasSubstr("sequence"));
@@ -368,15 +379,16 @@ TEST(Importer, ExternalDataRelativeToTheModelFile) {
 
 TEST(Importer, TruncatedGarbageAndMissingFilesAreStatuses) {
   TempDir dir;
-  std::vector<std::byte> full =
-      serialize(conv_model(random_tensor(DType::kF32, {4, 3, 3, 3}, 6), random_tensor(DType::kF32, {4}, 7)));
+  std::vector<std::byte> full = serialize(
+      conv_model(random_tensor(DType::kF32, {4, 3, 3, 3}, 6), random_tensor(DType::kF32, {4}, 7)));
   std::vector<std::byte> half(full.begin(), full.begin() + std::ptrdiff_t(full.size() / 2));
   testing::write_bytes(dir.file("half.onnx"), half);
   Result<Graph> r = import_model_file(dir.file("half.onnx"));
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel);
-  EXPECT_THAT(r.status().message(),
-              HasSubstr(fmt::format("model '{}': not a valid ONNX ModelProto (truncated or corrupt?)",
-                                    dir.file("half.onnx"))));
+  EXPECT_THAT(
+      r.status().message(),
+      HasSubstr(fmt::format("model '{}': not a valid ONNX ModelProto (truncated or corrupt?)",
+                            dir.file("half.onnx"))));
   for (size_t n = 0; n < full.size(); ++n) {  // every cut fails cleanly
     Result<Graph> cut = import_model_bytes(std::span(full.data(), n), "", "cut");
     EXPECT_EQ(cut.status().code(), StatusCode::kInvalidModel) << n;
@@ -395,8 +407,8 @@ TEST(Importer, TruncatedGarbageAndMissingFilesAreStatuses) {
 }
 
 TEST(Importer, CorruptedBytesNeverCrash) {
-  std::vector<std::byte> full =
-      serialize(conv_model(random_tensor(DType::kF32, {4, 3, 3, 3}, 8), random_tensor(DType::kF32, {4}, 9)));
+  std::vector<std::byte> full = serialize(
+      conv_model(random_tensor(DType::kF32, {4, 3, 3, 3}, 8), random_tensor(DType::kF32, {4}, 9)));
   std::mt19937 rng(7);
   int imported = 0;
   for (int trial = 0; trial < 2000; ++trial) {

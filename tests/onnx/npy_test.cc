@@ -71,7 +71,7 @@ TEST(Npy, WritesTheHeaderNumpyWrites) {
   EXPECT_EQ(file.substr(0, 128), npy_file(1, dict, ""));
   ASSERT_TRUE(write_npy(dir.file("b.npy"), random_tensor(DType::kBool, {5}, 1)).is_ok());
   EXPECT_THAT(read_all(dir.file("b.npy")), HasSubstr("{'descr': '|b1', 'fortran_order': False, "
-                                                    "'shape': (5,), }"));
+                                                     "'shape': (5,), }"));
 }
 
 TEST(Npy, Bf16HasNoNumpyDType) {
@@ -104,7 +104,8 @@ TEST(Npy, ReadsVersions2And3AndLenientHeaders) {
   const std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }";
   for (const auto& [major, d] :
        {std::pair{2, dict}, std::pair{3, dict},
-        std::pair{1, std::string("{\"shape\": (3L, 2L), \"fortran_order\": False, \"descr\": \"=f8\"}")}}) {
+        std::pair{1, std::string(
+                         "{\"shape\": (3L, 2L), \"fortran_order\": False, \"descr\": \"=f8\"}")}}) {
     testing::write_bytes(dir.file("v.npy"), npy_file(major, d, data));
     Result<Tensor> r = read_npy(dir.file("v.npy"));
     ASSERT_TRUE(r.is_ok()) << major << ": " << r.status().to_string();
@@ -114,18 +115,23 @@ TEST(Npy, ReadsVersions2And3AndLenientHeaders) {
 
 TEST(Npy, UnsupportedDTypesAreNamed) {
   TempDir dir;
-  struct Case { const char* descr; const char* says; };
+  struct Case {
+    const char* descr;
+    const char* says;
+  };
   for (Case c : {Case{"<u2", "'<u2' is not supported"}, Case{">f4", "big-endian"},
                  Case{">i8", "big-endian"}, Case{"<c8", "'<c8'"}, Case{"|O", "'|O'"}}) {
-    std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': (2,), }}", c.descr);
+    std::string dict =
+        fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': (2,), }}", c.descr);
     testing::write_bytes(dir.file("u.npy"), npy_file(1, dict, std::string(32, '\1')));
     Result<Tensor> r = read_npy(dir.file("u.npy"));
     EXPECT_EQ(r.status().code(), StatusCode::kUnsupported) << c.descr;
     EXPECT_THAT(r.status().message(), HasSubstr(c.says));
     EXPECT_THAT(r.status().message(), HasSubstr("u.npy"));
   }
-  testing::write_bytes(dir.file("s.npy"),
-                       npy_file(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "abcd"));
+  testing::write_bytes(
+      dir.file("s.npy"),
+      npy_file(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "abcd"));
   EXPECT_EQ(read_npy(dir.file("s.npy")).status().code(), StatusCode::kUnsupported);
 }
 
@@ -157,8 +163,10 @@ TEST(Npy, MalformedFilesAreInvalidArgumentNamingTheFile) {
     EXPECT_EQ(read_npy(dir.file("bad.npy")).status().code(), StatusCode::kInvalidArgument) << dict;
   }
   testing::write_bytes(dir.file("huge.npy"),
-                       npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': "
-                                   "(1099511627776, 1099511627776), }", "abcd"));
+                       npy_file(1,
+                                "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                "(1099511627776, 1099511627776), }",
+                                "abcd"));
   EXPECT_EQ(read_npy(dir.file("huge.npy")).status().code(), StatusCode::kInvalidArgument);
   std::mt19937 rng(4);
   std::string garbage(300, '\0');

@@ -102,11 +102,14 @@ TEST(TensorProto, BadDimsAreErrorsWithoutHugeAllocations) {
 }
 
 TEST(TensorProto, UnsupportedTypesNameTheTensorAndTheType) {
-  struct Case { int type; const char* name; };
-  for (Case c : {Case{TP::STRING, "STRING"}, Case{TP::UINT16, "UINT16"}, Case{TP::INT16, "INT16"},
-                 Case{TP::UINT32, "UINT32"}, Case{TP::UINT64, "UINT64"},
-                 Case{TP::COMPLEX64, "COMPLEX64"}, Case{17, "FLOAT8E4M3FN"},
-                 Case{21, "UINT4"}, Case{22, "INT4"}}) {
+  struct Case {
+    int type;
+    const char* name;
+  };
+  for (Case c :
+       {Case{TP::STRING, "STRING"}, Case{TP::UINT16, "UINT16"}, Case{TP::INT16, "INT16"},
+        Case{TP::UINT32, "UINT32"}, Case{TP::UINT64, "UINT64"}, Case{TP::COMPLEX64, "COMPLEX64"},
+        Case{17, "FLOAT8E4M3FN"}, Case{21, "UINT4"}, Case{22, "INT4"}}) {
     TP p;
     p.set_name("odd");
     p.set_data_type(c.type);
@@ -181,7 +184,8 @@ TEST(TensorProto, ExternalDataIsReadFromTheModelFolder) {
   TP bad = external_proto(t, "weights/w.bin", 100);
   bad.mutable_external_data(2)->set_value("8");
   EXPECT_EQ(tensor_from_proto(bad, dir.path(), "").status().code(), StatusCode::kInvalidModel);
-  Result<Tensor> short_file = tensor_from_proto(external_proto(t, "weights/w.bin", 120), dir.path(), "");
+  Result<Tensor> short_file =
+      tensor_from_proto(external_proto(t, "weights/w.bin", 120), dir.path(), "");
   EXPECT_EQ(short_file.status().code(), StatusCode::kInvalidModel);
   Result<Tensor> missing = tensor_from_proto(external_proto(t, "nope.bin", 0), dir.path(), "");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
@@ -202,7 +206,8 @@ TEST(TensorProto, ExternalDataOutsideTheModelFolderIsRefused) {
   testing::write_bytes(outer.file("escape.bin"), bytes);
   std::string model_dir = outer.file("model");
   for (const std::string& location :
-       {std::string("../escape.bin"), std::string("sub/../../escape.bin"), outer.file("escape.bin")}) {
+       {std::string("../escape.bin"), std::string("sub/../../escape.bin"),
+        outer.file("escape.bin")}) {
     Result<Tensor> r = tensor_from_proto(external_proto(t, location, 0), model_dir, "");
     ASSERT_FALSE(r.is_ok()) << location;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel) << location;

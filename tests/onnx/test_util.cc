@@ -34,15 +34,33 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed) {
   std::uniform_int_distribution<int> byte(0, 255);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     switch (dtype) {
-      case DType::kF32: t.data<float>()[i] = float(real(rng)); break;
-      case DType::kF64: t.data<double>()[i] = real(rng); break;
-      case DType::kF16: t.data<f16>()[i] = f16::from_float(float(real(rng))); break;
-      case DType::kBF16: t.data<bf16>()[i] = bf16::from_float(float(real(rng))); break;
-      case DType::kI64: t.data<int64_t>()[i] = wide(rng); break;
-      case DType::kI32: t.data<int32_t>()[i] = narrow(rng); break;
-      case DType::kI8: t.data<int8_t>()[i] = int8_t(byte(rng) - 128); break;
-      case DType::kU8: t.data<uint8_t>()[i] = uint8_t(byte(rng)); break;
-      case DType::kBool: t.data<uint8_t>()[i] = uint8_t(byte(rng) & 1); break;
+      case DType::kF32:
+        t.data<float>()[i] = float(real(rng));
+        break;
+      case DType::kF64:
+        t.data<double>()[i] = real(rng);
+        break;
+      case DType::kF16:
+        t.data<f16>()[i] = f16::from_float(float(real(rng)));
+        break;
+      case DType::kBF16:
+        t.data<bf16>()[i] = bf16::from_float(float(real(rng)));
+        break;
+      case DType::kI64:
+        t.data<int64_t>()[i] = wide(rng);
+        break;
+      case DType::kI32:
+        t.data<int32_t>()[i] = narrow(rng);
+        break;
+      case DType::kI8:
+        t.data<int8_t>()[i] = int8_t(byte(rng) - 128);
+        break;
+      case DType::kU8:
+        t.data<uint8_t>()[i] = uint8_t(byte(rng));
+        break;
+      case DType::kBool:
+        t.data<uint8_t>()[i] = uint8_t(byte(rng) & 1);
+        break;
     }
   }
   return t;
@@ -57,23 +75,36 @@ onnx::TensorProto typed_proto(const Tensor& t, const std::string& name) {
   onnx::TensorProto p;
   p.set_name(name);
   for (int64_t d : t.shape()) p.add_dims(d);
-  const int kTypes[] = {onnx::TensorProto::FLOAT, onnx::TensorProto::FLOAT16,
-                        onnx::TensorProto::BFLOAT16, onnx::TensorProto::DOUBLE,
-                        onnx::TensorProto::INT64, onnx::TensorProto::INT32,
-                        onnx::TensorProto::INT8, onnx::TensorProto::UINT8,
-                        onnx::TensorProto::BOOL};
+  const int kTypes[] = {
+      onnx::TensorProto::FLOAT,  onnx::TensorProto::FLOAT16, onnx::TensorProto::BFLOAT16,
+      onnx::TensorProto::DOUBLE, onnx::TensorProto::INT64,   onnx::TensorProto::INT32,
+      onnx::TensorProto::INT8,   onnx::TensorProto::UINT8,   onnx::TensorProto::BOOL};
   p.set_data_type(kTypes[int(t.dtype())]);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     switch (t.dtype()) {
-      case DType::kF32: p.add_float_data(t.data<float>()[i]); break;
-      case DType::kF64: p.add_double_data(t.data<double>()[i]); break;
-      case DType::kI64: p.add_int64_data(t.data<int64_t>()[i]); break;
-      case DType::kI32: p.add_int32_data(t.data<int32_t>()[i]); break;
+      case DType::kF32:
+        p.add_float_data(t.data<float>()[i]);
+        break;
+      case DType::kF64:
+        p.add_double_data(t.data<double>()[i]);
+        break;
+      case DType::kI64:
+        p.add_int64_data(t.data<int64_t>()[i]);
+        break;
+      case DType::kI32:
+        p.add_int32_data(t.data<int32_t>()[i]);
+        break;
       case DType::kF16:
-      case DType::kBF16: p.add_int32_data(t.data<uint16_t>()[i]); break;
-      case DType::kI8: p.add_int32_data(t.data<int8_t>()[i]); break;
+      case DType::kBF16:
+        p.add_int32_data(t.data<uint16_t>()[i]);
+        break;
+      case DType::kI8:
+        p.add_int32_data(t.data<int8_t>()[i]);
+        break;
       case DType::kU8:
-      case DType::kBool: p.add_int32_data(t.data<uint8_t>()[i]); break;
+      case DType::kBool:
+        p.add_int32_data(t.data<uint8_t>()[i]);
+        break;
     }
   }
   return p;
@@ -99,8 +130,10 @@ onnx::ValueInfoProto* add_input(onnx::GraphProto* g, const std::string& name, in
   auto* shape = tt->mutable_shape();
   for (const Dim& d : dims) {
     auto* dim = shape->add_dim();
-    if (d.value >= 0) dim->set_dim_value(d.value);
-    else if (!d.param.empty()) dim->set_dim_param(d.param);
+    if (d.value >= 0)
+      dim->set_dim_value(d.value);
+    else if (!d.param.empty())
+      dim->set_dim_param(d.param);
   }
   return v;
 }

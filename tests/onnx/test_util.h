@@ -41,7 +41,7 @@ onnx::ModelProto make_model(int opset = 17);
 // A graph input (or output) of ONNX element type `elem`; a dim is a value (>= 0), a
 // dim_param name, or "" for a dim with neither.
 struct Dim {
-  Dim(int64_t v) : value(v) {}  // NOLINT(google-explicit-constructor)
+  Dim(int64_t v) : value(v) {}      // NOLINT(google-explicit-constructor)
   Dim(const char* p) : param(p) {}  // NOLINT(google-explicit-constructor)
   int64_t value = -1;
   std::string param;
