@@ -13,8 +13,7 @@ namespace strider {
 int onnx_type_code(DType dtype);
 // The DType for an ONNX element type code; nullopt for types strider does not have.
 std::optional<DType> dtype_from_onnx_code(int code);
-// "FLOAT", "FLOAT8E4M3FN", ...; "UNDEFINED(99)" style for unknown codes is not needed:
-// unknown codes print as "type 99".
+// "FLOAT", "FLOAT8E4M3FN", ...; "unknown ONNX type" for codes past the known ones.
 std::string_view onnx_type_name(int code);
 
 }  // namespace strider

@@ -1,0 +1,66 @@
+// Session: a model prepared for one device, with static shapes, ready to run many times.
+//
+//   strider::SessionOptions options;             // cpu, f32
+//   auto session = strider::Session::load("model.onnx", options);
+//   if (!session.is_ok()) { /* session.status().to_string() names what and where */ }
+//   auto outputs = (*session)->run({input_tensor});
+//
+// Creation does all the work that can fail because of the model: import, shape inference
+// with constant folding, precision lowering, planning, and creating every kernel. An
+// unsupported model fails here with one error listing every unsupported op and its nodes.
+// run() checks the inputs (names, dtypes, shapes) and fails without writing anything when
+// they are wrong. A Session is not safe to run from two threads at once; separate Sessions
+// are independent.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strider/dtype.h"
+#include "strider/status.h"
+#include "strider/tensor.h"
+
+namespace strider {
+
+struct SessionOptions {
+  std::string device = "cpu";
+  // f32, or bf16: weights and activations in bf16 with f32 accumulation. Inputs and
+  // outputs keep the model's dtypes either way (f32 inputs are rounded to bf16).
+  DType dtype = DType::kF32;
+  // Sizes for inputs whose dimensions the model leaves dynamic (or to confirm static ones).
+  std::map<std::string, Shape> input_shapes;
+  // Fill all runtime memory with NaN (floats) or 0xA5 bytes before each run, so an element
+  // no kernel wrote shows up in the output. For checking; costs a pass over memory.
+  bool poison_memory = false;
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> load(const std::string& model_path,
+                                               const SessionOptions& options = {});
+  ~Session();
+
+  // Inputs and outputs as the caller sees them (the model's dtypes, static shapes).
+  const std::vector<ValueInfo>& inputs() const;
+  const std::vector<ValueInfo>& outputs() const;
+
+  // Inputs by position (in inputs() order) or by name. Outputs in outputs() order.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
+
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strider

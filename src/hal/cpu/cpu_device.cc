@@ -1,0 +1,64 @@
+#include "hal/cpu/cpu_device.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "hal/cpu/copy.h"
+#include "hal/cpu/cpu_kernels.h"
+
+namespace strider::cpu {
+
+Result<Allocation*> CpuDevice::allocate(int64_t size, int64_t alignment, std::string label) {
+  if (size < 0 || alignment < 64 || (alignment & (alignment - 1)) != 0)
+    return internal_error(fmt::format("bad allocation request: {} bytes aligned to {}", size, alignment));
+  // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a block.
+  size_t rounded = size_t((std::max<int64_t>(size, 1) + alignment - 1) / alignment * alignment);
+  void* memory = std::aligned_alloc(size_t(alignment), rounded);
+  if (memory == nullptr)
+    return device_error(fmt::format("cpu: out of memory allocating {} bytes for {}", size, label));
+  return new Allocation(next_id_++, std::move(label), "cpu", static_cast<std::byte*>(memory), size,
+                        alignment, StorageMode::kHost, true);
+}
+
+void CpuDevice::release(Allocation* allocation) {
+  std::free(allocation->address());
+  delete allocation;
+}
+
+bool CpuDevice::has_kernel(std::string_view op_type) const { return cpu::has_kernel(op_type); }
+
+Result<std::unique_ptr<Kernel>> CpuDevice::create_kernel(const KernelRequest& request) {
+  return cpu::create_kernel(request);
+}
+
+Status CpuDevice::upload(const Tensor& source, const TensorView& destination) {
+  if (source.dtype() != destination.dtype || source.shape() != destination.sizes)
+    return internal_error(fmt::format("upload of {}{} into {}", dtype_name(source.dtype()),
+                                      shape_to_string(source.shape()), destination.to_string()));
+  Strides dense = contiguous_strides(source.shape());
+  copy_strided(destination.sizes, destination.host_data(), destination.strides.data(), source.bytes(),
+               dense.data(), dtype_size(source.dtype()));
+  return Status::ok();
+}
+
+Status CpuDevice::download(const TensorView& source, Tensor* destination) {
+  Tensor result(source.dtype, source.sizes);
+  Strides dense = contiguous_strides(source.sizes);
+  copy_strided(source.sizes, result.bytes(), dense.data(), source.host_data(), source.strides.data(),
+               dtype_size(source.dtype));
+  *destination = std::move(result);
+  return Status::ok();
+}
+
+}  // namespace strider::cpu
+
+namespace strider {
+
+Result<std::unique_ptr<Device>> create_device(std::string_view name) {
+  if (name == "cpu") return std::unique_ptr<Device>(new cpu::CpuDevice());
+  return invalid_argument(fmt::format("unknown device '{}'; valid devices: cpu", name));
+}
+
+}  // namespace strider

@@ -1,0 +1,54 @@
+#include "hal/cpu/host_evaluator.h"
+
+#include <fmt/format.h>
+
+#include "hal/cpu/cpu_kernels.h"
+
+namespace strider::cpu {
+namespace {
+
+// A host allocation over a tensor's own bytes.
+std::unique_ptr<Allocation> wrap(Tensor& tensor, const std::string& label) {
+  return std::make_unique<Allocation>(0, label, "cpu", tensor.bytes(), int64_t(tensor.byte_size()), 1,
+                                      StorageMode::kHost, true);
+}
+
+}  // namespace
+
+Result<std::vector<Tensor>> evaluate_on_host(const Graph& graph, const Node& node) {
+  std::vector<Tensor> inputs, outputs;
+  std::vector<std::unique_ptr<Allocation>> allocations;
+  KernelRequest request{graph, node, {}, {}};
+  inputs.reserve(node.inputs.size());
+  for (ValueId id : node.inputs) {
+    if (id == kNoValue) {
+      inputs.emplace_back();
+      request.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(id);
+    if (!v.is_constant()) return internal_error(fmt::format("folding needs constant '{}'", v.name));
+    inputs.push_back(*v.constant);
+    allocations.push_back(wrap(inputs.back(), v.name));
+    STRIDER_ASSIGN_OR_RETURN(TensorView view, make_dense_view(*allocations.back(), 0, v.dtype, v.shape, v.name));
+    request.inputs.push_back(std::move(view));
+  }
+  outputs.reserve(node.outputs.size());
+  for (ValueId id : node.outputs) {
+    if (id == kNoValue) {
+      outputs.emplace_back();
+      request.outputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(id);
+    outputs.emplace_back(v.dtype, v.shape);
+    allocations.push_back(wrap(outputs.back(), v.name));
+    STRIDER_ASSIGN_OR_RETURN(TensorView view, make_dense_view(*allocations.back(), 0, v.dtype, v.shape, v.name));
+    request.outputs.push_back(std::move(view));
+  }
+  STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, create_kernel(request));
+  STRIDER_RETURN_IF_ERROR(kernel->run());
+  return outputs;
+}
+
+}  // namespace strider::cpu

@@ -1,0 +1,23 @@
+// Graph passes that run at session creation, before planning.
+//
+// infer_and_fold: our own shape and dtype inference, node by node in topological order,
+// folding every node whose inputs are all constants by running its CPU kernel on the
+// host. Static shapes need this: torch exports `chunk` as Shape -> Gather -> Div -> Slice
+// arithmetic, and the Slice's bounds must be known numbers before anything is planned.
+// Folded nodes are removed, then nodes no output depends on.
+//
+// Precondition: every graph input has a known dtype and a fully known shape, and every
+// node's op is in the op registry (the session checks both first, with one error each).
+#pragma once
+
+#include "ir/graph.h"
+#include "strider/status.h"
+
+namespace strider {
+
+Status infer_and_fold(Graph& graph);
+
+// Removes nodes none of whose outputs reaches a graph output.
+void remove_dead_nodes(Graph& graph);
+
+}  // namespace strider

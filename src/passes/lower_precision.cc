@@ -1,0 +1,67 @@
+#include "passes/lower_precision.h"
+
+#include <fmt/format.h>
+
+#include "base/float16.h"
+#include "base/onnx_types.h"
+#include "ops/op_registry.h"
+
+namespace strider {
+namespace {
+
+void store_float(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kF32: t.data<float>()[i] = float(v); break;
+    case DType::kF64: t.data<double>()[i] = v; break;
+    case DType::kBF16: t.data<bf16>()[i] = bf16::from_float(float(v)); break;
+    case DType::kF16: t.data<f16>()[i] = f16::from_float(float(v)); break;
+    default: break;
+  }
+}
+
+// Values read as a float parameter by some node keep f32.
+std::vector<bool> parameter_values(const Graph& graph) {
+  std::vector<bool> parameter(size_t(graph.num_values()), false);
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    const OpSchema* schema = find_op_schema(node.domain, node.op_type);
+    if (schema == nullptr) continue;
+    for (int i : schema->float_parameter_inputs)
+      if (ValueId in = node.input(size_t(i)); in != kNoValue) parameter[size_t(in)] = true;
+  }
+  return parameter;
+}
+
+}  // namespace
+
+Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to) {
+  if (tensor.dtype() == to) return tensor;
+  if (!is_floating(tensor.dtype()) || !is_floating(to))
+    return invalid_argument(fmt::format("cannot convert {} to {}", dtype_name(tensor.dtype()), dtype_name(to)));
+  Tensor result(to, tensor.shape());
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) store_float(result, i, tensor.element_as_double(i));
+  return result;
+}
+
+Status lower_to_bf16(Graph& graph) {
+  std::vector<bool> parameter = parameter_values(graph);
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    Value& v = graph.value(id);
+    if (!v.has_type || v.dtype != DType::kF32 || parameter[size_t(id)]) continue;
+    v.dtype = DType::kBF16;
+    if (v.constant) {
+      STRIDER_ASSIGN_OR_RETURN(Tensor converted, convert_float_tensor(*v.constant, DType::kBF16));
+      v.constant = std::make_shared<const Tensor>(std::move(converted));
+    }
+  }
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& node = graph.node(id);
+    if (node.op_type != "Cast" || node.outputs.empty()) continue;
+    if (graph.value(node.outputs[0]).dtype != DType::kBF16) continue;
+    STRIDER_ASSIGN_OR_RETURN(int64_t to, node.attributes.require_int("to"));
+    if (to == onnx_type_code(DType::kF32)) node.attributes.set_int("to", onnx_type_code(DType::kBF16));
+  }
+  return Status::ok();
+}
+
+}  // namespace strider

@@ -1,0 +1,20 @@
+// lower_to_bf16: the session's `--dtype bf16`. Every f32 value (graph inputs, weights,
+// activations, outputs) becomes bf16, and Casts to f32 cast to bf16 instead; kernels then
+// run in bf16 with f32 accumulation. Float parameters that are not data (Resize's scales
+// and roi, as declared by OpSchema::float_parameter_inputs) stay f32. Constants are
+// rounded to nearest even. Runs after infer_and_fold, so shape arithmetic folded in f32
+// and integers is exact.
+#pragma once
+
+#include "ir/graph.h"
+#include "strider/status.h"
+
+namespace strider {
+
+Status lower_to_bf16(Graph& graph);
+
+// Converts a floating tensor to another floating dtype (round to nearest even), or
+// returns it unchanged when the dtype already matches.
+Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to);
+
+}  // namespace strider
