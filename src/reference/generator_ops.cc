@@ -1,0 +1,160 @@
+// Ops that make values rather than transform them: Constant, ConstantOfShape, Shape, Size
+// and Range.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "base/shape.h"
+#include "reference/op_support.h"
+
+namespace strider::ref {
+namespace {
+
+// Larger outputs are refused: they are a model error, not something to allocate.
+constexpr int64_t kMaxGeneratedElements = int64_t(1) << 32;
+
+RefTensor int64_vector(const std::vector<int64_t>& values) {
+  RefTensor t = RefTensor::zeros(DType::kI64, {int64_t(values.size())});
+  t.ints = values;
+  return t;
+}
+
+// Constant: exactly one of value, value_float(s), value_int(s). sparse_value and the
+// string forms have no strider dtype.
+Result<OpOutputs> constant_op(const OpContext& ctx) {
+  const AttributeMap& attrs = ctx.attributes();
+  for (const char* name : {"sparse_value", "value_string", "value_strings"})
+    if (attrs.has(name)) return unsupported(fmt::format("attribute '{}' is not supported", name));
+  int present = 0;
+  for (const char* name : {"value", "value_float", "value_floats", "value_int", "value_ints"})
+    present += attrs.has(name) ? 1 : 0;
+  if (present != 1)
+    return invalid_model(fmt::format("Constant needs exactly one value attribute, has {}", present));
+  if (attrs.has("value")) {
+    STRIDER_ASSIGN_OR_RETURN(const Tensor* value, attrs.require_tensor("value"));
+    return OpOutputs{ref_from_tensor(*value)};
+  }
+  if (attrs.has("value_float") || attrs.has("value_floats")) {
+    bool scalar = attrs.has("value_float");
+    std::vector<float> values;
+    if (scalar) {
+      STRIDER_ASSIGN_OR_RETURN(float v, attrs.get_float("value_float", 0));
+      values.push_back(v);
+    } else {
+      STRIDER_ASSIGN_OR_RETURN(values, attrs.get_floats("value_floats", {}));
+    }
+    RefTensor t = RefTensor::zeros(DType::kF32, scalar ? Shape{} : Shape{int64_t(values.size())});
+    t.floats.assign(values.begin(), values.end());
+    return OpOutputs{std::move(t)};
+  }
+  if (attrs.has("value_int")) {
+    STRIDER_ASSIGN_OR_RETURN(int64_t v, attrs.require_int("value_int"));
+    RefTensor t = RefTensor::zeros(DType::kI64, {});
+    t.ints[0] = v;
+    return OpOutputs{std::move(t)};
+  }
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> values, attrs.require_ints("value_ints"));
+  return OpOutputs{int64_vector(values)};
+}
+
+Result<OpOutputs> constant_of_shape_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* shape_input, ctx.input(0, "input"));
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, read_ints(*shape_input, "input 0 (input)"));
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument(fmt::format("input 0 (input) {} has a negative dim", shape_to_string(shape)));
+  RefTensor fill = RefTensor::zeros(DType::kF32, {1});
+  if (ctx.attributes().has("value")) {
+    STRIDER_ASSIGN_OR_RETURN(const Tensor* value, ctx.attributes().require_tensor("value"));
+    if (value->num_elements() != 1)
+      return invalid_model(fmt::format("attribute 'value' must have one element, has {}", value->num_elements()));
+    fill = ref_from_tensor(*value);
+  }
+  if (num_elements(shape) > kMaxGeneratedElements)
+    return invalid_argument(fmt::format("output shape {} is too large", shape_to_string(shape)));
+  RefTensor out = RefTensor::zeros(fill.dtype, shape);
+  for (double& v : out.floats) v = fill.floats[0];
+  for (int64_t& v : out.ints) v = fill.ints[0];
+  return OpOutputs{std::move(out)};
+}
+
+// Shape, with the start/end window of opset 15 (negative counts from the end, then clamped).
+Result<OpOutputs> shape_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "data"));
+  int64_t rank = x->rank();
+  int64_t start = 0, end = rank;
+  if (ctx.opset() >= 15) {
+    STRIDER_ASSIGN_OR_RETURN(start, ctx.attributes().get_int("start", 0));
+    STRIDER_ASSIGN_OR_RETURN(end, ctx.attributes().get_int("end", rank));
+  }
+  auto clamp_to_rank = [rank](int64_t v) {
+    if (v < 0) v += rank;
+    return v < 0 ? 0 : (v > rank ? rank : v);
+  };
+  start = clamp_to_rank(start);
+  end = clamp_to_rank(end);
+  std::vector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back(x->shape[size_t(i)]);
+  return OpOutputs{int64_vector(dims)};
+}
+
+Result<OpOutputs> size_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "data"));
+  RefTensor out = RefTensor::zeros(DType::kI64, {});
+  out.ints[0] = x->num_elements();
+  return OpOutputs{std::move(out)};
+}
+
+// Integer Range: exact, n = ceil((limit - start) / delta) computed without overflow.
+Result<RefTensor> integer_range(DType dtype, int64_t start, int64_t limit, int64_t delta) {
+  __int128 span = __int128(limit) - __int128(start);
+  __int128 count = span / delta;
+  if (span % delta != 0 && ((span > 0) == (delta > 0))) ++count;
+  if (count < 0) count = 0;
+  if (count > kMaxGeneratedElements)
+    return invalid_argument(fmt::format("Range of {} to {} by {} is too long", start, limit, delta));
+  RefTensor out = RefTensor::zeros(dtype, {int64_t(count)});
+  for (int64_t i = 0; i < int64_t(count); ++i)
+    out.ints[size_t(i)] = wrap_to_dtype(int64_t(__int128(start) + __int128(i) * delta), dtype);
+  return out;
+}
+
+Result<OpOutputs> range_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* start, ctx.input(0, "start"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* limit, ctx.input(1, "limit"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* delta, ctx.input(2, "delta"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*start, *limit, "input 0 (start)", "input 1 (limit)"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*start, *delta, "input 0 (start)", "input 2 (delta)"));
+  if (start->dtype == DType::kBool) return invalid_model("Range takes numeric inputs, got bool");
+  if (!start->is_floating()) {
+    STRIDER_ASSIGN_OR_RETURN(int64_t s, read_scalar_int(*start, "input 0 (start)"));
+    STRIDER_ASSIGN_OR_RETURN(int64_t l, read_scalar_int(*limit, "input 1 (limit)"));
+    STRIDER_ASSIGN_OR_RETURN(int64_t d, read_scalar_int(*delta, "input 2 (delta)"));
+    if (d == 0) return invalid_argument("input 2 (delta) is 0");
+    STRIDER_ASSIGN_OR_RETURN(RefTensor out, integer_range(start->dtype, s, l, d));
+    return OpOutputs{std::move(out)};
+  }
+  STRIDER_ASSIGN_OR_RETURN(double s, read_scalar_double(*start, "input 0 (start)"));
+  STRIDER_ASSIGN_OR_RETURN(double l, read_scalar_double(*limit, "input 1 (limit)"));
+  STRIDER_ASSIGN_OR_RETURN(double d, read_scalar_double(*delta, "input 2 (delta)"));
+  if (d == 0) return invalid_argument("input 2 (delta) is 0");
+  double count = std::max(std::ceil((l - s) / d), 0.0);
+  if (!(count <= double(kMaxGeneratedElements)))
+    return invalid_argument(fmt::format("Range of {} to {} by {} is too long", s, l, d));
+  RefTensor out = RefTensor::zeros(start->dtype, {int64_t(count)});
+  for (size_t i = 0; i < out.floats.size(); ++i) out.floats[i] = s + double(i) * d;
+  return OpOutputs{std::move(out)};
+}
+
+constexpr OpDefinition kGeneratorOps[] = {
+    {"Constant", 7, 27, constant_op},
+    {"ConstantOfShape", 9, 27, constant_of_shape_op},
+    {"Shape", 7, 27, shape_op},
+    {"Size", 7, 27, size_op},
+    {"Range", 11, 27, range_op},
+};
+
+}  // namespace
+
+std::span<const OpDefinition> generator_op_definitions() { return kGeneratorOps; }
+
+}  // namespace strider::ref

@@ -1,0 +1,207 @@
+// MatMul (numpy semantics), Gemm and Conv (1-D to 3-D and beyond, grouped, dilated,
+// strided, padded), accumulated in double (int64 for integer MatMul).
+#include <fmt/format.h>
+
+#include "base/shape.h"
+#include "reference/op_support.h"
+#include "reference/window.h"
+
+namespace strider::ref {
+namespace {
+
+Status require_not_bool(const RefTensor& t, std::string_view what) {
+  if (t.dtype != DType::kBool) return Status::ok();
+  return invalid_model(fmt::format("{} is bool, expected a numeric type", what));
+}
+
+// The product of matrices a_offset.. (m x k) and b_offset.. (k x n), written at out_offset.
+void matrix_product(const RefTensor& a, int64_t a_offset, const RefTensor& b, int64_t b_offset,
+                    int64_t m, int64_t k, int64_t n, RefTensor& out, int64_t out_offset) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      size_t o = size_t(out_offset + i * n + j);
+      if (out.is_floating()) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += a.floats[size_t(a_offset + i * k + p)] * b.floats[size_t(b_offset + p * n + j)];
+        out.floats[o] = sum;
+      } else {
+        int64_t sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum = wrapping_add(sum, wrapping_mul(a.ints[size_t(a_offset + i * k + p)],
+                                               b.ints[size_t(b_offset + p * n + j)]));
+        out.ints[o] = wrap_to_dtype(sum, out.dtype);
+      }
+    }
+  }
+}
+
+// numpy matmul: a 1-D A is a row vector, a 1-D B a column vector (their unit dims are
+// dropped from the output); leading batch dims broadcast.
+Result<OpOutputs> matmul_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(0, "A"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
+  STRIDER_RETURN_IF_ERROR(require_not_bool(*a, "input 0 (A)"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
+  if (a->rank() == 0 || b->rank() == 0) return invalid_model("MatMul inputs must have rank >= 1");
+  Shape sa = a->shape, sb = b->shape;
+  bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
+  if (a_vector) sa.insert(sa.begin(), 1);
+  if (b_vector) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  if (sb[sb.size() - 2] != k)
+    return invalid_argument(fmt::format("inner dims differ: A is {}, B is {}",
+                                        shape_to_string(a->shape), shape_to_string(b->shape)));
+  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  STRIDER_ASSIGN_OR_RETURN(Shape batch, broadcast_or_error(batch_a, batch_b));
+  std::vector<int64_t> from_a = broadcast_source_index(batch_a, batch);
+  std::vector<int64_t> from_b = broadcast_source_index(batch_b, batch);
+  Shape out_shape = batch;
+  if (!a_vector) out_shape.push_back(m);
+  if (!b_vector) out_shape.push_back(n);
+  RefTensor out = RefTensor::zeros(a->dtype, out_shape);
+  for (size_t i = 0; i < from_a.size(); ++i)
+    matrix_product(*a, from_a[i] * m * k, *b, from_b[i] * k * n, m, k, n, out, int64_t(i) * m * n);
+  return OpOutputs{std::move(out)};
+}
+
+// Y = alpha * A' B' + beta * C, with C (optional from opset 11) broadcast to (M, N).
+Result<OpOutputs> gemm_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(0, "A"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
+  const RefTensor* c = ctx.optional_input(2);
+  if (!a->is_floating())
+    return unsupported(fmt::format("Gemm on {} is not supported (floating types only)", dtype_name(a->dtype)));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
+  if (c != nullptr) STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *c, "input 0 (A)", "input 2 (C)"));
+  if (a->rank() != 2 || b->rank() != 2)
+    return invalid_argument(fmt::format("A {} and B {} must be matrices", shape_to_string(a->shape),
+                                        shape_to_string(b->shape)));
+  const AttributeMap& attrs = ctx.attributes();
+  STRIDER_ASSIGN_OR_RETURN(double alpha, attrs.get_float("alpha", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(double beta, attrs.get_float("beta", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
+  int64_t m = trans_a ? a->shape[1] : a->shape[0], k = trans_a ? a->shape[0] : a->shape[1];
+  int64_t kb = trans_b ? b->shape[1] : b->shape[0], n = trans_b ? b->shape[0] : b->shape[1];
+  if (k != kb)
+    return invalid_argument(fmt::format("inner dims differ: A' has {} columns, B' has {} rows", k, kb));
+  Shape out_shape = {m, n};
+  std::vector<int64_t> from_c;
+  if (c != nullptr) {
+    Shape broadcast;
+    if (!broadcast_shapes(c->shape, out_shape, &broadcast) || broadcast != out_shape)
+      return invalid_argument(fmt::format("C {} does not broadcast to {}", shape_to_string(c->shape),
+                                          shape_to_string(out_shape)));
+    from_c = broadcast_source_index(c->shape, out_shape);
+  }
+  RefTensor y = RefTensor::zeros(a->dtype, out_shape);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double av = a->floats[size_t(trans_a ? p * m + i : i * k + p)];
+        double bv = b->floats[size_t(trans_b ? j * k + p : p * n + j)];
+        sum += av * bv;
+      }
+      size_t o = size_t(i * n + j);
+      y.floats[o] = alpha * sum + (c != nullptr ? beta * c->floats[size_t(from_c[o])] : 0.0);
+    }
+  }
+  return OpOutputs{std::move(y)};
+}
+
+// The (kernel tap, input spatial offset) pairs of one output position that read inside
+// the input (taps in the padding contribute zero and are left out).
+struct Tap {
+  int64_t kernel_offset;
+  int64_t input_offset;
+};
+
+std::vector<Tap> taps_of(const WindowGeometry& g, const std::vector<int64_t>& out_index) {
+  std::vector<Tap> taps;
+  Strides in_strides = contiguous_strides(g.input);
+  for_each_index(g.kernel, [&](int64_t kernel_offset, const std::vector<int64_t>& k) {
+    int64_t input_offset = 0;
+    for (size_t axis = 0; axis < k.size(); ++axis) {
+      int64_t coordinate = g.input_coordinate(axis, out_index[axis], k[axis]);
+      if (coordinate < 0 || coordinate >= g.input[axis]) return;
+      input_offset += coordinate * in_strides[axis];
+    }
+    taps.push_back({kernel_offset, input_offset});
+  });
+  return taps;
+}
+
+struct ConvShapes {
+  int64_t batch, in_channels, out_channels, group;
+  Shape spatial, kernel;
+};
+
+Result<ConvShapes> conv_shapes(const OpContext& ctx, const RefTensor& x, const RefTensor& w,
+                               const RefTensor* bias) {
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return invalid_argument(fmt::format("X {} and W {} must have the same rank, at least 3",
+                                        shape_to_string(x.shape), shape_to_string(w.shape)));
+  ConvShapes s;
+  STRIDER_ASSIGN_OR_RETURN(s.group, ctx.attributes().get_int("group", 1));
+  s.batch = x.shape[0];
+  s.in_channels = x.shape[1];
+  s.out_channels = w.shape[0];
+  s.spatial.assign(x.shape.begin() + 2, x.shape.end());
+  s.kernel.assign(w.shape.begin() + 2, w.shape.end());
+  if (s.group < 1 || s.in_channels != w.shape[1] * s.group || s.out_channels % s.group != 0)
+    return invalid_argument(fmt::format("X {} and W {} do not fit group {}", shape_to_string(x.shape),
+                                        shape_to_string(w.shape), s.group));
+  if (bias != nullptr && (bias->rank() != 1 || bias->shape[0] != s.out_channels))
+    return invalid_argument(fmt::format("B {} must have {} elements", shape_to_string(bias->shape),
+                                        s.out_channels));
+  return s;
+}
+
+Result<OpOutputs> conv_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* w, ctx.input(1, "W"));
+  const RefTensor* bias = ctx.optional_input(2);
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *w, "input 0 (X)", "input 1 (W)"));
+  if (bias != nullptr) STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *bias, "input 0 (X)", "input 2 (B)"));
+  STRIDER_ASSIGN_OR_RETURN(ConvShapes s, conv_shapes(ctx, *x, *w, bias));
+  WindowOptions options;
+  options.kernel_from_weights = s.kernel;
+  STRIDER_ASSIGN_OR_RETURN(WindowGeometry g, window_geometry(ctx.attributes(), s.spatial, options));
+  Shape out_shape = {s.batch, s.out_channels};
+  out_shape.insert(out_shape.end(), g.output.begin(), g.output.end());
+  RefTensor y = RefTensor::zeros(x->dtype, out_shape);
+  int64_t in_size = num_elements(s.spatial), out_size = num_elements(g.output);
+  int64_t kernel_size = num_elements(s.kernel);
+  int64_t group_in = s.in_channels / s.group, group_out = s.out_channels / s.group;
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for_each_index(g.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
+      std::vector<Tap> taps = taps_of(g, out_index);
+      for (int64_t oc = 0; oc < s.out_channels; ++oc) {
+        int64_t first_ic = (oc / group_out) * group_in;
+        double sum = bias != nullptr ? bias->floats[size_t(oc)] : 0.0;
+        for (int64_t ic = 0; ic < group_in; ++ic) {
+          const double* xp = &x->floats[size_t((n * s.in_channels + first_ic + ic) * in_size)];
+          const double* wp = &w->floats[size_t((oc * group_in + ic) * kernel_size)];
+          for (const Tap& t : taps) sum += xp[t.input_offset] * wp[t.kernel_offset];
+        }
+        y.floats[size_t((n * s.out_channels + oc) * out_size + position)] = sum;
+      }
+    });
+  }
+  return OpOutputs{std::move(y)};
+}
+
+constexpr OpDefinition kLinearOps[] = {
+    {"MatMul", 7, 27, matmul_op},
+    {"Gemm", 7, 27, gemm_op},
+    {"Conv", 7, 27, conv_op},
+};
+
+}  // namespace
+
+std::span<const OpDefinition> linear_op_definitions() { return kLinearOps; }
+
+}  // namespace strider::ref

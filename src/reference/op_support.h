@@ -1,0 +1,158 @@
+// Internal to the reference interpreter: what an op evaluation sees, how ops are
+// registered, and the element plumbing the op families share (broadcast and gather index
+// maps, axis and dtype checks, numeric conversions). No op semantics live here.
+//
+// An op function returns one RefTensor per node output (omitted optional outputs may still
+// be computed). Its errors carry no node name: the interpreter prefixes them with
+// "node '<name>' (<op_type>): ".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "reference/reference.h"
+#include "strider/status.h"
+
+namespace strider::ref {
+
+class OpContext {
+ public:
+  // `inputs` has one entry per node input; nullptr marks an omitted optional input.
+  OpContext(const Node& node, std::vector<const RefTensor*> inputs)
+      : node_(node), inputs_(std::move(inputs)) {}
+
+  const Node& node() const { return node_; }
+  int opset() const { return node_.opset; }
+  const AttributeMap& attributes() const { return node_.attributes; }
+
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  // The input at i; an INVALID_MODEL error naming it ("input 1 (W)") when absent.
+  Result<const RefTensor*> input(size_t i, std::string_view name) const;
+  // The input at i, or nullptr when absent or omitted.
+  const RefTensor* optional_input(size_t i) const { return has_input(i) ? inputs_[i] : nullptr; }
+
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_output(size_t i) const {
+    return i < node_.outputs.size() && node_.outputs[i] != kNoValue;
+  }
+
+ private:
+  const Node& node_;
+  std::vector<const RefTensor*> inputs_;
+};
+
+using OpOutputs = std::vector<RefTensor>;
+using OpFunction = Result<OpOutputs> (*)(const OpContext&);
+
+// One op of the default domain, implemented for the ai.onnx opsets
+// [first_opset, last_opset]; the function switches on ctx.opset() where the spec changed.
+struct OpDefinition {
+  std::string_view op_type;
+  int first_opset;
+  int last_opset;
+  OpFunction evaluate;
+};
+
+// The op families; each lists the ops it implements.
+std::span<const OpDefinition> elementwise_op_definitions();
+std::span<const OpDefinition> cast_compare_op_definitions();
+std::span<const OpDefinition> tensor_op_definitions();
+std::span<const OpDefinition> generator_op_definitions();
+std::span<const OpDefinition> linear_op_definitions();
+std::span<const OpDefinition> normalization_op_definitions();
+std::span<const OpDefinition> pool_op_definitions();
+std::span<const OpDefinition> resize_op_definitions();
+std::span<const OpDefinition> reduce_op_definitions();
+
+// ---- messages and checks --------------------------------------------------------------
+
+// "f32[2, 3]"
+std::string describe(const RefTensor& t);
+// An error unless `t` has a floating dtype: "<what> is i64, expected a floating type".
+Status require_floating(const RefTensor& t, std::string_view what);
+// An error unless `t` has an integer dtype (not bool).
+Status require_integer(const RefTensor& t, std::string_view what);
+// An error unless a and b have the same dtype.
+Status require_same_dtype(const RefTensor& a, const RefTensor& b, std::string_view what_a,
+                          std::string_view what_b);
+// `axis` in [-rank, rank) mapped to [0, rank), else an error naming `what`.
+Result<int64_t> normalized_axis(int64_t axis, int64_t rank, std::string_view what);
+// Normalizes each axis and rejects duplicates.
+Result<std::vector<int64_t>> normalized_axes(std::span<const int64_t> axes, int64_t rank,
+                                             std::string_view what);
+// The values of an integer tensor (shape, axes, pads, ...), or an error naming `what`.
+Result<std::vector<int64_t>> read_ints(const RefTensor& t, std::string_view what);
+// The values of any numeric tensor as double.
+std::vector<double> read_doubles(const RefTensor& t);
+// The only element of a one-element tensor (a scalar or shape [1]).
+Result<double> read_scalar_double(const RefTensor& t, std::string_view what);
+Result<int64_t> read_scalar_int(const RefTensor& t, std::string_view what);
+
+// ---- shapes and index maps ------------------------------------------------------------
+
+// numpy broadcasting of a and b, or an error naming both shapes.
+Result<Shape> broadcast_or_error(const Shape& a, const Shape& b);
+// For each element of `out` (row-major), the flat index of the element of a tensor shaped
+// `in` that numpy broadcasting maps to it; `in` must broadcast to `out`.
+std::vector<int64_t> broadcast_source_index(const Shape& in, const Shape& out);
+// A tensor shaped `shape` whose element i is source element source_index[i].
+RefTensor gather_elements(const RefTensor& source, Shape shape,
+                          const std::vector<int64_t>& source_index);
+// Calls visit(flat_index, multi_index) for every element of `shape`, row-major.
+template <typename Visit>
+void for_each_index(const Shape& shape, Visit visit) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    visit(flat, index);
+    for (size_t axis = shape.size(); axis-- > 0;) {
+      if (++index[axis] < shape[axis]) break;
+      index[axis] = 0;
+    }
+  }
+}
+
+// ---- numbers --------------------------------------------------------------------------
+
+// v wrapped to the width of an integer dtype (two's complement), or v != 0 for bool.
+int64_t wrap_to_dtype(int64_t v, DType dtype);
+// v rounded to the precision of a floating dtype (round to nearest even; f64 is exact).
+double round_to_precision(double v, DType dtype);
+// The smallest / largest value of an integer or bool dtype.
+int64_t integer_lowest(DType dtype);
+int64_t integer_highest(DType dtype);
+// Truncation toward zero, saturating at the int64 range; NaN gives 0.
+int64_t truncate_to_int(double v);
+// Converts element `i` of `from` to `to` (the Cast conversion) and stores it at `j` of `out`.
+void convert_element(const RefTensor& from, int64_t i, RefTensor& out, int64_t j);
+// Wrapping int64 arithmetic (no signed-overflow UB).
+inline int64_t wrapping_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+inline int64_t wrapping_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+inline int64_t wrapping_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
+
+}  // namespace strider::ref
+
+namespace strider::ref {
+
+// Elementwise binary evaluation with numpy broadcasting: a tensor of `out_dtype` shaped
+// like the broadcast of a and b, where apply(ia, ib, io, out) writes output element io
+// from elements ia of a and ib of b.
+template <typename Apply>
+Result<RefTensor> broadcast_binary(const RefTensor& a, const RefTensor& b, DType out_dtype,
+                                   Apply apply) {
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, broadcast_or_error(a.shape, b.shape));
+  std::vector<int64_t> from_a = broadcast_source_index(a.shape, shape);
+  std::vector<int64_t> from_b = broadcast_source_index(b.shape, shape);
+  RefTensor out = RefTensor::zeros(out_dtype, shape);
+  for (size_t i = 0; i < from_a.size(); ++i) apply(size_t(from_a[i]), size_t(from_b[i]), i, out);
+  return out;
+}
+
+}  // namespace strider::ref
