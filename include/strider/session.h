@@ -31,6 +31,10 @@ struct SessionOptions {
   DType dtype = DType::kF32;
   // Sizes for inputs whose dimensions the model leaves dynamic (or to confirm static ones).
   std::map<std::string, Shape> input_shapes;
+  // Values of model inputs to fix at session creation; they are then constants and no
+  // longer inputs of the session. Shapes are static, so an input that decides a shape (a
+  // Reshape's target shape, a Slice's bounds, Resize's sizes) must be given here.
+  std::map<std::string, Tensor> constant_inputs;
   // Fill all runtime memory with NaN (floats) or 0xA5 bytes before each run, so an element
   // no kernel wrote shows up in the output. For checking; costs a pass over memory.
   bool poison_memory = false;

@@ -65,6 +65,54 @@ Status resolve_input_shapes(Graph& graph, const SessionOptions& options) {
   return Status::ok();
 }
 
+Status bind_constant_inputs(Graph& graph, const SessionOptions& options) {
+  for (const auto& [name, tensor] : options.constant_inputs) {
+    auto id = graph.find_value(name);
+    auto& inputs = graph.inputs();
+    auto it = id ? std::find(inputs.begin(), inputs.end(), *id) : inputs.end();
+    if (it == inputs.end()) return invalid_argument(fmt::format("constant input '{}' is not a model input", name));
+    Value& v = graph.value(*id);
+    if (v.has_type && v.dtype != tensor.dtype())
+      return invalid_argument(fmt::format("input '{}': got {}, expected {}", name, dtype_name(tensor.dtype()),
+                                          dtype_name(v.dtype)));
+    if (v.has_shape) {
+      if (v.shape.size() != tensor.shape().size())
+        return invalid_argument(fmt::format("input '{}': got rank {}, expected rank {}", name, tensor.rank(), v.shape.size()));
+      for (size_t d = 0; d < v.shape.size(); ++d)
+        if (v.shape[d] >= 0 && v.shape[d] != tensor.shape()[d])
+          return invalid_argument(fmt::format("input '{}' dim {}: got {}, expected {}", name, d, tensor.shape()[d], v.shape[d]));
+    }
+    v.has_type = v.has_shape = true;
+    v.dtype = tensor.dtype();
+    v.shape = tensor.shape();
+    v.constant = std::make_shared<const Tensor>(tensor);
+    inputs.erase(it);
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> shape_determining_inputs(const Graph& graph) {
+  std::vector<bool> needed(size_t(graph.num_values()), false);
+  for (NodeId id = graph.num_nodes(); id-- > 0;) {
+    const Node& node = graph.node(id);
+    const OpSchema* schema = find_op_schema(node.domain, node.op_type);
+    if (schema == nullptr) continue;
+    for (int i : schema->shape_inputs)
+      if (ValueId in = node.input(size_t(i)); in != kNoValue) needed[size_t(in)] = true;
+    // A node whose output must be known needs all its inputs known, except Shape and Size,
+    // which need only their input's shape.
+    bool output_needed = false;
+    for (ValueId out : node.outputs) output_needed |= out != kNoValue && needed[size_t(out)];
+    if (!output_needed || node.op_type == "Shape" || node.op_type == "Size") continue;
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) needed[size_t(in)] = true;
+  }
+  std::vector<std::string> names;
+  for (ValueId id : graph.inputs())
+    if (needed[size_t(id)]) names.push_back(graph.value(id).name);
+  return names;
+}
+
 Status check_ops_known(const Graph& graph) {
   std::map<std::string, std::vector<std::string>> unknown;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {

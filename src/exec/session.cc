@@ -132,6 +132,7 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   auto impl = std::make_unique<Session::Impl>();
   impl->options = options;
   STRIDER_RETURN_IF_ERROR(check_ops_known(graph));
+  STRIDER_RETURN_IF_ERROR(bind_constant_inputs(graph, options));
   STRIDER_RETURN_IF_ERROR(resolve_input_shapes(graph, options));
   STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device));
   STRIDER_RETURN_IF_ERROR(infer_and_fold(graph));

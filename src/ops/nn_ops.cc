@@ -100,7 +100,10 @@ Status infer_batch_norm(InferContext& ctx) {
 }
 
 Status infer_pool(InferContext& ctx) {
-  STRIDER_RETURN_IF_ERROR(require_float(ctx, 0));
+  // MaxPool also takes 8-bit integers (opset 12); AveragePool only floats.
+  bool integer_max = ctx.node().op_type == "MaxPool" &&
+                     (ctx.input_dtype(0) == DType::kI8 || ctx.input_dtype(0) == DType::kU8);
+  if (!integer_max) STRIDER_RETURN_IF_ERROR(require_float(ctx, 0));
   const Shape& x = ctx.input_shape(0);
   if (x.size() < 3) return ctx.error("X must have rank >= 3");
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, ctx.attributes().require_ints("kernel_shape"));
@@ -161,7 +164,7 @@ void register_nn_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Softmax", infer_softmax, {}});
   ops.push_back({"LogSoftmax", infer_softmax, {}});
   for (std::string_view op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
-    ops.push_back({op, infer_reduce, {}});
+    ops.push_back({op, infer_reduce, {}, {1}});
 }
 
 }  // namespace strider

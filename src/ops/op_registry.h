@@ -81,6 +81,9 @@ struct OpSchema {
   // Float inputs that are parameters, not data, and so keep f32 when the session computes
   // in bf16 (Resize's roi and scales).
   std::vector<int> float_parameter_inputs;
+  // Inputs whose values decide output shapes (Reshape's shape, Slice's bounds): with
+  // static shapes they must be known when the session is created.
+  std::vector<int> shape_inputs;
 };
 
 // nullptr when strider does not know the op. Only the default domain ("" or "ai.onnx").

@@ -198,23 +198,23 @@ Status infer_range(InferContext& ctx) {
 
 void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Identity", infer_identity, {}});
-  ops.push_back({"Split", infer_split, {}});
+  ops.push_back({"Split", infer_split, {}, {1}});
   ops.push_back({"Concat", infer_concat, {}});
-  ops.push_back({"Slice", infer_slice, {}});
-  ops.push_back({"Reshape", infer_reshape, {}});
+  ops.push_back({"Slice", infer_slice, {}, {1, 2, 3, 4}});
+  ops.push_back({"Reshape", infer_reshape, {}, {1}});
   ops.push_back({"Transpose", infer_transpose, {}});
-  ops.push_back({"Squeeze", infer_squeeze, {}});
-  ops.push_back({"Unsqueeze", infer_unsqueeze, {}});
+  ops.push_back({"Squeeze", infer_squeeze, {}, {1}});
+  ops.push_back({"Unsqueeze", infer_unsqueeze, {}, {1}});
   ops.push_back({"Flatten", infer_flatten, {}});
-  ops.push_back({"Expand", infer_expand, {}});
+  ops.push_back({"Expand", infer_expand, {}, {1}});
   ops.push_back({"Gather", infer_gather, {}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});
   ops.push_back({"Shape", infer_shape, {}});
   ops.push_back({"Size", infer_size, {}});
   ops.push_back({"Constant", infer_constant, {}});
-  ops.push_back({"ConstantOfShape", infer_constant_of_shape, {}});
-  ops.push_back({"Range", infer_range, {}});
+  ops.push_back({"ConstantOfShape", infer_constant_of_shape, {}, {0}});
+  ops.push_back({"Range", infer_range, {}, {0, 1, 2}});
 }
 
 }  // namespace strider

@@ -179,8 +179,10 @@ class ClipKernel final : public Kernel {
   struct ClipFn {
     const std::array<C, 2>* bounds;
     C operator()(C x) const {
+      // min(max(x, low), high): when low > high every value becomes high, as ONNX says.
       const auto& [low, high] = *bounds;
-      return x < low ? low : (x > high ? high : x);
+      C raised = x < low ? low : x;
+      return raised > high ? high : raised;
     }
   };
 

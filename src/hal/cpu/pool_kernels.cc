@@ -106,7 +106,10 @@ class PoolKernel final : public Kernel {
 
 Result<KernelPtr> make_pool_kernel(const KernelRequest& r, PoolSetup setup, TensorView indices) {
   return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
-    if constexpr (is_float_storage_v<T>) {
+    constexpr bool kByte = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+    if constexpr (is_float_storage_v<T> || kByte) {
+      if (kByte && setup.kind != PoolKind::kMax)
+        return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(r.inputs[0].dtype)));
       return KernelPtr(new PoolKernel<T>(r.inputs[0], r.outputs[0], indices, std::move(setup)));
     } else {
       return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(r.inputs[0].dtype)));

@@ -100,7 +100,9 @@ Result<KernelPtr> make_reduce(const KernelRequest& r, ReduceOp op) {
   STRIDER_ASSIGN_OR_RETURN(ReduceParams p, resolve_reduce(node));
   return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
     if constexpr (std::is_same_v<T, bool>) {
-      return unsupported(fmt::format("{} on bool", r.node.op_type));
+      // Max and Min of booleans are "any" and "all"; sums of booleans are not defined.
+      if (op != ReduceOp::kMax && op != ReduceOp::kMin) return unsupported(fmt::format("{} on bool", r.node.op_type));
+      return KernelPtr(new ReduceKernel<uint8_t>(r.inputs[0], r.outputs[0], p, op));
     } else {
       return KernelPtr(new ReduceKernel<T>(r.inputs[0], r.outputs[0], p, op));
     }

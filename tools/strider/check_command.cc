@@ -1,0 +1,172 @@
+// `strider check`: run a model and compare every output with the float64 reference (or
+// with expected output files), print the figures and PASS/FAIL, exit 1 on any failure.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/sha256.h"
+#include "check/compare.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "onnx/file_io.h"
+#include "passes/lower_precision.h"
+#include "reference/reference.h"
+
+namespace strider::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct DataSet {
+  std::string name;        // "" for a single model run, else the test_data_set folder
+  std::string inputs_dir;  // may be empty
+  std::string expected_dir;
+};
+
+std::vector<double> as_doubles(const Tensor& t) {
+  std::vector<double> v(size_t(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[size_t(i)] = t.element_as_double(i);
+  return v;
+}
+
+std::vector<double> as_doubles(const RefTensor& t) {
+  std::vector<double> v(size_t(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[size_t(i)] = t.element_as_double(i);
+  return v;
+}
+
+// The inputs as the model consumed them: rounded to bf16 when it computes in bf16.
+Result<std::map<std::string, Tensor>> reference_inputs(const PreparedRun& run) {
+  std::map<std::string, Tensor> inputs = run.all_inputs;
+  if (run.session_options.dtype != DType::kBF16) return inputs;
+  for (auto& [name, t] : inputs) {
+    if (t.dtype() != DType::kF32) continue;
+    STRIDER_ASSIGN_OR_RETURN(Tensor rounded, convert_float_tensor(t, DType::kBF16));
+    STRIDER_ASSIGN_OR_RETURN(t, convert_float_tensor(rounded, DType::kF32));
+  }
+  return inputs;
+}
+
+// Expected values per output, from files or from the reference interpreter.
+Result<std::vector<std::vector<double>>> expected_outputs(const PreparedRun& run, const DataSet& set) {
+  std::vector<std::vector<double>> expected;
+  size_t count = run.session->outputs().size();
+  if (!set.expected_dir.empty()) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> files, read_numbered_tensors(set.expected_dir, "output", count));
+    for (const Tensor& t : files) expected.push_back(as_doubles(t));
+    return expected;
+  }
+  STRIDER_ASSIGN_OR_RETURN(auto inputs, reference_inputs(run));
+  auto result = evaluate_reference(run.graph, inputs);
+  if (!result.is_ok()) return result.status().with_context("reference");
+  for (const RefTensor& t : result->outputs) expected.push_back(as_doubles(t));
+  return expected;
+}
+
+Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& model_file, const DataSet& set,
+                                      int* passed, int* failed) {
+  STRIDER_ASSIGN_OR_RETURN(PreparedRun run, prepare_run(o.model, model_file, set.inputs_dir));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, run.session->run(run.inputs));
+  STRIDER_ASSIGN_OR_RETURN(auto expected, expected_outputs(run, set));
+  Tolerance tolerance = default_tolerance(run.session_options.dtype);
+  if (o.rtol) tolerance.rtol = *o.rtol;
+  if (o.atol) tolerance.atol = *o.atol;
+  nlohmann::json report = {{"data_set", set.name}, {"outputs", nlohmann::json::array()}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ValueInfo& info = run.session->outputs()[i];
+    bool exact = !is_floating(info.dtype);
+    Comparison c = compare_values(as_doubles(outputs[i]), expected[i], tolerance, exact);
+    (c.passed ? *passed : *failed) += 1;
+    fmt::print("  {}output '{}' {}{}: max_abs {:.3g}  max_rel {:.3g}  cosine {:.7f}  {}{}\n",
+               set.name.empty() ? "" : set.name + " ", info.name, dtype_name(info.dtype),
+               shape_to_string(info.shape), c.max_abs_error, c.max_rel_error, c.cosine, c.passed ? "PASS" : "FAIL",
+               c.passed ? "" : " (" + c.reason + ")");
+    report["outputs"].push_back({{"name", info.name}, {"dtype", dtype_name(info.dtype)}, {"shape", info.shape},
+                                 {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
+                                 {"cosine", c.cosine}, {"scale", c.scale}, {"passed", c.passed},
+                                 {"reason", c.reason}});
+  }
+  report["tolerance"] = {{"rtol", tolerance.rtol}, {"atol", tolerance.atol}, {"min_cosine", tolerance.min_cosine}};
+  return report;
+}
+
+// A model file checks one data set; a folder in the ONNX test layout checks each of its
+// test_data_set_N against its output files.
+Result<std::vector<DataSet>> data_sets(const CheckOptions& o, std::string* model_file) {
+  std::error_code ec;
+  if (!fs::is_directory(o.model.model, ec)) {
+    *model_file = o.model.model;
+    return std::vector<DataSet>{{"", o.model.inputs_dir, o.expected_dir}};
+  }
+  *model_file = (fs::path(o.model.model) / "model.onnx").string();
+  std::vector<DataSet> sets;
+  for (const auto& entry : fs::directory_iterator(o.model.model, ec))
+    if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back({entry.path().filename().string(), entry.path().string(), entry.path().string()});
+  std::sort(sets.begin(), sets.end(), [](const DataSet& a, const DataSet& b) { return a.name < b.name; });
+  if (sets.empty()) return not_found(fmt::format("'{}' holds no test_data_set_N folder", o.model.model));
+  return sets;
+}
+
+Status write_json(const CheckOptions& o, const std::string& model_file, nlohmann::json sets, int passed, int failed) {
+  auto bytes = onnx_io::read_file(model_file, "model");
+  nlohmann::json report = {
+      {"strider_version", version_text().substr(0, version_text().find('\n'))},
+      {"model", model_file},
+      {"model_sha256", bytes.is_ok() ? sha256_hex(*bytes) : ""},
+      {"options", {{"device", o.model.device}, {"dtype", o.model.dtype}, {"seed", o.model.seed},
+                   {"expected_dir", o.expected_dir}, {"inputs_dir", o.model.inputs_dir}}},
+      {"data_sets", std::move(sets)},
+      {"passed", passed},
+      {"failed", failed}};
+  std::ofstream out(o.json_file);
+  out << report.dump(2) << "\n";
+  if (!out) return io_error(fmt::format("cannot write --json file '{}'", o.json_file));
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, CheckOptions& options) {
+  CLI::App* check = app.add_subcommand("check", "run a model and compare its outputs with the float64 reference");
+  add_model_options(*check, options.model);
+  check->add_option("--expected-dir", options.expected_dir, "compare with output_<i>.pb/.npy here instead");
+  check->add_option("--rtol", options.rtol, "tolerance relative to the output scale (f32 1e-4, bf16 2e-2)");
+  check->add_option("--atol", options.atol, "absolute tolerance (f32 1e-6, bf16 1e-3)");
+  check->add_option("--json", options.json_file, "write the figures, options, version and model hash here");
+  check->footer(
+      "An output passes when max|actual - expected| <= atol + rtol * max|expected|, its cosine\n"
+      "similarity is high enough (f32 0.9999, bf16 0.999) and it has no NaN/Inf the expected\n"
+      "values lack. Exit code 1 if any output fails.\n\n"
+      "Examples:\n"
+      "  strider check model.onnx                         # random inputs vs the float64 reference\n"
+      "  strider check model.onnx --dtype bf16 --inputs-dir test_data_set_0\n"
+      "  strider check test_case/                         # every test_data_set_N in an ONNX test folder\n"
+      "  strider check model.onnx --expected-dir ref/ --json report.json");
+  check->callback([&options] { options.selected = true; });
+}
+
+int check_command(const CheckOptions& o) {
+  std::string model_file;
+  auto sets = data_sets(o, &model_file);
+  if (!sets.is_ok()) return report_error(sets.status());
+  fmt::print("strider check {} on {} in {} against {}\n", o.model.model, o.model.device, o.model.dtype,
+             o.expected_dir.empty() && sets->front().expected_dir.empty() ? "the float64 reference" : "expected outputs");
+  int passed = 0, failed = 0;
+  nlohmann::json reports = nlohmann::json::array();
+  for (const DataSet& set : *sets) {
+    auto report = check_data_set(o, model_file, set, &passed, &failed);
+    if (!report.is_ok()) return report_error(report.status());
+    reports.push_back(std::move(*report));
+  }
+  fmt::print("{} passed, {} failed\n", passed, failed);
+  if (!o.json_file.empty()) {
+    Status written = write_json(o, model_file, std::move(reports), passed, failed);
+    if (!written.is_ok()) return report_error(written);
+  }
+  return failed > 0 ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace strider::cli

@@ -1,0 +1,199 @@
+#include "cli_common.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "exec/session_internal.h"
+#include "onnx/importer.h"
+#include "onnx/tensor_file.h"
+#include "passes/lower_precision.h"
+
+namespace strider::cli {
+namespace fs = std::filesystem;
+
+int exit_code_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound: return kExitUsage;
+    case StatusCode::kInvalidModel:
+    case StatusCode::kUnsupported: return kExitBadModel;
+    default: return kExitRuntime;
+  }
+}
+
+int report_error(const Status& status) {
+  std::fprintf(stderr, "strider: error: %s\n", status.to_string().c_str());
+  return exit_code_for(status);
+}
+
+void add_model_options(CLI::App& app, ModelOptions& o) {
+  app.add_option("model", o.model, "the .onnx model (or a folder in the ONNX test layout)")->required();
+  app.add_option("--input", o.input_files, "an input as NAME=FILE (.npy or TensorProto .pb); repeatable");
+  app.add_option("--inputs-dir", o.inputs_dir, "a folder with input_<i>.pb or input_<i>.npy, by position");
+  app.add_flag("--random-inputs", o.random_inputs, "seeded random values for inputs not given");
+  app.add_option("--seed", o.seed, "seed of the random inputs (default 0)");
+  app.add_option("--shape", o.shapes, "size of an input's dims as NAME:1x3x320x320; repeatable");
+  app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--device", o.device, "device to run on: cpu");
+}
+
+namespace {
+
+Result<std::pair<std::string, Shape>> parse_shape(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return invalid_argument(fmt::format("--shape '{}': expected NAME:AxBxC", text));
+  Shape shape;
+  std::string dims = text.substr(colon + 1);
+  size_t start = 0;
+  while (start <= dims.size()) {
+    size_t end = dims.find('x', start);
+    std::string part = dims.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    char* rest = nullptr;
+    long long value = std::strtoll(part.c_str(), &rest, 10);
+    if (part.empty() || *rest != '\0' || value < 0)
+      return invalid_argument(fmt::format("--shape '{}': '{}' is not a dimension size", text, part));
+    shape.push_back(value);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return std::make_pair(text.substr(0, colon), shape);
+}
+
+Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937_64& rng) {
+  Tensor f64(DType::kF64, shape);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int64_t> small(0, 7);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    switch (dtype) {
+      case DType::kI64: t.data<int64_t>()[i] = small(rng); break;
+      case DType::kI32: t.data<int32_t>()[i] = int32_t(small(rng)); break;
+      case DType::kI8: t.data<int8_t>()[i] = int8_t(small(rng)); break;
+      case DType::kU8: t.data<uint8_t>()[i] = uint8_t(small(rng)); break;
+      case DType::kBool: t.data<uint8_t>()[i] = uint8_t(small(rng) & 1); break;
+      default: f64.data<double>()[i] = normal(rng); break;
+    }
+  }
+  return is_floating(dtype) ? *convert_float_tensor(f64, dtype) : t;
+}
+
+Result<Tensor> read_input_file(const std::string& spec, std::string* name) {
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return invalid_argument(fmt::format("--input '{}': expected NAME=FILE", spec));
+  *name = spec.substr(0, eq);
+  return read_tensor_file(spec.substr(eq + 1));
+}
+
+// Fills `inputs` (by graph position) from --input, --inputs-dir and random values.
+Status load_inputs(const Graph& graph, const ModelOptions& o, const std::string& inputs_dir,
+                   const std::map<std::string, Shape>& shapes, std::vector<std::optional<Tensor>>& inputs) {
+  size_t count = graph.inputs().size();
+  if (!inputs_dir.empty()) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> from_dir, read_numbered_tensors(inputs_dir, "input", count));
+    for (size_t i = 0; i < count; ++i) inputs[i] = std::move(from_dir[i]);
+  }
+  for (const std::string& spec : o.input_files) {
+    std::string name;
+    STRIDER_ASSIGN_OR_RETURN(Tensor t, read_input_file(spec, &name));
+    auto it = std::find_if(graph.inputs().begin(), graph.inputs().end(),
+                           [&](ValueId id) { return graph.value(id).name == name; });
+    if (it == graph.inputs().end()) return invalid_argument(fmt::format("--input names '{}', which is not a model input", name));
+    inputs[size_t(it - graph.inputs().begin())] = std::move(t);
+  }
+  bool none_given = inputs_dir.empty() && o.input_files.empty();
+  std::mt19937_64 rng(o.seed);
+  for (size_t i = 0; i < count; ++i) {
+    const Value& v = graph.value(graph.inputs()[i]);
+    if (inputs[i]) continue;
+    if (!o.random_inputs && !none_given)
+      return invalid_argument(fmt::format("missing input '{}'; give it with --input {}=FILE or use --random-inputs", v.name, v.name));
+    Shape shape = shapes.count(v.name) ? shapes.at(v.name) : v.shape;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] < 0)
+        return invalid_argument(fmt::format("input '{}' dim {} is dynamic; give its size with --shape {}:{}", v.name, d,
+                                            v.name, shape_to_dims(shape)));
+    inputs[i] = random_tensor(v.dtype, shape, rng);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<Tensor>> read_numbered_tensors(const std::string& dir, const std::string& prefix, size_t count) {
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < count; ++i) {
+    std::string base = fmt::format("{}/{}_{}", dir, prefix, i);
+    std::error_code ec;
+    std::string path = fs::exists(base + ".pb", ec) ? base + ".pb" : base + ".npy";
+    if (!fs::exists(path, ec)) return not_found(fmt::format("{}: neither {}.pb nor {}.npy exists", dir, base, base));
+    STRIDER_ASSIGN_OR_RETURN(Tensor t, read_tensor_file(path));
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_file, const std::string& inputs_dir) {
+  PreparedRun run;
+  STRIDER_ASSIGN_OR_RETURN(run.graph, import_model_file(model_file));
+  std::map<std::string, Shape> shapes;
+  for (const std::string& text : o.shapes) {
+    STRIDER_ASSIGN_OR_RETURN(auto parsed, parse_shape(text));
+    shapes[parsed.first] = parsed.second;
+  }
+  std::vector<std::optional<Tensor>> inputs(run.graph.inputs().size());
+  STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, inputs));
+  run.session_options.device = o.device;
+  run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  run.session_options.input_shapes = shapes;
+  std::vector<std::string> fixed = shape_determining_inputs(run.graph);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& name = run.graph.value(run.graph.inputs()[i]).name;
+    run.all_inputs[name] = *inputs[i];
+    if (std::find(fixed.begin(), fixed.end(), name) != fixed.end()) {
+      // Static shapes: an input that decides a shape becomes a constant of the session.
+      run.session_options.constant_inputs[name] = std::move(*inputs[i]);
+      continue;
+    }
+    // A given tensor fixes the input's dims (dynamic ones included); --shape must agree.
+    if (shapes.count(name) && shapes[name] != inputs[i]->shape())
+      return invalid_argument(fmt::format("input '{}': --shape {} but the given tensor is {}", name,
+                                          shape_to_dims(shapes[name]), shape_to_dims(inputs[i]->shape())));
+    run.session_options.input_shapes[name] = inputs[i]->shape();
+    run.inputs.push_back(std::move(*inputs[i]));
+  }
+  STRIDER_ASSIGN_OR_RETURN(run.session, create_session(run.graph, run.session_options));
+  return run;
+}
+
+std::string tensor_statistics(const Tensor& t) {
+  int64_t n = t.num_elements();
+  if (n == 0) return "empty";
+  double low = INFINITY, high = -INFINITY, sum = 0, sum_sq = 0;
+  int64_t nonfinite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = t.element_as_double(i);
+    if (!std::isfinite(v)) {
+      ++nonfinite;
+      continue;
+    }
+    low = std::min(low, v);
+    high = std::max(high, v);
+    sum += v;
+    sum_sq += v * v;
+  }
+  int64_t finite = n - nonfinite;
+  double mean = finite ? sum / double(finite) : 0;
+  double std_dev = finite ? std::sqrt(std::max(0.0, sum_sq / double(finite) - mean * mean)) : 0;
+  std::string text = fmt::format("min {:.6g} max {:.6g} mean {:.6g} std {:.6g}", low, high, mean, std_dev);
+  if (nonfinite) text += fmt::format(" nonfinite {}", nonfinite);
+  return text;
+}
+
+}  // namespace strider::cli

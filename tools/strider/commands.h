@@ -1,0 +1,31 @@
+// The subcommands of the `strider` tool: each adds itself to the app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+
+namespace strider::cli {
+
+struct RunOptions {
+  ModelOptions model;
+  std::string output_dir;
+  bool selected = false;
+};
+void add_run_command(CLI::App& app, RunOptions& options);
+int run_command(const RunOptions& options);
+
+struct CheckOptions {
+  ModelOptions model;
+  std::string expected_dir;
+  std::optional<double> rtol, atol;
+  std::string json_file;
+  bool selected = false;
+};
+void add_check_command(CLI::App& app, CheckOptions& options);
+int check_command(const CheckOptions& options);
+
+// "strider 0.1.0 (commit ...)" and the versions of the libraries it uses.
+std::string version_text();
+
+}  // namespace strider::cli

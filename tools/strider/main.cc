@@ -1,0 +1,31 @@
+// The `strider` command line: run, check (and later inspect and bench).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  using namespace strider::cli;
+  CLI::App app("strider: an ONNX inference runtime for CPU and NVIDIA GPUs whose views, offsets and\n"
+               "async ordering are correct by construction.", "strider");
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", version_text());
+  app.footer(
+      "Exit codes: 0 ok, 1 a check failed, 2 usage error (bad options or inputs), 3 invalid or\n"
+      "unsupported model, 4 device or runtime failure.\n"
+      "Run 'strider SUBCOMMAND --help' for a subcommand's options and examples.");
+  RunOptions run;
+  CheckOptions check;
+  add_run_command(app, run);
+  add_check_command(app, check);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (run.selected) return run_command(run);
+  if (check.selected) return check_command(check);
+  fmt::print("{}", app.help());
+  return kExitUsage;
+}
