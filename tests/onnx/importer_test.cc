@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "onnx/tensor_proto.h"
-#include "test_util.h"
+#include "support/test_util.h"
 
 namespace strider {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "base/shape.h"
 #include "onnx/tensor_file.h"
-#include "test_util.h"
+#include "support/test_util.h"
 
 namespace strider {
 namespace {

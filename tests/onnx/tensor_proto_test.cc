@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "onnx/tensor_file.h"
-#include "test_util.h"
+#include "support/test_util.h"
 
 namespace strider {
 namespace {
