@@ -51,8 +51,9 @@ Result<OpOutputs> comparison(const OpContext& ctx, Comparison op) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(0, "A"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
   STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
-  STRIDER_ASSIGN_OR_RETURN(RefTensor c, broadcast_binary(*a, *b, DType::kBool,
-      [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor c,
+      broadcast_binary(*a, *b, DType::kBool, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
         out.ints[io] = a->is_floating() ? compare(op, a->floats[ia], b->floats[ib])
                                         : compare(op, a->ints[ia], b->ints[ib]);
       }));
@@ -81,8 +82,9 @@ Result<OpOutputs> logical(const OpContext& ctx, Logical op) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
   STRIDER_RETURN_IF_ERROR(require_bool(*a, "input 0 (A)"));
   STRIDER_RETURN_IF_ERROR(require_bool(*b, "input 1 (B)"));
-  STRIDER_ASSIGN_OR_RETURN(RefTensor c, broadcast_binary(*a, *b, DType::kBool,
-      [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor c,
+      broadcast_binary(*a, *b, DType::kBool, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
         bool x = a->ints[ia] != 0, y = b->ints[ib] != 0;
         out.ints[io] = op == Logical::kAnd ? (x && y) : op == Logical::kOr ? (x || y) : (x != y);
       }));

@@ -41,8 +41,9 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double clamp01(double v) { return v < 0 ? 0 : (v > 1 ? 1 : v); }
 
 Result<OpOutputs> relu_op(const OpContext& ctx) {
-  return unary_numeric(ctx, [](double x) { return x < 0 ? 0.0 : x; },
-                       [](int64_t x) { return x < 0 ? int64_t(0) : x; });
+  return unary_numeric(
+      ctx, [](double x) { return x < 0 ? 0.0 : x; },
+      [](int64_t x) { return x < 0 ? int64_t(0) : x; });
 }
 Result<OpOutputs> leaky_relu_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(double alpha, ctx.attributes().get_float("alpha", 0.01f));
@@ -73,12 +74,13 @@ Result<OpOutputs> erf_op(const OpContext& ctx) {
   return unary_floating(ctx, [](double x) { return std::erf(x); });
 }
 Result<OpOutputs> neg_op(const OpContext& ctx) {
-  return unary_numeric(ctx, [](double x) { return -x; },
-                       [](int64_t x) { return wrapping_sub(0, x); });
+  return unary_numeric(
+      ctx, [](double x) { return -x; }, [](int64_t x) { return wrapping_sub(0, x); });
 }
 Result<OpOutputs> abs_op(const OpContext& ctx) {
-  return unary_numeric(ctx, [](double x) { return std::fabs(x); },
-                       [](int64_t x) { return x < 0 ? wrapping_sub(0, x) : x; });
+  return unary_numeric(
+      ctx, [](double x) { return std::fabs(x); },
+      [](int64_t x) { return x < 0 ? wrapping_sub(0, x) : x; });
 }
 Result<OpOutputs> floor_op(const OpContext& ctx) {
   return unary_floating(ctx, [](double x) { return std::floor(x); });
@@ -94,8 +96,9 @@ Result<OpOutputs> reciprocal_op(const OpContext& ctx) {
   return unary_floating(ctx, [](double x) { return 1.0 / x; });
 }
 Result<OpOutputs> sign_op(const OpContext& ctx) {
-  return unary_numeric(ctx, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); },
-                       [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
+  return unary_numeric(
+      ctx, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); },
+      [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
 }
 Result<OpOutputs> sin_op(const OpContext& ctx) {
   return unary_floating(ctx, [](double x) { return std::sin(x); });
@@ -128,14 +131,16 @@ Result<OpOutputs> mish_op(const OpContext& ctx) {
 Result<bool> gelu_uses_tanh(const AttributeMap& attributes) {
   const Attribute* a = attributes.find("approximate");
   if (a == nullptr) return false;
-  if (a->kind == Attribute::Kind::kString && (a->s == "none" || a->s == "tanh")) return a->s == "tanh";
+  if (a->kind == Attribute::Kind::kString && (a->s == "none" || a->s == "tanh"))
+    return a->s == "tanh";
   return invalid_model("attribute 'approximate' must be the string none or tanh");
 }
 
 Result<OpOutputs> gelu_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(bool use_tanh, gelu_uses_tanh(ctx.attributes()));
   if (!use_tanh)
-    return unary_floating(ctx, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+    return unary_floating(ctx,
+                          [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
   return unary_floating(ctx, [](double x) {
     double k = std::sqrt(2.0 / std::numbers::pi);
     return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
@@ -173,8 +178,9 @@ Result<OpOutputs> arithmetic(const OpContext& ctx, Arithmetic op) {
   STRIDER_RETURN_IF_ERROR(require_numeric(*a, "input 0 (A)"));
   STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
   if (a->is_floating()) {
-    STRIDER_ASSIGN_OR_RETURN(RefTensor c, broadcast_binary(*a, *b, a->dtype,
-        [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+    STRIDER_ASSIGN_OR_RETURN(
+        RefTensor c,
+        broadcast_binary(*a, *b, a->dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
           out.floats[io] = apply_floating(op, a->floats[ia], b->floats[ib]);
         }));
     return OpOutputs{std::move(c)};
@@ -182,10 +188,12 @@ Result<OpOutputs> arithmetic(const OpContext& ctx, Arithmetic op) {
   if (op == Arithmetic::kDiv) {
     for (size_t i = 0; i < b->ints.size(); ++i)
       if (b->ints[i] == 0)
-        return invalid_argument(fmt::format("integer division by zero: input 1 (B) element {} is 0", i));
+        return invalid_argument(
+            fmt::format("integer division by zero: input 1 (B) element {} is 0", i));
   }
-  STRIDER_ASSIGN_OR_RETURN(RefTensor c, broadcast_binary(*a, *b, a->dtype,
-      [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor c,
+      broadcast_binary(*a, *b, a->dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
         out.ints[io] = wrap_to_dtype(apply_integer(op, a->ints[ia], b->ints[ib]), out.dtype);
       }));
   return OpOutputs{std::move(c)};
@@ -219,8 +227,9 @@ Result<OpOutputs> pow_op(const OpContext& ctx) {
   STRIDER_RETURN_IF_ERROR(require_numeric(*x, "input 0 (X)"));
   STRIDER_RETURN_IF_ERROR(require_numeric(*y, "input 1 (Y)"));
   Status failure;
-  STRIDER_ASSIGN_OR_RETURN(RefTensor z, broadcast_binary(*x, *y, x->dtype,
-      [&](size_t ix, size_t iy, size_t io, RefTensor& out) {
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor z,
+      broadcast_binary(*x, *y, x->dtype, [&](size_t ix, size_t iy, size_t io, RefTensor& out) {
         if (x->is_floating()) {
           out.floats[io] = std::pow(x->floats[ix], y->element_as_double(int64_t(iy)));
         } else if (!y->is_floating()) {
@@ -287,8 +296,8 @@ Result<OpOutputs> where_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(1, "X"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* y, ctx.input(2, "Y"));
   if (condition->dtype != DType::kBool)
-    return invalid_model(fmt::format("input 0 (condition) is {}, expected bool",
-                                     dtype_name(condition->dtype)));
+    return invalid_model(
+        fmt::format("input 0 (condition) is {}, expected bool", dtype_name(condition->dtype)));
   STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *y, "input 1 (X)", "input 2 (Y)"));
   STRIDER_ASSIGN_OR_RETURN(Shape xy, broadcast_or_error(x->shape, y->shape));
   STRIDER_ASSIGN_OR_RETURN(Shape shape, broadcast_or_error(condition->shape, xy));

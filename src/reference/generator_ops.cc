@@ -10,9 +10,6 @@
 namespace strider::ref {
 namespace {
 
-// Larger outputs are refused: they are a model error, not something to allocate.
-constexpr int64_t kMaxGeneratedElements = int64_t(1) << 32;
-
 RefTensor int64_vector(const std::vector<int64_t>& values) {
   RefTensor t = RefTensor::zeros(DType::kI64, {int64_t(values.size())});
   t.ints = values;
@@ -29,7 +26,8 @@ Result<OpOutputs> constant_op(const OpContext& ctx) {
   for (const char* name : {"value", "value_float", "value_floats", "value_int", "value_ints"})
     present += attrs.has(name) ? 1 : 0;
   if (present != 1)
-    return invalid_model(fmt::format("Constant needs exactly one value attribute, has {}", present));
+    return invalid_model(
+        fmt::format("Constant needs exactly one value attribute, has {}", present));
   if (attrs.has("value")) {
     STRIDER_ASSIGN_OR_RETURN(const Tensor* value, attrs.require_tensor("value"));
     return OpOutputs{ref_from_tensor(*value)};
@@ -60,17 +58,15 @@ Result<OpOutputs> constant_op(const OpContext& ctx) {
 Result<OpOutputs> constant_of_shape_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* shape_input, ctx.input(0, "input"));
   STRIDER_ASSIGN_OR_RETURN(Shape shape, read_ints(*shape_input, "input 0 (input)"));
-  for (int64_t d : shape)
-    if (d < 0) return invalid_argument(fmt::format("input 0 (input) {} has a negative dim", shape_to_string(shape)));
+  STRIDER_RETURN_IF_ERROR(checked_element_count(shape, "input 0 (input)"));
   RefTensor fill = RefTensor::zeros(DType::kF32, {1});
   if (ctx.attributes().has("value")) {
     STRIDER_ASSIGN_OR_RETURN(const Tensor* value, ctx.attributes().require_tensor("value"));
     if (value->num_elements() != 1)
-      return invalid_model(fmt::format("attribute 'value' must have one element, has {}", value->num_elements()));
+      return invalid_model(
+          fmt::format("attribute 'value' must have one element, has {}", value->num_elements()));
     fill = ref_from_tensor(*value);
   }
-  if (num_elements(shape) > kMaxGeneratedElements)
-    return invalid_argument(fmt::format("output shape {} is too large", shape_to_string(shape)));
   RefTensor out = RefTensor::zeros(fill.dtype, shape);
   for (double& v : out.floats) v = fill.floats[0];
   for (int64_t& v : out.ints) v = fill.ints[0];
@@ -110,8 +106,9 @@ Result<RefTensor> integer_range(DType dtype, int64_t start, int64_t limit, int64
   __int128 count = span / delta;
   if (span % delta != 0 && ((span > 0) == (delta > 0))) ++count;
   if (count < 0) count = 0;
-  if (count > kMaxGeneratedElements)
-    return invalid_argument(fmt::format("Range of {} to {} by {} is too long", start, limit, delta));
+  if (count > kMaxElements)
+    return invalid_argument(
+        fmt::format("Range of {} to {} by {} is too long", start, limit, delta));
   RefTensor out = RefTensor::zeros(dtype, {int64_t(count)});
   for (int64_t i = 0; i < int64_t(count); ++i)
     out.ints[size_t(i)] = wrap_to_dtype(int64_t(__int128(start) + __int128(i) * delta), dtype);
@@ -138,7 +135,7 @@ Result<OpOutputs> range_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(double d, read_scalar_double(*delta, "input 2 (delta)"));
   if (d == 0) return invalid_argument("input 2 (delta) is 0");
   double count = std::max(std::ceil((l - s) / d), 0.0);
-  if (!(count <= double(kMaxGeneratedElements)))
+  if (!(count <= double(kMaxElements)))
     return invalid_argument(fmt::format("Range of {} to {} by {} is too long", s, l, d));
   RefTensor out = RefTensor::zeros(start->dtype, {int64_t(count)});
   for (size_t i = 0; i < out.floats.size(); ++i) out.floats[i] = s + double(i) * d;
@@ -146,10 +143,8 @@ Result<OpOutputs> range_op(const OpContext& ctx) {
 }
 
 constexpr OpDefinition kGeneratorOps[] = {
-    {"Constant", 7, 27, constant_op},
-    {"ConstantOfShape", 9, 27, constant_of_shape_op},
-    {"Shape", 7, 27, shape_op},
-    {"Size", 7, 27, size_op},
+    {"Constant", 7, 27, constant_op}, {"ConstantOfShape", 9, 27, constant_of_shape_op},
+    {"Shape", 7, 27, shape_op},       {"Size", 7, 27, size_op},
     {"Range", 11, 27, range_op},
 };
 

@@ -63,7 +63,8 @@ class ValueStore {
   Status feed(const std::map<std::string, Tensor>& inputs) {
     for (const auto& [name, tensor] : inputs) {
       std::optional<ValueId> id = graph_.find_value(name);
-      bool is_input = id && std::find(graph_.inputs().begin(), graph_.inputs().end(), *id) != graph_.inputs().end();
+      bool is_input = id && std::find(graph_.inputs().begin(), graph_.inputs().end(), *id) !=
+                                graph_.inputs().end();
       if (!is_input) return not_found(fmt::format("the graph has no input named '{}'", name));
       STRIDER_RETURN_IF_ERROR(check_input(graph_.value(*id), tensor));
       values_[size_t(*id)] = ref_from_tensor(tensor);
@@ -89,7 +90,8 @@ class ValueStore {
   std::vector<std::optional<RefTensor>> values_;
 };
 
-Result<std::vector<const RefTensor*>> node_inputs(const Graph& graph, const Node& node, ValueStore& store) {
+Result<std::vector<const RefTensor*>> node_inputs(const Graph& graph, const Node& node,
+                                                  ValueStore& store) {
   std::vector<const RefTensor*> inputs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     ValueId id = node.inputs[i];
@@ -99,8 +101,10 @@ Result<std::vector<const RefTensor*>> node_inputs(const Graph& graph, const Node
     }
     const RefTensor* value = store.get(id);
     if (value == nullptr)
-      return invalid_model(fmt::format("input {} '{}' has no value: it is not a graph input, a constant or the output of an earlier node",
-                                       i, graph.value(id).name));
+      return invalid_model(
+          fmt::format("input {} '{}' has no value: it is not a graph input, a constant or the "
+                      "output of an earlier node",
+                      i, graph.value(id).name));
     inputs.push_back(value);
   }
   return inputs;
@@ -109,19 +113,23 @@ Result<std::vector<const RefTensor*>> node_inputs(const Graph& graph, const Node
 Status run_node(const Graph& graph, const Node& node, ValueStore& store) {
   const OpDefinition* definition = find_definition(node);
   if (definition == nullptr)
-    return unsupported(fmt::format("op {}{}{} at opset {} is not implemented by the reference interpreter",
-                                   node.domain, node.domain.empty() ? "" : ".", node.op_type, node.opset));
+    return unsupported(
+        fmt::format("op {}{}{} at opset {} is not implemented by the reference interpreter",
+                    node.domain, node.domain.empty() ? "" : ".", node.op_type, node.opset));
   STRIDER_ASSIGN_OR_RETURN(std::vector<const RefTensor*> inputs, node_inputs(graph, node, store));
-  STRIDER_ASSIGN_OR_RETURN(ref::OpOutputs outputs, definition->evaluate(ref::OpContext(node, std::move(inputs))));
+  STRIDER_ASSIGN_OR_RETURN(ref::OpOutputs outputs,
+                           definition->evaluate(ref::OpContext(node, std::move(inputs))));
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     ValueId id = node.outputs[i];
     if (id == kNoValue) continue;
     if (i >= outputs.size())
-      return unsupported(fmt::format("output {} '{}' is not produced by the reference", i, graph.value(id).name));
+      return unsupported(
+          fmt::format("output {} '{}' is not produced by the reference", i, graph.value(id).name));
     const Value& declared = graph.value(id);
     if (declared.has_type && declared.dtype != outputs[i].dtype)
-      return invalid_model(fmt::format("output {} '{}' is computed as {} but declared {}", i, declared.name,
-                                       dtype_name(outputs[i].dtype), dtype_name(declared.dtype)));
+      return invalid_model(fmt::format("output {} '{}' is computed as {} but declared {}", i,
+                                       declared.name, dtype_name(outputs[i].dtype),
+                                       dtype_name(declared.dtype)));
     store.set(id, std::move(outputs[i]));
   }
   return Status::ok();
@@ -151,10 +159,12 @@ Result<ReferenceResult> evaluate_reference(const Graph& graph,
   for (NodeId n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.node(n);
     Status status = run_node(graph, node, store);
-    if (!status.is_ok()) return status.with_context(fmt::format("node '{}' ({})", node.name, node.op_type));
+    if (!status.is_ok())
+      return status.with_context(fmt::format("node '{}' ({})", node.name, node.op_type));
     if (keep_all_values) continue;
     for (ValueId id : node.inputs)
-      if (id != kNoValue && last_reader[size_t(id)] == n && !is_output[size_t(id)]) store.release(id);
+      if (id != kNoValue && last_reader[size_t(id)] == n && !is_output[size_t(id)])
+        store.release(id);
   }
   ReferenceResult result;
   for (ValueId id : graph.outputs()) {
@@ -165,7 +175,8 @@ Result<ReferenceResult> evaluate_reference(const Graph& graph,
   }
   if (keep_all_values)
     for (ValueId id = 0; id < graph.num_values(); ++id)
-      if (std::optional<RefTensor>& slot = store.slot(id)) result.values.emplace(id, std::move(*slot));
+      if (std::optional<RefTensor>& slot = store.slot(id))
+        result.values.emplace(id, std::move(*slot));
   return result;
 }
 

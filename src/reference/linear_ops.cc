@@ -71,9 +71,11 @@ Result<OpOutputs> gemm_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
   const RefTensor* c = ctx.optional_input(2);
   if (!a->is_floating())
-    return unsupported(fmt::format("Gemm on {} is not supported (floating types only)", dtype_name(a->dtype)));
+    return unsupported(
+        fmt::format("Gemm on {} is not supported (floating types only)", dtype_name(a->dtype)));
   STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
-  if (c != nullptr) STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *c, "input 0 (A)", "input 2 (C)"));
+  if (c != nullptr)
+    STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *c, "input 0 (A)", "input 2 (C)"));
   if (a->rank() != 2 || b->rank() != 2)
     return invalid_argument(fmt::format("A {} and B {} must be matrices", shape_to_string(a->shape),
                                         shape_to_string(b->shape)));
@@ -85,14 +87,15 @@ Result<OpOutputs> gemm_op(const OpContext& ctx) {
   int64_t m = trans_a ? a->shape[1] : a->shape[0], k = trans_a ? a->shape[0] : a->shape[1];
   int64_t kb = trans_b ? b->shape[1] : b->shape[0], n = trans_b ? b->shape[0] : b->shape[1];
   if (k != kb)
-    return invalid_argument(fmt::format("inner dims differ: A' has {} columns, B' has {} rows", k, kb));
+    return invalid_argument(
+        fmt::format("inner dims differ: A' has {} columns, B' has {} rows", k, kb));
   Shape out_shape = {m, n};
   std::vector<int64_t> from_c;
   if (c != nullptr) {
     Shape broadcast;
     if (!broadcast_shapes(c->shape, out_shape, &broadcast) || broadcast != out_shape)
-      return invalid_argument(fmt::format("C {} does not broadcast to {}", shape_to_string(c->shape),
-                                          shape_to_string(out_shape)));
+      return invalid_argument(fmt::format("C {} does not broadcast to {}",
+                                          shape_to_string(c->shape), shape_to_string(out_shape)));
     from_c = broadcast_source_index(c->shape, out_shape);
   }
   RefTensor y = RefTensor::zeros(a->dtype, out_shape);
@@ -151,11 +154,12 @@ Result<ConvShapes> conv_shapes(const OpContext& ctx, const RefTensor& x, const R
   s.spatial.assign(x.shape.begin() + 2, x.shape.end());
   s.kernel.assign(w.shape.begin() + 2, w.shape.end());
   if (s.group < 1 || s.in_channels != w.shape[1] * s.group || s.out_channels % s.group != 0)
-    return invalid_argument(fmt::format("X {} and W {} do not fit group {}", shape_to_string(x.shape),
-                                        shape_to_string(w.shape), s.group));
+    return invalid_argument(fmt::format("X {} and W {} do not fit group {}",
+                                        shape_to_string(x.shape), shape_to_string(w.shape),
+                                        s.group));
   if (bias != nullptr && (bias->rank() != 1 || bias->shape[0] != s.out_channels))
-    return invalid_argument(fmt::format("B {} must have {} elements", shape_to_string(bias->shape),
-                                        s.out_channels));
+    return invalid_argument(
+        fmt::format("B {} must have {} elements", shape_to_string(bias->shape), s.out_channels));
   return s;
 }
 
@@ -165,13 +169,15 @@ Result<OpOutputs> conv_op(const OpContext& ctx) {
   const RefTensor* bias = ctx.optional_input(2);
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
   STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *w, "input 0 (X)", "input 1 (W)"));
-  if (bias != nullptr) STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *bias, "input 0 (X)", "input 2 (B)"));
+  if (bias != nullptr)
+    STRIDER_RETURN_IF_ERROR(require_same_dtype(*x, *bias, "input 0 (X)", "input 2 (B)"));
   STRIDER_ASSIGN_OR_RETURN(ConvShapes s, conv_shapes(ctx, *x, *w, bias));
   WindowOptions options;
   options.kernel_from_weights = s.kernel;
   STRIDER_ASSIGN_OR_RETURN(WindowGeometry g, window_geometry(ctx.attributes(), s.spatial, options));
   Shape out_shape = {s.batch, s.out_channels};
   out_shape.insert(out_shape.end(), g.output.begin(), g.output.end());
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out_shape, "output shape"));
   RefTensor y = RefTensor::zeros(x->dtype, out_shape);
   int64_t in_size = num_elements(s.spatial), out_size = num_elements(g.output);
   int64_t kernel_size = num_elements(s.kernel);

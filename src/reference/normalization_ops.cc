@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "base/shape.h"
 #include "base/onnx_types.h"
+#include "base/shape.h"
 #include "reference/op_support.h"
 
 namespace strider::ref {
@@ -27,7 +27,8 @@ Status require_inference_mode(const OpContext& ctx) {
   }
   for (size_t i = 1; i < ctx.num_outputs(); ++i)
     if (ctx.has_output(i))
-      return unsupported(fmt::format("output {} exists only in training mode, which is not supported", i));
+      return unsupported(
+          fmt::format("output {} exists only in training mode, which is not supported", i));
   return Status::ok();
 }
 
@@ -45,16 +46,19 @@ Result<OpOutputs> batch_normalization_op(const OpContext& ctx) {
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
   STRIDER_RETURN_IF_ERROR(require_inference_mode(ctx));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));
-  if (x->rank() < 2) return invalid_argument(fmt::format("X {} needs rank >= 2", shape_to_string(x->shape)));
+  if (x->rank() < 2)
+    return invalid_argument(fmt::format("X {} needs rank >= 2", shape_to_string(x->shape)));
   int64_t spatial = 1;
   if (ctx.opset() < 9) {
     STRIDER_ASSIGN_OR_RETURN(spatial, ctx.attributes().get_int("spatial", 1));
   }
-  Shape param_shape = spatial != 0 ? Shape{x->shape[1]} : Shape(x->shape.begin() + 1, x->shape.end());
+  Shape param_shape =
+      spatial != 0 ? Shape{x->shape[1]} : Shape(x->shape.begin() + 1, x->shape.end());
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i]->num_elements() != num_elements(param_shape))
-      return invalid_argument(fmt::format("input {} ({}) {} must have {} elements", i + 1, names[i + 1],
-                                          shape_to_string(params[i]->shape), num_elements(param_shape)));
+      return invalid_argument(fmt::format("input {} ({}) {} must have {} elements", i + 1,
+                                          names[i + 1], shape_to_string(params[i]->shape),
+                                          num_elements(param_shape)));
   int64_t per_param = spatial != 0 ? product(x->shape, 2, x->shape.size()) : 1;
   int64_t per_sample = product(x->shape, 1, x->shape.size());
   RefTensor y = *x;
@@ -75,11 +79,13 @@ Result<OpOutputs> instance_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* bias, ctx.input(2, "B"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (input)"));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));
-  if (x->rank() < 3) return invalid_argument(fmt::format("input {} needs rank >= 3", shape_to_string(x->shape)));
+  if (x->rank() < 3)
+    return invalid_argument(fmt::format("input {} needs rank >= 3", shape_to_string(x->shape)));
   int64_t channels = x->shape[1];
   if (scale->num_elements() != channels || bias->num_elements() != channels)
-    return invalid_argument(fmt::format("scale {} and B {} must have {} elements", shape_to_string(scale->shape),
-                                        shape_to_string(bias->shape), channels));
+    return invalid_argument(fmt::format("scale {} and B {} must have {} elements",
+                                        shape_to_string(scale->shape), shape_to_string(bias->shape),
+                                        channels));
   int64_t size = product(x->shape, 2, x->shape.size());
   RefTensor y = *x;
   for (int64_t plane = 0; plane < x->shape[0] * channels; ++plane) {
@@ -113,8 +119,8 @@ Result<OpOutputs> layer_normalization_op(const OpContext& ctx) {
     if (p == nullptr) continue;
     Shape b;
     if (!broadcast_shapes(p->shape, normalized, &b) || b != normalized)
-      return invalid_argument(fmt::format("{} does not broadcast to the normalized dims {}", describe(*p),
-                                          shape_to_string(normalized)));
+      return invalid_argument(fmt::format("{} does not broadcast to the normalized dims {}",
+                                          describe(*p), shape_to_string(normalized)));
     (p == scale ? from_scale : from_bias) = broadcast_source_index(p->shape, normalized);
   }
   int64_t size = num_elements(normalized), groups = product(x->shape, 0, size_t(axis));
@@ -123,7 +129,8 @@ Result<OpOutputs> layer_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(int64_t stash_type, ctx.attributes().get_int("stash_type", 1));
   std::optional<DType> stat_dtype = dtype_from_onnx_code(int(stash_type));
   if (!stat_dtype || !is_floating(*stat_dtype))
-    return invalid_model(fmt::format("attribute 'stash_type' {} is not a floating type", stash_type));
+    return invalid_model(
+        fmt::format("attribute 'stash_type' {} is not a floating type", stash_type));
   RefTensor y = *x, mean_out = RefTensor::zeros(*stat_dtype, stat_shape), inv_out = mean_out;
   for (int64_t gi = 0; gi < groups; ++gi) {
     const double* in = x->floats.data() + gi * size;
@@ -134,7 +141,8 @@ Result<OpOutputs> layer_normalization_op(const OpContext& ctx) {
     double inv_std = 1.0 / std::sqrt(var / double(size) + epsilon);
     for (int64_t i = 0; i < size; ++i) {
       double v = (in[i] - mean) * inv_std * scale->floats[size_t(from_scale[size_t(i)])];
-      y.floats[size_t(gi * size + i)] = v + (bias ? bias->floats[size_t(from_bias[size_t(i)])] : 0.0);
+      y.floats[size_t(gi * size + i)] =
+          v + (bias ? bias->floats[size_t(from_bias[size_t(i)])] : 0.0);
     }
     mean_out.floats[size_t(gi)] = mean;
     inv_out.floats[size_t(gi)] = inv_std;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/shape.h"
 
 namespace strider::ref {
@@ -17,12 +19,14 @@ std::string describe(const RefTensor& t) {
 
 Status require_floating(const RefTensor& t, std::string_view what) {
   if (t.is_floating()) return Status::ok();
-  return invalid_model(fmt::format("{} is {}, expected a floating type", what, dtype_name(t.dtype)));
+  return invalid_model(
+      fmt::format("{} is {}, expected a floating type", what, dtype_name(t.dtype)));
 }
 
 Status require_integer(const RefTensor& t, std::string_view what) {
   if (is_integral(t.dtype)) return Status::ok();
-  return invalid_model(fmt::format("{} is {}, expected an integer type", what, dtype_name(t.dtype)));
+  return invalid_model(
+      fmt::format("{} is {}, expected an integer type", what, dtype_name(t.dtype)));
 }
 
 Status require_same_dtype(const RefTensor& a, const RefTensor& b, std::string_view what_a,
@@ -75,11 +79,27 @@ Result<int64_t> read_scalar_int(const RefTensor& t, std::string_view what) {
   return t.element_as_int(0);
 }
 
+Result<int64_t> checked_element_count(const Shape& shape, std::string_view what) {
+  for (int64_t d : shape)
+    if (d < 0)
+      return invalid_argument(
+          fmt::format("{} {} has a negative dim", what, shape_to_string(shape)));
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return int64_t(0);
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (count > kMaxElements / d)
+      return invalid_argument(fmt::format("{} {} has more than {} elements", what,
+                                          shape_to_string(shape), kMaxElements));
+    count *= d;
+  }
+  return count;
+}
+
 Result<Shape> broadcast_or_error(const Shape& a, const Shape& b) {
   Shape out;
   if (!broadcast_shapes(a, b, &out))
-    return invalid_argument(fmt::format("shapes {} and {} do not broadcast", shape_to_string(a),
-                                        shape_to_string(b)));
+    return invalid_argument(
+        fmt::format("shapes {} and {} do not broadcast", shape_to_string(a), shape_to_string(b)));
   return out;
 }
 
@@ -88,8 +108,7 @@ std::vector<int64_t> broadcast_source_index(const Shape& in, const Shape& out) {
   size_t offset = out.size() - in.size();
   Strides in_strides = contiguous_strides(in);
   std::vector<int64_t> strides(out.size(), 0);
-  for (size_t i = 0; i < in.size(); ++i)
-    strides[offset + i] = in[i] == 1 ? 0 : in_strides[i];
+  for (size_t i = 0; i < in.size(); ++i) strides[offset + i] = in[i] == 1 ? 0 : in_strides[i];
   std::vector<int64_t> source(size_t(num_elements(out)));
   for_each_index(out, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t s = 0;

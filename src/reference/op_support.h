@@ -96,6 +96,13 @@ Result<int64_t> read_scalar_int(const RefTensor& t, std::string_view what);
 
 // ---- shapes and index maps ------------------------------------------------------------
 
+// The most elements an output made from data (a shape input, scales, pads) may have: a
+// larger one is refused as an error rather than allocated (2^32 doubles are 32 GiB).
+inline constexpr int64_t kMaxElements = int64_t(1) << 32;
+// The element count of `shape`, or an error naming `what` when a dim is negative or the
+// count exceeds kMaxElements (overflow included).
+Result<int64_t> checked_element_count(const Shape& shape, std::string_view what);
+
 // numpy broadcasting of a and b, or an error naming both shapes.
 Result<Shape> broadcast_or_error(const Shape& a, const Shape& b);
 // For each element of `out` (row-major), the flat index of the element of a tensor shaped

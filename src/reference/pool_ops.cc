@@ -45,14 +45,15 @@ PoolWindow pool_window(const WindowGeometry& g, const std::vector<int64_t>& out_
 
 struct PoolSetup {
   WindowGeometry geometry;
-  int64_t planes = 0;        // N * C
-  int64_t plane_size = 0;    // input elements per plane
+  int64_t planes = 0;      // N * C
+  int64_t plane_size = 0;  // input elements per plane
   Shape out_shape;
 };
 
 Result<PoolSetup> pool_setup(const OpContext& ctx, const RefTensor& x, int dilations_since) {
   if (x.rank() < 3)
-    return invalid_argument(fmt::format("X {} needs rank >= 3 (N, C, spatial...)", shape_to_string(x.shape)));
+    return invalid_argument(
+        fmt::format("X {} needs rank >= 3 (N, C, spatial...)", shape_to_string(x.shape)));
   WindowOptions options;
   if (ctx.opset() >= 10) {
     STRIDER_ASSIGN_OR_RETURN(options.ceil_mode, ctx.attributes().get_int("ceil_mode", 0));
@@ -66,6 +67,7 @@ Result<PoolSetup> pool_setup(const OpContext& ctx, const RefTensor& x, int dilat
   s.plane_size = num_elements(spatial);
   s.out_shape = {x.shape[0], x.shape[1]};
   s.out_shape.insert(s.out_shape.end(), s.geometry.output.begin(), s.geometry.output.end());
+  STRIDER_RETURN_IF_ERROR(checked_element_count(s.out_shape, "output shape"));
   return s;
 }
 
@@ -77,7 +79,8 @@ int64_t argmax_tap(const RefTensor& x, int64_t base, const std::vector<int64_t>&
     size_t i = size_t(base + offsets[t]);
     if (x.is_floating()) {
       if (std::isnan(x.floats[i])) continue;
-      if (best < 0 || x.floats[i] > x.floats[size_t(base + offsets[size_t(best)])]) best = int64_t(t);
+      if (best < 0 || x.floats[i] > x.floats[size_t(base + offsets[size_t(best)])])
+        best = int64_t(t);
     } else if (best < 0 || x.ints[i] > x.ints[size_t(base + offsets[size_t(best)])]) {
       best = int64_t(t);
     }
@@ -89,7 +92,8 @@ int64_t argmax_tap(const RefTensor& x, int64_t base, const std::vector<int64_t>&
 // (storage_order 0) or column-major (1). An empty window gives the lowest value and -1.
 Result<OpOutputs> max_pool_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
-  if (x->dtype == DType::kBool) return invalid_model("input 0 (X) is bool, expected a numeric type");
+  if (x->dtype == DType::kBool)
+    return invalid_model("input 0 (X) is bool, expected a numeric type");
   STRIDER_ASSIGN_OR_RETURN(PoolSetup s, pool_setup(ctx, *x, 10));
   int64_t storage_order = 0;
   if (ctx.opset() >= 8) {
@@ -123,7 +127,8 @@ Result<OpOutputs> average_pool_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
   STRIDER_ASSIGN_OR_RETURN(PoolSetup s, pool_setup(ctx, *x, 19));
-  STRIDER_ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.attributes().get_int("count_include_pad", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t count_include_pad,
+                           ctx.attributes().get_int("count_include_pad", 0));
   RefTensor y = RefTensor::zeros(x->dtype, s.out_shape);
   int64_t out_size = num_elements(s.geometry.output);
   for_each_index(s.geometry.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
@@ -142,7 +147,8 @@ Result<OpOutputs> global_pool(const OpContext& ctx, bool average) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
   if (x->rank() < 2)
-    return invalid_argument(fmt::format("X {} needs rank >= 2 (N, C, spatial...)", shape_to_string(x->shape)));
+    return invalid_argument(
+        fmt::format("X {} needs rank >= 2 (N, C, spatial...)", shape_to_string(x->shape)));
   Shape out_shape = x->shape;
   for (size_t d = 2; d < out_shape.size(); ++d) out_shape[d] = 1;
   int64_t planes = x->shape[0] * x->shape[1];

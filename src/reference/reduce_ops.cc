@@ -20,7 +20,7 @@ struct ReducePlan {
   Shape out_shape;
   std::vector<int64_t> output_of;  // per input element, the flat output index
   int64_t out_count = 0;
-  int64_t group_size = 1;          // input elements per output element
+  int64_t group_size = 1;  // input elements per output element
 };
 
 // The reduced axes: empty axes reduce everything unless noop_with_empty_axes, in which case
@@ -44,7 +44,8 @@ Result<std::vector<bool>> reduced_axes(const OpContext& ctx, int64_t rank, int a
 }
 
 Result<ReducePlan> reduce_plan(const OpContext& ctx, const Shape& in, int axes_input_since) {
-  STRIDER_ASSIGN_OR_RETURN(std::vector<bool> reduced, reduced_axes(ctx, int64_t(in.size()), axes_input_since));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                           reduced_axes(ctx, int64_t(in.size()), axes_input_since));
   STRIDER_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attributes().get_int("keepdims", 1));
   ReducePlan plan;
   Shape kept = in;
@@ -96,7 +97,8 @@ double float_finish(Reduction r, double acc, int64_t count, double group_max) {
     case Reduction::kMean: return acc / double(count);
     case Reduction::kL2: return std::sqrt(acc);
     case Reduction::kLogSum: return std::log(acc);
-    case Reduction::kLogSumExp: return std::isinf(group_max) ? group_max : group_max + std::log(acc);
+    case Reduction::kLogSumExp:
+      return std::isinf(group_max) ? group_max : group_max + std::log(acc);
     default: return acc;
   }
 }
@@ -105,14 +107,16 @@ RefTensor reduce_floats(const RefTensor& x, const ReducePlan& plan, Reduction r)
   std::vector<double> group_max(size_t(plan.out_count), -std::numeric_limits<double>::infinity());
   if (r == Reduction::kLogSumExp)
     for (size_t i = 0; i < x.floats.size(); ++i)
-      group_max[size_t(plan.output_of[i])] = std::max(group_max[size_t(plan.output_of[i])], x.floats[i]);
+      group_max[size_t(plan.output_of[i])] =
+          std::max(group_max[size_t(plan.output_of[i])], x.floats[i]);
   std::vector<double> acc(size_t(plan.out_count), float_initial(r));
   for (size_t i = 0; i < x.floats.size(); ++i) {
     size_t o = size_t(plan.output_of[i]);
     acc[o] = float_step(r, acc[o], x.floats[i], group_max[o]);
   }
   RefTensor y = RefTensor::zeros(x.dtype, plan.out_shape);
-  for (size_t o = 0; o < acc.size(); ++o) y.floats[o] = float_finish(r, acc[o], plan.group_size, group_max[o]);
+  for (size_t o = 0; o < acc.size(); ++o)
+    y.floats[o] = float_finish(r, acc[o], plan.group_size, group_max[o]);
   return y;
 }
 
@@ -128,8 +132,8 @@ RefTensor reduce_ints(const RefTensor& x, const ReducePlan& plan, Reduction r) {
     for (size_t o = 0; o < y.ints.size(); ++o) convert_element(reduced, int64_t(o), y, int64_t(o));
     return y;
   }
-  int64_t initial = r == Reduction::kMax   ? integer_lowest(x.dtype)
-                    : r == Reduction::kMin ? integer_highest(x.dtype)
+  int64_t initial = r == Reduction::kMax    ? integer_lowest(x.dtype)
+                    : r == Reduction::kMin  ? integer_highest(x.dtype)
                     : r == Reduction::kProd ? 1
                                             : 0;
   std::vector<int64_t> acc(size_t(plan.out_count), initial);
@@ -172,22 +176,19 @@ Result<OpOutputs> reduce_l2_op(const OpContext& ctx) { return reduce(ctx, Reduct
 Result<OpOutputs> reduce_sum_square_op(const OpContext& ctx) {
   return reduce(ctx, Reduction::kSumSquare, 18);
 }
-Result<OpOutputs> reduce_log_sum_op(const OpContext& ctx) { return reduce(ctx, Reduction::kLogSum, 18); }
+Result<OpOutputs> reduce_log_sum_op(const OpContext& ctx) {
+  return reduce(ctx, Reduction::kLogSum, 18);
+}
 Result<OpOutputs> reduce_log_sum_exp_op(const OpContext& ctx) {
   return reduce(ctx, Reduction::kLogSumExp, 18);
 }
 
 constexpr OpDefinition kReduceOps[] = {
-    {"ReduceSum", 7, 27, reduce_sum_op},
-    {"ReduceMean", 7, 27, reduce_mean_op},
-    {"ReduceMax", 7, 27, reduce_max_op},
-    {"ReduceMin", 7, 27, reduce_min_op},
-    {"ReduceProd", 7, 27, reduce_prod_op},
-    {"ReduceL1", 7, 27, reduce_l1_op},
-    {"ReduceL2", 7, 27, reduce_l2_op},
-    {"ReduceSumSquare", 7, 27, reduce_sum_square_op},
-    {"ReduceLogSum", 7, 27, reduce_log_sum_op},
-    {"ReduceLogSumExp", 7, 27, reduce_log_sum_exp_op},
+    {"ReduceSum", 7, 27, reduce_sum_op},        {"ReduceMean", 7, 27, reduce_mean_op},
+    {"ReduceMax", 7, 27, reduce_max_op},        {"ReduceMin", 7, 27, reduce_min_op},
+    {"ReduceProd", 7, 27, reduce_prod_op},      {"ReduceL1", 7, 27, reduce_l1_op},
+    {"ReduceL2", 7, 27, reduce_l2_op},          {"ReduceSumSquare", 7, 27, reduce_sum_square_op},
+    {"ReduceLogSum", 7, 27, reduce_log_sum_op}, {"ReduceLogSumExp", 7, 27, reduce_log_sum_exp_op},
 };
 
 }  // namespace

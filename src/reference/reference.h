@@ -56,8 +56,8 @@ RefTensor ref_from_tensor(const Tensor& tensor);
 Tensor ref_to_tensor(const RefTensor& value, DType as);
 
 struct ReferenceResult {
-  std::vector<RefTensor> outputs;           // the graph outputs, in graph order
-  std::map<ValueId, RefTensor> values;      // every value of the run, only when asked for
+  std::vector<RefTensor> outputs;       // the graph outputs, in graph order
+  std::map<ValueId, RefTensor> values;  // every value of the run, only when asked for
 };
 
 // Evaluates `graph` on `inputs`, keyed by graph input name; the tensors are used exactly as

@@ -37,7 +37,8 @@ Result<ResizeConfig> resize_config(const OpContext& ctx, bool is_upsample) {
     c.legacy_nearest = true;
     return c;
   }
-  STRIDER_ASSIGN_OR_RETURN(c.coordinate_mode, a.get_string("coordinate_transformation_mode", "half_pixel"));
+  STRIDER_ASSIGN_OR_RETURN(c.coordinate_mode,
+                           a.get_string("coordinate_transformation_mode", "half_pixel"));
   STRIDER_ASSIGN_OR_RETURN(c.nearest_mode, a.get_string("nearest_mode", "round_prefer_floor"));
   STRIDER_ASSIGN_OR_RETURN(c.cubic_a, a.get_float("cubic_coeff_a", -0.75f));
   STRIDER_ASSIGN_OR_RETURN(int64_t exclude, a.get_int("exclude_outside", 0));
@@ -53,12 +54,14 @@ Result<ResizeConfig> resize_config(const OpContext& ctx, bool is_upsample) {
                (c.coordinate_mode == "tf_half_pixel_for_nn" && ctx.opset() == 11) ||
                (c.coordinate_mode == "half_pixel_symmetric" && ctx.opset() >= 19);
   if (!known)
-    return invalid_model(fmt::format("attribute 'coordinate_transformation_mode' is '{}' at opset {}",
-                                     c.coordinate_mode, ctx.opset()));
+    return invalid_model(
+        fmt::format("attribute 'coordinate_transformation_mode' is '{}' at opset {}",
+                    c.coordinate_mode, ctx.opset()));
   if (!one_of(c.nearest_mode, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}))
     return invalid_model(fmt::format("attribute 'nearest_mode' is '{}'", c.nearest_mode));
   if (!one_of(c.aspect_policy, {"stretch", "not_larger", "not_smaller"}))
-    return invalid_model(fmt::format("attribute 'keep_aspect_ratio_policy' is '{}'", c.aspect_policy));
+    return invalid_model(
+        fmt::format("attribute 'keep_aspect_ratio_policy' is '{}'", c.aspect_policy));
   return c;
 }
 
@@ -70,7 +73,8 @@ struct ResizeArguments {
   std::vector<int64_t> axes;  // the axes that scales / sizes / roi describe
 };
 
-Result<ResizeArguments> resize_arguments(const OpContext& ctx, const RefTensor& x, bool is_upsample) {
+Result<ResizeArguments> resize_arguments(const OpContext& ctx, const RefTensor& x,
+                                         bool is_upsample) {
   ResizeArguments args;
   if (is_upsample && ctx.opset() < 9) {
     STRIDER_ASSIGN_OR_RETURN(std::vector<float> scales, ctx.attributes().get_floats("scales", {}));
@@ -96,14 +100,16 @@ Result<ResizeArguments> resize_arguments(const OpContext& ctx, const RefTensor& 
   size_t n = args.axes.size();
   size_t given = args.scales ? args.scales->size() : args.sizes->size();
   if (given != n)
-    return invalid_model(fmt::format("{} has {} entries for {} axes", args.scales ? "scales" : "sizes", given, n));
+    return invalid_model(
+        fmt::format("{} has {} entries for {} axes", args.scales ? "scales" : "sizes", given, n));
   if (!args.roi.empty() && args.roi.size() != 2 * n)
     return invalid_model(fmt::format("roi has {} entries, expected {}", args.roi.size(), 2 * n));
   return args;
 }
 
 // Output sizes and transformation scales per axis (axes not listed keep scale 1).
-Result<std::vector<ResizeAxis>> resize_axes(const ResizeConfig& c, const ResizeArguments& args, const Shape& in) {
+Result<std::vector<ResizeAxis>> resize_axes(const ResizeConfig& c, const ResizeArguments& args,
+                                            const Shape& in) {
   std::vector<ResizeAxis> axes(in.size());
   for (size_t d = 0; d < in.size(); ++d) axes[d] = {in[d], in[d], 1.0, 0.0, 1.0};
   double policy_scale = c.aspect_policy == "not_larger" ? INFINITY : 0;
@@ -115,40 +121,54 @@ Result<std::vector<ResizeAxis>> resize_axes(const ResizeConfig& c, const ResizeA
     }
     if (args.scales) {
       axis.scale = (*args.scales)[i];
-      if (!(axis.scale > 0)) return invalid_argument(fmt::format("scales[{}] is {}, expected > 0", i, axis.scale));
-      double extent = c.coordinate_mode == "tf_crop_and_resize" ? axis.roi_end - axis.roi_start : 1.0;
-      axis.out = int64_t(std::floor(double(axis.in) * extent * axis.scale));
+      if (!(axis.scale > 0))
+        return invalid_argument(fmt::format("scales[{}] is {}, expected > 0", i, axis.scale));
+      double extent =
+          c.coordinate_mode == "tf_crop_and_resize" ? axis.roi_end - axis.roi_start : 1.0;
+      double out = std::floor(double(axis.in) * extent * axis.scale);
+      if (!(out >= 0 && out <= double(kMaxElements)))
+        return invalid_argument(
+            fmt::format("scales[{}] = {} gives an output dim of {}", i, axis.scale, out));
+      axis.out = int64_t(out);
       continue;
     }
     int64_t size = (*args.sizes)[i];
-    if (size < 0 || axis.in == 0) return invalid_argument(fmt::format("sizes[{}] is {} for an input dim of {}", i, size, axis.in));
+    if (size < 0 || axis.in == 0)
+      return invalid_argument(
+          fmt::format("sizes[{}] is {} for an input dim of {}", i, size, axis.in));
     axis.out = size;
     axis.scale = double(size) / double(axis.in);
-    policy_scale = c.aspect_policy == "not_larger" ? std::min(policy_scale, axis.scale) : std::max(policy_scale, axis.scale);
+    policy_scale = c.aspect_policy == "not_larger" ? std::min(policy_scale, axis.scale)
+                                                   : std::max(policy_scale, axis.scale);
   }
   if (args.sizes && c.aspect_policy != "stretch") {
     for (int64_t d : args.axes) {
       axes[size_t(d)].scale = policy_scale;
-      axes[size_t(d)].out = int64_t(policy_scale * double(axes[size_t(d)].in) + 0.5);  // round half up
+      double out = policy_scale * double(axes[size_t(d)].in) + 0.5;  // round half up
+      if (!(out <= double(kMaxElements)))
+        return invalid_argument(fmt::format("sizes give an output dim of {}", out));
+      axes[size_t(d)].out = int64_t(out);
     }
   }
   return axes;
 }
 
-
 double weighted_sum(const std::vector<double>& values, const Strides& strides,
-                    const std::vector<const CoordinateTaps*>& per_axis, size_t axis, int64_t offset) {
+                    const std::vector<const CoordinateTaps*>& per_axis, size_t axis,
+                    int64_t offset) {
   if (axis == per_axis.size()) return values[size_t(offset)];
   double sum = 0;
   for (const Tap& t : per_axis[axis]->taps)
-    sum += t.weight * weighted_sum(values, strides, per_axis, axis + 1, offset + t.index * strides[axis]);
+    sum += t.weight *
+           weighted_sum(values, strides, per_axis, axis + 1, offset + t.index * strides[axis]);
   return sum;
 }
 
 // Each output element is the weighted sum over the product of its per-axis taps, or the
 // extrapolation value when a tf_crop_and_resize coordinate falls outside the input.
 // Integer outputs truncate toward zero.
-RefTensor interpolate(const RefTensor& x, const std::vector<ResizeAxis>& axes, const ResizeConfig& c) {
+RefTensor interpolate(const RefTensor& x, const std::vector<ResizeAxis>& axes,
+                      const ResizeConfig& c) {
   std::vector<std::vector<CoordinateTaps>> taps;
   Shape out_shape;
   for (const ResizeAxis& axis : axes) {
@@ -177,14 +197,14 @@ RefTensor interpolate(const RefTensor& x, const std::vector<ResizeAxis>& axes, c
 
 Result<OpOutputs> resize_family(const OpContext& ctx, bool is_upsample) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
-  if (x->dtype == DType::kBool) return invalid_model("input 0 (X) is bool, expected a numeric type");
+  if (x->dtype == DType::kBool)
+    return invalid_model("input 0 (X) is bool, expected a numeric type");
   STRIDER_ASSIGN_OR_RETURN(ResizeConfig config, resize_config(ctx, is_upsample));
   STRIDER_ASSIGN_OR_RETURN(ResizeArguments args, resize_arguments(ctx, *x, is_upsample));
   STRIDER_ASSIGN_OR_RETURN(std::vector<ResizeAxis> axes, resize_axes(config, args, x->shape));
   Shape out_shape;
   for (const ResizeAxis& axis : axes) out_shape.push_back(axis.out);
-  if (num_elements(out_shape) > (int64_t(1) << 32))
-    return invalid_argument(fmt::format("output shape {} is too large", shape_to_string(out_shape)));
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out_shape, "output shape"));
   return OpOutputs{interpolate(*x, axes, config)};
 }
 

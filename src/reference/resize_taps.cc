@@ -22,7 +22,8 @@ double original_coordinate(const ResizeConfig& c, const ResizeAxis& a, int64_t x
   if (mode == "align_corners") return a.out == 1 ? 0.0 : xr * (in - 1) / (out - 1);
   if (mode == "tf_half_pixel_for_nn") return (xr + 0.5) / a.scale;
   if (mode == "tf_crop_and_resize") {
-    if (a.out > 1) return a.roi_start * (in - 1) + xr * (a.roi_end - a.roi_start) * (in - 1) / (out - 1);
+    if (a.out > 1)
+      return a.roi_start * (in - 1) + xr * (a.roi_end - a.roi_start) * (in - 1) / (out - 1);
     return 0.5 * (a.roi_start + a.roi_end) * (in - 1);
   }
   return xr / a.scale;  // asymmetric
@@ -33,8 +34,7 @@ int64_t nearest_index(const ResizeConfig& c, const ResizeAxis& a, double x) {
   double floor = std::floor(x);
   if (x == floor) return int64_t(x);
   double ratio = x - floor;
-  bool up = c.nearest_mode == "ceil" ||
-            (c.nearest_mode == "round_prefer_floor" && ratio > 0.5) ||
+  bool up = c.nearest_mode == "ceil" || (c.nearest_mode == "round_prefer_floor" && ratio > 0.5) ||
             (c.nearest_mode == "round_prefer_ceil" && ratio >= 0.5);
   return int64_t(floor) + (up ? 1 : 0);
 }

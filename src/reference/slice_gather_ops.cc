@@ -73,8 +73,8 @@ Result<SliceArguments> slice_arguments(const OpContext& ctx) {
     for (size_t i = 0; i < n; ++i) args.axes.push_back(int64_t(i));
   if (!has_steps) args.steps.assign(n, 1);
   if (args.ends.size() != n || args.axes.size() != n || args.steps.size() != n)
-    return invalid_model(fmt::format("starts, ends, axes and steps have {}, {}, {} and {} entries", n,
-                                     args.ends.size(), args.axes.size(), args.steps.size()));
+    return invalid_model(fmt::format("starts, ends, axes and steps have {}, {}, {} and {} entries",
+                                     n, args.ends.size(), args.axes.size(), args.steps.size()));
   return args;
 }
 
@@ -83,7 +83,8 @@ Result<SliceArguments> slice_arguments(const OpContext& ctx) {
 Result<OpOutputs> slice_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "data"));
   STRIDER_ASSIGN_OR_RETURN(SliceArguments args, slice_arguments(ctx));
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalized_axes(args.axes, x->rank(), "axes"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                           normalized_axes(args.axes, x->rank(), "axes"));
   std::vector<SliceAxis> plan(x->shape.size());
   for (size_t d = 0; d < plan.size(); ++d) plan[d].count = x->shape[d];
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -109,15 +110,18 @@ Result<OpOutputs> slice_op(const OpContext& ctx) {
 Result<OpOutputs> gather_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* data, ctx.input(0, "data"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* indices, ctx.input(1, "indices"));
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> positions, read_ints(*indices, "input 1 (indices)"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> positions,
+                           read_ints(*indices, "input 1 (indices)"));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 0));
-  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, data->rank(), "attribute 'axis'"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis,
+                           normalized_axis(axis_attr, data->rank(), "attribute 'axis'"));
   int64_t dim = data->shape[size_t(axis)];
   for (size_t i = 0; i < positions.size(); ++i) {
     int64_t p = positions[i] < 0 ? positions[i] + dim : positions[i];
     if (p < 0 || p >= dim)
-      return invalid_argument(fmt::format("input 1 (indices) element {} is {}, out of range for axis {} of size {}",
-                                          i, positions[i], axis, dim));
+      return invalid_argument(
+          fmt::format("input 1 (indices) element {} is {}, out of range for axis {} of size {}", i,
+                      positions[i], axis, dim));
     positions[i] = p;
   }
   Shape out(data->shape.begin(), data->shape.begin() + axis);
@@ -138,9 +142,9 @@ Result<OpOutputs> expand_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* shape, ctx.input(1, "shape"));
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> requested, read_ints(*shape, "input 1 (shape)"));
-  for (int64_t d : requested)
-    if (d < 0) return invalid_argument(fmt::format("input 1 (shape) {} has a negative dim", shape_to_string(requested)));
+  STRIDER_RETURN_IF_ERROR(checked_element_count(requested, "input 1 (shape)"));
   STRIDER_ASSIGN_OR_RETURN(Shape out, broadcast_or_error(x->shape, requested));
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out, "output shape"));
   return OpOutputs{gather_elements(*x, out, broadcast_source_index(x->shape, out))};
 }
 

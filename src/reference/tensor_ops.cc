@@ -49,8 +49,9 @@ Result<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& reques
     }
     if (d == 0 && !allow_zero) {
       if (i >= in.size())
-        return invalid_argument(fmt::format(
-            "input 1 (shape)[{}] is 0 (copy the input dim) but the input has rank {}", i, in.size()));
+        return invalid_argument(
+            fmt::format("input 1 (shape)[{}] is 0 (copy the input dim) but the input has rank {}",
+                        i, in.size()));
       d = in[i];
     }
     if (d < 0) return invalid_argument(fmt::format("input 1 (shape)[{}] is {}", i, d));
@@ -58,6 +59,7 @@ Result<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& reques
     out.push_back(d);
   }
   int64_t total = num_elements(in);
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out, "input 1 (shape)"));
   if (inferred_at >= 0) {
     int64_t known = num_elements(out);
     if (has_zero || known == 0)
@@ -93,9 +95,11 @@ Result<OpOutputs> flatten_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, ctx.attributes().get_int("axis", 1));
   int64_t rank = x->rank();
   if (axis < -rank || axis > rank)
-    return invalid_model(fmt::format("attribute 'axis' {} is out of range [{}, {}]", axis, -rank, rank));
+    return invalid_model(
+        fmt::format("attribute 'axis' {} is out of range [{}, {}]", axis, -rank, rank));
   if (axis < 0) axis += rank;
-  Shape out = {product(x->shape, 0, size_t(axis)), product(x->shape, size_t(axis), x->shape.size())};
+  Shape out = {product(x->shape, 0, size_t(axis)),
+               product(x->shape, size_t(axis), x->shape.size())};
   return OpOutputs{with_shape(*x, std::move(out))};
 }
 
@@ -119,7 +123,8 @@ Result<OpOutputs> squeeze_op(const OpContext& ctx) {
   if (!axes || axes->empty()) {
     for (size_t i = 0; i < x->shape.size(); ++i) remove[i] = x->shape[i] == 1;
   } else {
-    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, normalized_axes(*axes, x->rank(), "axes"));
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> normalized,
+                             normalized_axes(*axes, x->rank(), "axes"));
     for (int64_t a : normalized) {
       if (x->shape[size_t(a)] != 1)
         return invalid_argument(fmt::format("cannot squeeze axis {} of {}: its size is not 1", a,
@@ -138,7 +143,8 @@ Result<OpOutputs> unsqueeze_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(auto axes, axes_argument(ctx));
   if (!axes) return invalid_model("Unsqueeze needs axes");
   int64_t out_rank = x->rank() + int64_t(axes->size());
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, normalized_axes(*axes, out_rank, "axes"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> normalized,
+                           normalized_axes(*axes, out_rank, "axes"));
   std::vector<bool> inserted(size_t(out_rank), false);
   for (int64_t a : normalized) inserted[size_t(a)] = true;
   Shape out;
@@ -161,10 +167,12 @@ Result<OpOutputs> transpose_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ctx.attributes().get_ints("perm", reversed));
   std::vector<bool> seen(rank, false);
   if (perm.size() != rank)
-    return invalid_model(fmt::format("attribute 'perm' has {} entries for rank {}", perm.size(), rank));
+    return invalid_model(
+        fmt::format("attribute 'perm' has {} entries for rank {}", perm.size(), rank));
   for (int64_t p : perm) {
     if (p < 0 || p >= int64_t(rank) || seen[size_t(p)])
-      return invalid_model(fmt::format("attribute 'perm' {} is not a permutation", shape_to_string(perm)));
+      return invalid_model(
+          fmt::format("attribute 'perm' {} is not a permutation", shape_to_string(perm)));
     seen[size_t(p)] = true;
   }
   Shape out(rank);
@@ -183,7 +191,8 @@ Result<OpOutputs> concat_op(const OpContext& ctx) {
   if (ctx.num_inputs() == 0) return invalid_model("Concat needs at least one input");
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* first, ctx.input(0, "inputs"));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().require_int("axis"));
-  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, first->rank(), "attribute 'axis'"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis,
+                           normalized_axis(axis_attr, first->rank(), "attribute 'axis'"));
   Shape out = first->shape;
   out[size_t(axis)] = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -194,8 +203,9 @@ Result<OpOutputs> concat_op(const OpContext& ctx) {
     for (size_t d = 0; compatible && d < out.size(); ++d)
       compatible = int64_t(d) == axis || x->shape[d] == first->shape[d];
     if (!compatible)
-      return invalid_argument(fmt::format("{} has shape {}, which does not concatenate with {} on axis {}",
-                                          what, shape_to_string(x->shape), shape_to_string(first->shape), axis));
+      return invalid_argument(
+          fmt::format("{} has shape {}, which does not concatenate with {} on axis {}", what,
+                      shape_to_string(x->shape), shape_to_string(first->shape), axis));
     out[size_t(axis)] += x->shape[size_t(axis)];
   }
   RefTensor y = RefTensor::zeros(first->dtype, out);
@@ -205,7 +215,8 @@ Result<OpOutputs> concat_op(const OpContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const RefTensor& x = *ctx.optional_input(i);
     int64_t chunk = product(x.shape, size_t(axis), x.shape.size());
-    for (int64_t o = 0; o < outer; ++o) copy_elements(x, o * chunk, y, o * out_chunk + offset, chunk);
+    for (int64_t o = 0; o < outer; ++o)
+      copy_elements(x, o * chunk, y, o * out_chunk + offset, chunk);
     offset += chunk;
   }
   return OpOutputs{std::move(y)};
@@ -236,7 +247,8 @@ Result<std::vector<int64_t>> split_sizes(const OpContext& ctx, int64_t dim) {
   if (ctx.opset() >= 18 && ctx.attributes().has("num_outputs")) {
     STRIDER_ASSIGN_OR_RETURN(int64_t num_outputs, ctx.attributes().require_int("num_outputs"));
     if (num_outputs != n)
-      return invalid_model(fmt::format("attribute 'num_outputs' is {} but the node has {} outputs", num_outputs, n));
+      return invalid_model(
+          fmt::format("attribute 'num_outputs' is {} but the node has {} outputs", num_outputs, n));
   } else if (n > 0 && dim % n != 0) {
     return invalid_argument(fmt::format("a dim of {} does not split into {} equal parts", dim, n));
   }
@@ -245,7 +257,8 @@ Result<std::vector<int64_t>> split_sizes(const OpContext& ctx, int64_t dim) {
   std::vector<int64_t> sizes(size_t(n), chunk);
   sizes.back() = dim - chunk * (n - 1);
   if (sizes.back() < 0)
-    return invalid_argument(fmt::format("a dim of {} does not split into {} chunks of {}", dim, n, chunk));
+    return invalid_argument(
+        fmt::format("a dim of {} does not split into {} chunks of {}", dim, n, chunk));
   return sizes;
 }
 
@@ -281,16 +294,11 @@ Result<OpOutputs> expand_op(const OpContext& ctx);
 namespace {
 
 constexpr OpDefinition kTensorOps[] = {
-    {"Reshape", 7, 27, reshape_op},
-    {"Flatten", 7, 27, flatten_op},
-    {"Squeeze", 7, 27, squeeze_op},
-    {"Unsqueeze", 7, 27, unsqueeze_op},
-    {"Identity", 7, 27, identity_op},
-    {"Transpose", 7, 27, transpose_op},
-    {"Concat", 7, 27, concat_op},
-    {"Split", 7, 27, split_op},
-    {"Slice", 7, 27, slice_op},
-    {"Gather", 7, 27, gather_op},
+    {"Reshape", 7, 27, reshape_op},   {"Flatten", 7, 27, flatten_op},
+    {"Squeeze", 7, 27, squeeze_op},   {"Unsqueeze", 7, 27, unsqueeze_op},
+    {"Identity", 7, 27, identity_op}, {"Transpose", 7, 27, transpose_op},
+    {"Concat", 7, 27, concat_op},     {"Split", 7, 27, split_op},
+    {"Slice", 7, 27, slice_op},       {"Gather", 7, 27, gather_op},
     {"Expand", 8, 27, expand_op},
 };
 

@@ -17,8 +17,8 @@ Result<std::vector<int64_t>> window_ints(const AttributeMap& attributes, const c
                            attributes.get_ints(name, std::vector<int64_t>(count, fallback)));
   if (values.empty()) values.assign(count, fallback);
   if (values.size() != count)
-    return invalid_model(fmt::format("attribute '{}' has {} entries, expected {}", name,
-                                     values.size(), count));
+    return invalid_model(
+        fmt::format("attribute '{}' has {} entries, expected {}", name, values.size(), count));
   for (int64_t v : values)
     if (v < minimum)
       return invalid_model(fmt::format("attribute '{}' {} has an entry below {}", name,
@@ -32,7 +32,8 @@ Result<Shape> kernel_of(const AttributeMap& attributes, const Shape& input,
     if (!options.kernel_from_weights) return invalid_model("missing attribute 'kernel_shape'");
     return *options.kernel_from_weights;
   }
-  STRIDER_ASSIGN_OR_RETURN(Shape kernel, window_ints(attributes, "kernel_shape", input.size(), 1, 1));
+  STRIDER_ASSIGN_OR_RETURN(Shape kernel,
+                           window_ints(attributes, "kernel_shape", input.size(), 1, 1));
   if (options.kernel_from_weights && kernel != *options.kernel_from_weights)
     return invalid_model(fmt::format("attribute 'kernel_shape' {} differs from the weights' {}",
                                      shape_to_string(kernel),
@@ -59,7 +60,8 @@ Result<WindowGeometry> window_geometry(const AttributeMap& attributes, const Sha
   g.output.assign(n, 0);
   bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (auto_pad == "NOTSET") {
-    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, window_ints(attributes, "pads", 2 * n, 0, 0));
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                             window_ints(attributes, "pads", 2 * n, 0, 0));
     for (size_t i = 0; i < n; ++i) {
       g.pad_begin[i] = pads[i];
       g.pad_end[i] = pads[n + i];
@@ -77,14 +79,16 @@ Result<WindowGeometry> window_geometry(const AttributeMap& attributes, const Sha
     } else {
       int64_t span = input[i] + g.pad_begin[i] + g.pad_end[i] - extent;
       g.output[i] = (options.ceil_mode && auto_pad == "NOTSET" ? ceil_div(span, g.strides[i])
-                                                                : floor_div(span, g.strides[i])) + 1;
+                                                               : floor_div(span, g.strides[i])) +
+                    1;
       if (options.ceil_mode && options.drop_windows_starting_in_right_padding &&
           (g.output[i] - 1) * g.strides[i] >= input[i] + g.pad_begin[i])
         --g.output[i];
     }
     if (g.output[i] < 1)
       return invalid_argument(fmt::format(
-          "spatial input {} with kernel {}, strides {}, dilations {} and pads {}+{} gives no output",
+          "spatial input {} with kernel {}, strides {}, dilations {} and pads {}+{} gives no "
+          "output",
           shape_to_string(input), shape_to_string(g.kernel), shape_to_string(g.strides),
           shape_to_string(g.dilations), shape_to_string(g.pad_begin), shape_to_string(g.pad_end)));
   }

@@ -11,10 +11,10 @@
 namespace strider::ref {
 
 struct WindowGeometry {
-  Shape input;    // spatial input dims
-  Shape kernel;   // spatial kernel dims
+  Shape input;   // spatial input dims
+  Shape kernel;  // spatial kernel dims
   std::vector<int64_t> strides, dilations, pad_begin, pad_end;
-  Shape output;   // spatial output dims
+  Shape output;  // spatial output dims
 
   // Input coordinate on `axis` read by output index `o` and kernel tap `k`; may lie in the
   // padding (< 0 or >= input[axis]).

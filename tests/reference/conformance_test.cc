@@ -46,7 +46,8 @@ struct CaseResult {
 bool close_enough(double actual, double expected) {
   if (std::isnan(expected) || std::isnan(actual)) return std::isnan(expected) && std::isnan(actual);
   if (std::isinf(expected) || std::isinf(actual)) return actual == expected;
-  return std::fabs(actual - expected) <= kAbsoluteTolerance + kRelativeTolerance * std::fabs(expected);
+  return std::fabs(actual - expected) <=
+         kAbsoluteTolerance + kRelativeTolerance * std::fabs(expected);
 }
 
 // An empty string when `actual` matches `expected`, else what differs.
@@ -63,8 +64,8 @@ std::string compare_output(const RefTensor& actual, const Tensor& expected, size
                      ? close_enough(narrowed.element_as_double(i), expected.element_as_double(i))
                      : narrowed.element_as_int(i) == expected.element_as_int(i);
     if (!equal)
-      return fmt::format("output {} element {}: {} != expected {}", index, i, narrowed.element_as_double(i),
-                         expected.element_as_double(i));
+      return fmt::format("output {} element {}: {} != expected {}", index, i,
+                         narrowed.element_as_double(i), expected.element_as_double(i));
   }
   return "";
 }
@@ -72,7 +73,8 @@ std::string compare_output(const RefTensor& actual, const Tensor& expected, size
 Result<std::map<std::string, Tensor>> read_inputs(const Graph& graph, const fs::path& data) {
   std::map<std::string, Tensor> inputs;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    STRIDER_ASSIGN_OR_RETURN(Tensor t, read_tensor_pb((data / fmt::format("input_{}.pb", i)).string()));
+    STRIDER_ASSIGN_OR_RETURN(Tensor t,
+                             read_tensor_pb((data / fmt::format("input_{}.pb", i)).string()));
     inputs.emplace(graph.value(graph.inputs()[i]).name, std::move(t));
   }
   return inputs;
@@ -83,18 +85,21 @@ CaseResult run_case(const fs::path& dir) {
   if (!graph.is_ok()) return {Outcome::kUnsupported, "import: " + graph.status().to_string()};
   for (NodeId n = 0; n < graph->num_nodes(); ++n)
     if (!reference_supports(graph->node(n)))
-      return {Outcome::kUnsupported, fmt::format("op {} at opset {}", graph->node(n).op_type, graph->node(n).opset)};
+      return {Outcome::kUnsupported,
+              fmt::format("op {} at opset {}", graph->node(n).op_type, graph->node(n).opset)};
   fs::path data = dir / "test_data_set_0";
   Result<std::map<std::string, Tensor>> inputs = read_inputs(*graph, data);
   if (!inputs.is_ok()) return {Outcome::kUnsupported, "inputs: " + inputs.status().to_string()};
   Result<ReferenceResult> result = evaluate_reference(*graph, *inputs);
   if (!result.is_ok()) {
-    Outcome outcome = result.status().code() == StatusCode::kUnsupported ? Outcome::kUnsupported : Outcome::kFail;
+    Outcome outcome =
+        result.status().code() == StatusCode::kUnsupported ? Outcome::kUnsupported : Outcome::kFail;
     return {outcome, "evaluate: " + result.status().to_string()};
   }
   for (size_t i = 0; i < result->outputs.size(); ++i) {
     Result<Tensor> expected = read_tensor_pb((data / fmt::format("output_{}.pb", i)).string());
-    if (!expected.is_ok()) return {Outcome::kUnsupported, "outputs: " + expected.status().to_string()};
+    if (!expected.is_ok())
+      return {Outcome::kUnsupported, "outputs: " + expected.status().to_string()};
     std::string mismatch = compare_output(result->outputs[i], *expected, i);
     if (!mismatch.empty()) return {Outcome::kFail, mismatch};
   }
@@ -127,9 +132,11 @@ TEST(ReferenceConformance, EverySupportedNodeTestMatchesItsExpectedOutputs) {
     }
     failures += fmt::format("  {}: {}\n", name, r.detail);
   }
-  if (std::getenv("STRIDER_SHOW_UNSUPPORTED") != nullptr) std::cout << "unsupported:\n" << unsupported_list;
-  std::cout << fmt::format("reference conformance: {} pass, {} fail ({} known deviations), {} unsupported, of {}\n",
-                           pass, fail, deviations, unsupported, dirs.size());
+  if (std::getenv("STRIDER_SHOW_UNSUPPORTED") != nullptr)
+    std::cout << "unsupported:\n" << unsupported_list;
+  std::cout << fmt::format(
+      "reference conformance: {} pass, {} fail ({} known deviations), {} unsupported, of {}\n",
+      pass, fail, deviations, unsupported, dirs.size());
   EXPECT_TRUE(failures.empty()) << "failing cases:\n" << failures;
 }
 

@@ -26,10 +26,12 @@ TEST(ReferenceElementwise, MulAndSubBroadcastBothWays) {
   ASSERT_EQ(c.shape, (Shape{2, 3}));
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
-      EXPECT_DOUBLE_EQ(c.floats[size_t(i * 3 + j)], double(a.data<float>()[i]) - double(b.data<float>()[j]));
+      EXPECT_DOUBLE_EQ(c.floats[size_t(i * 3 + j)],
+                       double(a.data<float>()[i]) - double(b.data<float>()[j]));
   auto bad = run_op("Mul", {random_f32({2, 3}, 5), random_f32({4}, 6)});
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("node 'the_node' (Mul)"), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().message().find("node 'the_node' (Mul)"), std::string::npos)
+      << bad.status().to_string();
 }
 
 TEST(ReferenceElementwise, IntegerDivTruncatesTowardZeroAndRejectsZero) {
@@ -42,16 +44,20 @@ TEST(ReferenceElementwise, IntegerDivTruncatesTowardZeroAndRejectsZero) {
 }
 
 TEST(ReferenceElementwise, IntegerArithmeticWrapsToItsWidth) {
-  EXPECT_EQ(run_one("Sub", {u8({2}, {3, 200}), u8({2}, {5, 100})}).ints, (std::vector<int64_t>{254, 100}));
-  EXPECT_EQ(run_one("Add", {i32({1}, {2147483647}), i32({1}, {1})}).ints, (std::vector<int64_t>{-2147483648LL}));
+  EXPECT_EQ(run_one("Sub", {u8({2}, {3, 200}), u8({2}, {5, 100})}).ints,
+            (std::vector<int64_t>{254, 100}));
+  EXPECT_EQ(run_one("Add", {i32({1}, {2147483647}), i32({1}, {1})}).ints,
+            (std::vector<int64_t>{-2147483648LL}));
   // i64 stays exact beyond 2^53 (a double would round).
   int64_t big = (int64_t(1) << 60) + 1;
   EXPECT_EQ(run_one("Mul", {i64({1}, {big}), i64({1}, {3})}).ints[0], 3 * big);
 }
 
 TEST(ReferenceElementwise, PowMixesBaseAndExponentTypes) {
-  EXPECT_EQ(run_one("Pow", {i64({3}, {2, 3, -2}), i64({3}, {10, 3, 3})}).ints, (std::vector<int64_t>{1024, 27, -8}));
-  EXPECT_EQ(run_one("Pow", {i32({2}, {9, 2}), f32({2}, {0.5f, 3.0f})}).ints, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(run_one("Pow", {i64({3}, {2, 3, -2}), i64({3}, {10, 3, 3})}).ints,
+            (std::vector<int64_t>{1024, 27, -8}));
+  EXPECT_EQ(run_one("Pow", {i32({2}, {9, 2}), f32({2}, {0.5f, 3.0f})}).ints,
+            (std::vector<int64_t>{3, 8}));
   RefTensor f = run_one("Pow", {f32({2}, {2.0f, 4.0f}), i64({2}, {3, -1})});
   EXPECT_EQ(f.dtype, DType::kF32);
   EXPECT_EQ(f.floats, (std::vector<double>{8.0, 0.25}));
@@ -101,7 +107,8 @@ TEST(ReferenceElementwise, WhereAndComparisonsBroadcastToBool) {
   EXPECT_EQ(less.dtype, DType::kBool);
   EXPECT_EQ(less.ints, (std::vector<int64_t>{1, 0, 0}));
   EXPECT_EQ(run_one("Greater", {a, b}).ints, (std::vector<int64_t>{0, 0, 1}));
-  EXPECT_EQ(run_one("Equal", {i64({3}, {1, 2, 3}), i64({1}, {2})}).ints, (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(run_one("Equal", {i64({3}, {1, 2, 3}), i64({1}, {2})}).ints,
+            (std::vector<int64_t>{0, 1, 0}));
 }
 
 TEST(ReferenceCast, FloatToIntTruncatesAndToBoolIsNonZero) {
@@ -112,7 +119,8 @@ TEST(ReferenceCast, FloatToIntTruncatesAndToBoolIsNonZero) {
             (std::vector<int64_t>{0, 1, 1}));
   EXPECT_EQ(run_one("Cast", {i64({3}, {256, 257, -1})}, attrs({{"to", 2}})).ints,
             (std::vector<int64_t>{0, 1, 255}));
-  EXPECT_EQ(run_one("Cast", {boolean({2}, {1, 0})}, attrs({{"to", 1}})).floats, (std::vector<double>{1, 0}));
+  EXPECT_EQ(run_one("Cast", {boolean({2}, {1, 0})}, attrs({{"to", 1}})).floats,
+            (std::vector<double>{1, 0}));
   auto unsupported_type = run_op("Cast", {f32({1}, {1})}, attrs({{"to", 8}}));  // STRING
   ASSERT_FALSE(unsupported_type.is_ok());
   EXPECT_EQ(unsupported_type.status().code(), StatusCode::kUnsupported);
@@ -128,7 +136,8 @@ TEST(ReferenceCast, FloatTargetsRoundOnceToNearestEven) {
   EXPECT_EQ(h.floats[1], 0.333251953125);
   RefTensor f = run_one("Cast", {f64({1}, {0.1})}, attrs({{"to", 1}}));
   EXPECT_EQ(f.floats[0], double(0.1f));
-  RefTensor bf = run_one("Cast", {f32({1}, {1.00390625f})}, attrs({{"to", 16}}));  // halfway: to even
+  RefTensor bf =
+      run_one("Cast", {f32({1}, {1.00390625f})}, attrs({{"to", 16}}));  // halfway: to even
   EXPECT_EQ(bf.floats[0], 1.0);
 }
 

@@ -38,9 +38,11 @@ TEST(ReferenceInterpreter, RunsAGraphWithConstantsAndKeepsValuesWhenAsked) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 2; ++j) {
       double sum = b.data<float>()[j];
-      for (int k = 0; k < 3; ++k) sum += double(x.data<float>()[i * 3 + k]) * double(w.data<float>()[k * 2 + j]);
+      for (int k = 0; k < 3; ++k)
+        sum += double(x.data<float>()[i * 3 + k]) * double(w.data<float>()[k * 2 + j]);
       EXPECT_NEAR(y.floats[size_t(i * 2 + j)], std::max(sum, 0.0), 1e-12);
-      EXPECT_NEAR(result->outputs[1].floats[size_t(i * 2 + j)], 1 / (1 + std::exp(-std::max(sum, 0.0))), 1e-12);
+      EXPECT_NEAR(result->outputs[1].floats[size_t(i * 2 + j)],
+                  1 / (1 + std::exp(-std::max(sum, 0.0))), 1e-12);
     }
   auto all = evaluate_reference(graph, {{"x", x}}, true);
   ASSERT_TRUE(all.is_ok());
@@ -55,7 +57,8 @@ TEST(ReferenceInterpreter, InputsAreCheckedByNameTypeAndShape) {
   auto missing = evaluate_reference(graph, {});
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("'x'"), std::string::npos);
-  auto unknown = evaluate_reference(graph, {{"x", random_f32({1, 3}, 1)}, {"nope", random_f32({1}, 2)}});
+  auto unknown =
+      evaluate_reference(graph, {{"x", random_f32({1, 3}, 1)}, {"nope", random_f32({1}, 2)}});
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
   auto wrong_dim = evaluate_reference(graph, {{"x", random_f32({1, 4}, 3)}});
@@ -73,7 +76,8 @@ TEST(ReferenceInterpreter, UnsupportedOpsNameTheNode) {
   auto r = evaluate_reference(g.build(), {{"x", random_f32({2}, 4)}});
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(r.status().message().find("node 'weird' (NotAnOnnxOp)"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("node 'weird' (NotAnOnnxOp)"), std::string::npos)
+      << r.status().to_string();
 }
 
 TEST(ReferenceInterpreter, SupportDependsOnDomainAndOpset) {

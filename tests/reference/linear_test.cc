@@ -27,7 +27,8 @@ TEST(ReferenceMatMul, VectorsAndBatchBroadcast) {
         for (int n = 0; n < 4; ++n) {
           double sum = 0;
           for (int k = 0; k < 3; ++k)
-            sum += double(a.data<float>()[(i * 2 + m) * 3 + k]) * double(b.data<float>()[(j * 3 + k) * 4 + n]);
+            sum += double(a.data<float>()[(i * 2 + m) * 3 + k]) *
+                   double(b.data<float>()[(j * 3 + k) * 4 + n]);
           EXPECT_NEAR(c.floats[size_t(((i * 3 + j) * 2 + m) * 4 + n)], sum, 1e-12);
         }
   EXPECT_FALSE(run_op("MatMul", {random_f32({2, 3}, 1), random_f32({2, 3}, 2)}).is_ok());
@@ -43,7 +44,8 @@ TEST(ReferenceGemm, TransposesScalesAndBroadcastsC) {
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 4; ++n) {
       double sum = 0;
-      for (int k = 0; k < 3; ++k) sum += double(a.data<float>()[k * 2 + m]) * double(b.data<float>()[n * 3 + k]);
+      for (int k = 0; k < 3; ++k)
+        sum += double(a.data<float>()[k * 2 + m]) * double(b.data<float>()[n * 3 + k]);
       EXPECT_NEAR(y.floats[size_t(m * 4 + n)], 0.5 * sum - 2.0 * double(c.data<float>()[n]), 1e-12);
     }
   RefTensor no_c = run_one("Gemm", {f32({1, 2}, {1, 2}), f32({2, 1}, {3, 4})}, {}, 13);
@@ -57,15 +59,16 @@ struct ConvCase {
 };
 
 // Conv by explicit zero padding and direct correlation (2-D only).
-std::vector<double> conv2d_by_padding(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& c,
-                                      Shape* out_shape) {
+std::vector<double> conv2d_by_padding(const Tensor& x, const Tensor& w, const Tensor& b,
+                                      const ConvCase& c, Shape* out_shape) {
   int64_t n = c.x[0], ch = c.x[1], h = c.x[2], wd = c.x[3], m = c.w[0], kh = c.w[2], kw = c.w[3];
   int64_t ph = h + c.pads[0] + c.pads[2], pw = wd + c.pads[1] + c.pads[3];
   std::vector<double> padded(size_t(n * ch * ph * pw), 0.0);
   for (int64_t i = 0; i < n * ch; ++i)
     for (int64_t y = 0; y < h; ++y)
       for (int64_t z = 0; z < wd; ++z)
-        padded[size_t((i * ph + y + c.pads[0]) * pw + z + c.pads[1])] = x.data<float>()[(i * h + y) * wd + z];
+        padded[size_t((i * ph + y + c.pads[0]) * pw + z + c.pads[1])] =
+            x.data<float>()[(i * h + y) * wd + z];
   int64_t oh = (ph - (kh - 1) * c.dilations[0] - 1) / c.strides[0] + 1;
   int64_t ow = (pw - (kw - 1) * c.dilations[1] - 1) / c.strides[1] + 1;
   *out_shape = {n, m, oh, ow};
@@ -80,8 +83,9 @@ std::vector<double> conv2d_by_padding(const Tensor& x, const Tensor& w, const Te
             for (int64_t a = 0; a < kh; ++a)
               for (int64_t d = 0; d < kw; ++d) {
                 int64_t channel = (om / mg) * cg + ic;
-                double xv = padded[size_t(((in * ch + channel) * ph + y * c.strides[0] + a * c.dilations[0]) * pw +
-                                          z * c.strides[1] + d * c.dilations[1])];
+                double xv = padded[size_t(
+                    ((in * ch + channel) * ph + y * c.strides[0] + a * c.dilations[0]) * pw +
+                    z * c.strides[1] + d * c.dilations[1])];
                 sum += xv * w.data<float>()[((om * cg + ic) * kh + a) * kw + d];
               }
           out.push_back(sum);
@@ -97,7 +101,8 @@ TEST(ReferenceConv, MatchesExplicitPaddingForStridesDilationsGroups) {
   };
   uint32_t seed = 30;
   for (const ConvCase& c : cases) {
-    Tensor x = random_f32(c.x, seed++), w = random_f32(c.w, seed++), b = random_f32({c.w[0]}, seed++);
+    Tensor x = random_f32(c.x, seed++), w = random_f32(c.w, seed++),
+           b = random_f32({c.w[0]}, seed++);
     AttributeMap a = attrs({{"group", c.group}});
     a.set_ints("strides", c.strides);
     a.set_ints("dilations", c.dilations);
@@ -116,8 +121,10 @@ TEST(ReferenceConv, AutoPadSameUpperAndLowerPutTheOddPadOnOppositeSides) {
   AttributeMap upper, lower;
   upper.set_string("auto_pad", "SAME_UPPER");
   lower.set_string("auto_pad", "SAME_LOWER");
-  EXPECT_EQ(run_one("Conv", {x, w, std::nullopt}, upper).floats, (std::vector<double>{21, 32, 43, 4}));
-  EXPECT_EQ(run_one("Conv", {x, w, std::nullopt}, lower).floats, (std::vector<double>{10, 21, 32, 43}));
+  EXPECT_EQ(run_one("Conv", {x, w, std::nullopt}, upper).floats,
+            (std::vector<double>{21, 32, 43, 4}));
+  EXPECT_EQ(run_one("Conv", {x, w, std::nullopt}, lower).floats,
+            (std::vector<double>{10, 21, 32, 43}));
   AttributeMap valid;
   valid.set_string("auto_pad", "VALID");
   valid.set_ints("strides", {2});
@@ -147,19 +154,21 @@ TEST(ReferenceBatchNormalization, InferenceFormulaAcrossVersions) {
     for (int i = 0; i < 24; ++i) {
       int c = (i / 4) % 3;
       double expected = (double(x.data<float>()[i]) - double(mean.data<float>()[c])) /
-                            std::sqrt(double(var.data<float>()[c]) + double(1e-3f)) * double(scale.data<float>()[c]) +
+                            std::sqrt(double(var.data<float>()[c]) + double(1e-3f)) *
+                            double(scale.data<float>()[c]) +
                         double(bias.data<float>()[c]);
       EXPECT_NEAR(y.floats[size_t(i)], expected, 1e-12);
     }
   }
-  auto training = run_op("BatchNormalization", {x, scale, bias, mean, var}, attrs({{"training_mode", 1}}), 15);
+  auto training =
+      run_op("BatchNormalization", {x, scale, bias, mean, var}, attrs({{"training_mode", 1}}), 15);
   ASSERT_FALSE(training.is_ok());
   EXPECT_EQ(training.status().code(), StatusCode::kUnsupported);
 }
 
 TEST(ReferenceSoftmax, Opset11CoercesTo2DOpset13RunsAlongTheAxis) {
   Tensor x = random_f32({2, 3, 4}, 41);
-  RefTensor old = run_one("Softmax", {x}, {}, 11);  // axis 1: rows of 12
+  RefTensor old = run_one("Softmax", {x}, {}, 11);                    // axis 1: rows of 12
   RefTensor now = run_one("Softmax", {x}, attrs({{"axis", 1}}), 13);  // along the 3
   double row = 0;
   for (int i = 0; i < 12; ++i) row += old.floats[size_t(i)];

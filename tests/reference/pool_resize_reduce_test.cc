@@ -21,7 +21,8 @@ TEST(ReferenceMaxPool, ValuesAndIndicesInBothStorageOrders) {
     auto r = run_op("MaxPool", {pool_input()}, a, 12, 2);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ((*r)[0].floats, (std::vector<double>{7, 9, 8, 9}));
-    std::vector<int64_t> expected = order == 0 ? std::vector<int64_t>{3, 5, 7, 5} : std::vector<int64_t>{1, 7, 5, 7};
+    std::vector<int64_t> expected =
+        order == 0 ? std::vector<int64_t>{3, 5, 7, 5} : std::vector<int64_t>{1, 7, 5, 7};
     EXPECT_EQ((*r)[1].ints, expected);
   }
   a.set_ints("pads", {1, 1, 1, 1});
@@ -50,13 +51,16 @@ TEST(ReferenceAveragePool, CountIncludePadChangesTheDivisor) {
   a.set_ints("kernel_shape", {2, 2});
   a.set_ints("pads", {1, 1, 1, 1});
   a.set_ints("strides", {2, 2});
-  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a).floats, (std::vector<double>{1, 3.5, 5.5, 6.5}));
+  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a).floats,
+            (std::vector<double>{1, 3.5, 5.5, 6.5}));
   a.set_int("count_include_pad", 1);
-  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a).floats, (std::vector<double>{0.25, 1.75, 2.75, 6.5}));
+  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a).floats,
+            (std::vector<double>{0.25, 1.75, 2.75, 6.5}));
   a.set_ints("dilations", {2, 2});
   a.set_ints("pads", {0, 0, 0, 0});
   a.set_int("count_include_pad", 0);
-  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a, 19).floats, (std::vector<double>{(1 + 2 + 4 + 6) / 4.0}));
+  EXPECT_EQ(run_one("AveragePool", {pool_input()}, a, 19).floats,
+            (std::vector<double>{(1 + 2 + 4 + 6) / 4.0}));
 }
 
 TEST(ReferenceGlobalAveragePool, MeanPerPlane) {
@@ -81,11 +85,13 @@ TEST(ReferenceResize, LinearHalfPixelAndAlignCorners) {
   AttributeMap linear;
   linear.set_string("mode", "linear");
   Tensor x = f32({1, 1, 1, 2}, {1, 2});
-  RefTensor half = run_one("Resize", {x, std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 4})}, linear, 13);
+  RefTensor half =
+      run_one("Resize", {x, std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 4})}, linear, 13);
   EXPECT_EQ(half.floats, (std::vector<double>{1, 1.25, 1.75, 2}));
   linear.set_string("coordinate_transformation_mode", "align_corners");
-  RefTensor corners =
-      run_one("Resize", {f32({1, 1, 1, 2}, {1, 3}), std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 5})}, linear, 13);
+  RefTensor corners = run_one(
+      "Resize", {f32({1, 1, 1, 2}, {1, 3}), std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 5})},
+      linear, 13);
   EXPECT_EQ(corners.floats, (std::vector<double>{1, 1.5, 2, 2.5, 3}));
 }
 
@@ -105,7 +111,8 @@ TEST(ReferenceResize, CubicWithAMinusHalfReproducesARampInside) {
 
 TEST(ReferenceResize, LegacyVersionsFloorUpscalingAndCeilDownscaling) {
   Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
-  std::vector<double> expected = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
+  std::vector<double> expected = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2,
+                                  3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
   EXPECT_EQ(run_one("Upsample", {x, f32({4}, {1, 1, 2, 3})}, {}, 9).floats, expected);
   AttributeMap scales;
   scales.set_floats("scales", {1, 1, 2, 3});
@@ -132,7 +139,8 @@ TEST(ReferenceResize, AspectPolicyAxesAndCropWithExtrapolation) {
   crop.set_string("coordinate_transformation_mode", "tf_crop_and_resize");
   crop.set_float("extrapolation_value", 9.0f);
   Tensor ramp = f32({1, 1, 1, 5}, {0, 1, 2, 3, 4});
-  RefTensor y = run_one("Resize", {ramp, f32({2}, {0.5f, 1.5f}), std::nullopt, i64({1}, {3})}, crop, 18);
+  RefTensor y =
+      run_one("Resize", {ramp, f32({2}, {0.5f, 1.5f}), std::nullopt, i64({1}, {3})}, crop, 18);
   EXPECT_EQ(y.floats, (std::vector<double>{2, 4, 9}));
 }
 
@@ -148,26 +156,33 @@ TEST(ReferenceReduce, AxesAttributeOrInputByVersion) {
   RefTensor all = run_one("ReduceSum", {reduce_input()}, {}, 13);
   EXPECT_EQ(all.shape, (Shape{1, 1}));
   EXPECT_EQ(all.floats, (std::vector<double>{21}));
-  RefTensor noop = run_one("ReduceSum", {reduce_input(), i64({0}, {})}, attrs({{"noop_with_empty_axes", 1}}), 13);
+  RefTensor noop = run_one("ReduceSum", {reduce_input(), i64({0}, {})},
+                           attrs({{"noop_with_empty_axes", 1}}), 13);
   EXPECT_EQ(noop.floats, (std::vector<double>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(run_one("ReduceMean", {reduce_input(), i64({1}, {-1})}, attrs({{"keepdims", 0}}), 18).floats,
-            (std::vector<double>{2, 5}));
+  EXPECT_EQ(
+      run_one("ReduceMean", {reduce_input(), i64({1}, {-1})}, attrs({{"keepdims", 0}}), 18).floats,
+      (std::vector<double>{2, 5}));
   axes.set_ints("axes", {0});
-  EXPECT_EQ(run_one("ReduceMean", {reduce_input()}, axes, 13).floats, (std::vector<double>{2.5, 3.5, 4.5}));
-  EXPECT_EQ(run_one("ReduceMax", {reduce_input()}, axes, 13).floats, (std::vector<double>{4, 5, 6}));
-  EXPECT_EQ(run_one("ReduceMin", {reduce_input(), i64({1}, {1})}, {}, 18).floats, (std::vector<double>{1, 4}));
+  EXPECT_EQ(run_one("ReduceMean", {reduce_input()}, axes, 13).floats,
+            (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(run_one("ReduceMax", {reduce_input()}, axes, 13).floats,
+            (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(run_one("ReduceMin", {reduce_input(), i64({1}, {1})}, {}, 18).floats,
+            (std::vector<double>{1, 4}));
 }
 
 TEST(ReferenceReduce, IntegersStayExactAndEdgeCasesFollowTheSpec) {
   int64_t big = (int64_t(1) << 60) + 1;
-  EXPECT_EQ(run_one("ReduceSum", {i64({2}, {big, big})}, {}, 13).ints, (std::vector<int64_t>{2 * big}));
+  EXPECT_EQ(run_one("ReduceSum", {i64({2}, {big, big})}, {}, 13).ints,
+            (std::vector<int64_t>{2 * big}));
   EXPECT_EQ(run_one("ReduceMean", {i64({2}, {-7, 0})}, {}, 13).ints, (std::vector<int64_t>{-3}));
   RefTensor lse = run_one("ReduceLogSumExp", {f32({2}, {1000, 1000})}, {}, 13);
   EXPECT_NEAR(lse.floats[0], 1000 + std::log(2.0), 1e-9);
   RefTensor empty_max = run_one("ReduceMax", {f32({0, 3}, {}), i64({1}, {0})}, {}, 18);
   EXPECT_EQ(empty_max.shape, (Shape{1, 3}));
   EXPECT_EQ(empty_max.floats[0], -std::numeric_limits<double>::infinity());
-  EXPECT_FALSE(run_op("ReduceSum", {reduce_input(), i64({2}, {1, -1})}, {}, 13).is_ok());  // repeated axis
+  EXPECT_FALSE(
+      run_op("ReduceSum", {reduce_input(), i64({2}, {1, -1})}, {}, 13).is_ok());  // repeated axis
 }
 
 }  // namespace

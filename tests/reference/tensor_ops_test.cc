@@ -30,7 +30,8 @@ TEST(ReferenceReshape, ImpossibleShapesAreErrorsNamingTheNode) {
     auto r = run_op("Reshape", {random_f32({2, 3, 4}, 8), shape});
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("node 'the_node' (Reshape)"), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("node 'the_node' (Reshape)"), std::string::npos)
+        << r.status().to_string();
   }
 }
 
@@ -111,13 +112,16 @@ TEST(ReferenceSlice, NegativeStepsAndClampedEnds) {
   Tensor x = iota_f32({10});
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-  RefTensor all_reversed = run_one("Slice", {x, i64({1}, {-1}), i64({1}, {kMin}), i64({1}, {0}), i64({1}, {-1})});
+  RefTensor all_reversed =
+      run_one("Slice", {x, i64({1}, {-1}), i64({1}, {kMin}), i64({1}, {0}), i64({1}, {-1})});
   EXPECT_EQ(all_reversed.shape, (Shape{10}));
   EXPECT_EQ(all_reversed.floats[0], 1.5);
   EXPECT_EQ(all_reversed.floats[9], -3.0);
-  RefTensor stepped = run_one("Slice", {x, i64({1}, {1}), i64({1}, {kMax}), std::nullopt, i64({1}, {3})});
+  RefTensor stepped =
+      run_one("Slice", {x, i64({1}, {1}), i64({1}, {kMax}), std::nullopt, i64({1}, {3})});
   EXPECT_EQ(values_of(stepped), (std::vector<double>{-2.5, -1.0, 0.5}));  // elements 1, 4, 7
-  RefTensor back = run_one("Slice", {x, i64({1}, {8}), i64({1}, {2}), i64({1}, {0}), i64({1}, {-2})});
+  RefTensor back =
+      run_one("Slice", {x, i64({1}, {8}), i64({1}, {2}), i64({1}, {0}), i64({1}, {-2})});
   EXPECT_EQ(values_of(back), (std::vector<double>{1.0, 0.0, -1.0}));  // elements 8, 6, 4
   RefTensor empty = run_one("Slice", {x, i64({1}, {5}), i64({1}, {2}), std::nullopt, std::nullopt});
   EXPECT_EQ(empty.shape, (Shape{0}));
@@ -127,7 +131,8 @@ TEST(ReferenceSlice, NegativeStepsAndClampedEnds) {
   RefTensor m = run_one("Slice", {iota_f32({3, 4})}, v9, 9);
   EXPECT_EQ(m.shape, (Shape{1, 2}));
   EXPECT_EQ(values_of(m), (std::vector<double>{0.0, 0.5}));  // row 1, columns 2..3
-  EXPECT_FALSE(run_op("Slice", {x, i64({1}, {0}), i64({1}, {5}), std::nullopt, i64({1}, {0})}).is_ok());
+  EXPECT_FALSE(
+      run_op("Slice", {x, i64({1}, {0}), i64({1}, {5}), std::nullopt, i64({1}, {0})}).is_ok());
 }
 
 TEST(ReferenceGather, NegativeIndicesAnyAxisAndRangeErrors) {
@@ -153,9 +158,11 @@ TEST(ReferenceExpand, BroadcastsBothWays) {
 TEST(ReferenceGenerators, ShapeRangeConstantOfShapeConstant) {
   Tensor x = random_f32({2, 3, 4, 5}, 12);
   EXPECT_EQ(run_one("Shape", {x}).ints, (std::vector<int64_t>{2, 3, 4, 5}));
-  EXPECT_EQ(run_one("Shape", {x}, attrs({{"start", 1}, {"end", -1}}), 15).ints, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(run_one("Shape", {x}, attrs({{"start", 1}, {"end", -1}}), 15).ints,
+            (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(run_one("Shape", {x}, attrs({{"start", -10}, {"end", 100}}), 15).ints.size(), 4u);
-  EXPECT_EQ(run_one("Range", {i64({}, {10}), i64({}, {1}), i64({}, {-3})}).ints, (std::vector<int64_t>{10, 7, 4}));
+  EXPECT_EQ(run_one("Range", {i64({}, {10}), i64({}, {1}), i64({}, {-3})}).ints,
+            (std::vector<int64_t>{10, 7, 4}));
   EXPECT_EQ(values_of(run_one("Range", {f32({}, {0.5f}), f32({}, {2.0f}), f32({}, {0.5f})})),
             (std::vector<double>{0.5, 1.0, 1.5}));
   AttributeMap fill;

@@ -67,14 +67,16 @@ inline Result<std::vector<RefTensor>> run_op(const std::string& op_type,
     ids.push_back(b.input(name, inputs[i]->dtype(), inputs[i]->shape()));
     feeds.emplace(name, *inputs[i]);
   }
-  std::vector<ValueId> outputs = b.ops(op_type, ids, num_outputs, std::move(attributes), "the_node");
+  std::vector<ValueId> outputs =
+      b.ops(op_type, ids, num_outputs, std::move(attributes), "the_node");
   for (ValueId o : outputs) b.output(o);
   STRIDER_ASSIGN_OR_RETURN(ReferenceResult result, evaluate_reference(b.build(), feeds));
   return std::move(result.outputs);
 }
 
 // The single output of a one-node graph; fails the test on error.
-inline RefTensor run_one(const std::string& op_type, const std::vector<std::optional<Tensor>>& inputs,
+inline RefTensor run_one(const std::string& op_type,
+                         const std::vector<std::optional<Tensor>>& inputs,
                          AttributeMap attributes = {}, int opset = 17) {
   auto result = run_op(op_type, inputs, std::move(attributes), opset);
   EXPECT_TRUE(result.is_ok()) << result.status().to_string();
@@ -93,7 +95,8 @@ inline void expect_near_all(const std::vector<double>& actual, const std::vector
                             double tolerance = 1e-12) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i)
-    EXPECT_NEAR(actual[i], expected[i], tolerance * std::max(1.0, std::abs(expected[i]))) << "element " << i;
+    EXPECT_NEAR(actual[i], expected[i], tolerance * std::max(1.0, std::abs(expected[i])))
+        << "element " << i;
 }
 
 inline AttributeMap attrs(std::initializer_list<std::pair<const char*, int64_t>> ints) {
