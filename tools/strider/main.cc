@@ -20,9 +20,16 @@ int main(int argc, char** argv) {
   add_check_command(app, check);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    return report_error(strider::invalid_argument(std::string(e.what()) + "; see 'strider --help'"));
   }
   if (run.selected) return run_command(run);
   if (check.selected) return check_command(check);

@@ -1,0 +1,167 @@
+// The `strider` command line as a user meets it: exit codes, one-line errors that name
+// what is wrong, files written only on success.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/npy.h"
+#include "onnx/tensor_proto.h"
+#include "support/test_util.h"
+
+namespace strider {
+namespace {
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CliResult run_cli(const std::string& args) {
+  TempDir dir;
+  std::string command = std::string(STRIDER_BINARY_DIR) + "/strider " + args + " >" + dir.file("out") + " 2>" +
+                        dir.file("err");
+  int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir.file("out")), slurp(dir.file("err"))};
+}
+
+const std::string kSeed = std::string(STRIDER_SOURCE_DIR) + "/models/seed/LinearChunkLastDim_shape_op13";
+
+int lines(const std::string& text) { return int(std::count(text.begin(), text.end(), '\n')); }
+
+TEST(Cli, RunPrintsEveryOutputAndWritesNpyAndPb) {
+  TempDir out;
+  CliResult r = run_cli("run " + kSeed + "/model.onnx --inputs-dir " + kSeed + "/test_data_set_0 --output-dir " + out.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("output 'y' f32[12, 5]: min"), std::string::npos) << r.out;
+  auto npy = read_npy(out.file("output_0.npy"));
+  auto pb = read_tensor_pb(out.file("output_0.pb"));
+  ASSERT_TRUE(npy.is_ok() && pb.is_ok());
+  EXPECT_TRUE(testing::same_tensor(*npy, *pb));
+  auto torch = read_tensor_pb(kSeed + "/test_data_set_0/output_0.pb");
+  for (int64_t i = 0; i < torch->num_elements(); ++i)
+    EXPECT_NEAR(npy->data<float>()[i], torch->data<float>()[i], 1e-5);
+}
+
+TEST(Cli, WrongInputShapeNamesTheInputAndWritesNothing) {
+  TempDir files;
+  ASSERT_TRUE(write_npy(files.file("x.npy"), testing::random_tensor(DType::kF32, {13, 7}, 3)).is_ok());
+  CliResult r = run_cli("run " + kSeed + "/model.onnx --input x=" + files.file("x.npy") + " --output-dir " + files.file("out"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "strider: error: INVALID_ARGUMENT: input 'x' dim 0: got 13, expected 12\n");
+  EXPECT_FALSE(fs::exists(files.file("out/output_0.npy")));
+}
+
+TEST(Cli, WrongInputDtypeIsAUsageError) {
+  TempDir files;
+  ASSERT_TRUE(write_npy(files.file("x.npy"), testing::random_tensor(DType::kF64, {12, 7}, 4)).is_ok());
+  CliResult r = run_cli("run " + kSeed + "/model.onnx --input x=" + files.file("x.npy"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "strider: error: INVALID_ARGUMENT: input 'x': got f64, expected f32\n");
+}
+
+TEST(Cli, TruncatedModelIsAnInvalidModelInOneLine) {
+  TempDir files;
+  std::string bytes = slurp(kSeed + "/model.onnx");
+  testing::write_bytes(files.file("half.onnx"), bytes.substr(0, bytes.size() / 2));
+  CliResult r = run_cli("run " + files.file("half.onnx"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("strider: error: INVALID_MODEL: ", 0), 0u) << r.err;
+}
+
+TEST(Cli, UnsupportedOpsAreAllListedWithTheirNodes) {
+  TempDir files;
+  onnx::ModelProto model = testing::make_model(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  testing::add_input(g, "x", onnx::TensorProto::FLOAT, {2, 3});
+  testing::add_node(g, "FooOp", {"x"}, {"a"}, "foo_1");
+  testing::add_node(g, "Relu", {"a"}, {"b"}, "relu");
+  testing::add_node(g, "BarOp", {"b"}, {"c"}, "bar_1");
+  testing::add_node(g, "BarOp", {"c"}, {"d"}, "bar_2");
+  testing::add_output(g, "d");
+  testing::write_bytes(files.file("m.onnx"), testing::serialize(model));
+  CliResult r = run_cli("run " + files.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err,
+            "strider: error: UNSUPPORTED: the model uses 2 unsupported ops: BarOp (nodes 'bar_1', 'bar_2'), "
+            "FooOp (node 'foo_1')\n");
+}
+
+TEST(Cli, MissingInitializerNamesTheNodeAndTheValue) {
+  TempDir files;
+  onnx::ModelProto model = testing::make_model(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  testing::add_input(g, "x", onnx::TensorProto::FLOAT, {2, 3});
+  testing::add_node(g, "MatMul", {"x", "weights"}, {"y"}, "project");
+  testing::add_output(g, "y");
+  testing::write_bytes(files.file("m.onnx"), testing::serialize(model));
+  CliResult r = run_cli("run " + files.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(lines(r.err), 1);
+  EXPECT_NE(r.err.find("'project'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'weights'"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingFilesAndBadFlagsAreUsageErrors) {
+  EXPECT_EQ(run_cli("run /nonexistent/model.onnx").exit_code, 2);
+  CliResult bad_flag = run_cli("run " + kSeed + "/model.onnx --no-such-flag");
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_EQ(bad_flag.err.rfind("strider: error: INVALID_ARGUMENT: ", 0), 0u) << bad_flag.err;
+  EXPECT_EQ(lines(bad_flag.err), 1) << bad_flag.err;
+  EXPECT_EQ(run_cli("run " + kSeed + "/model.onnx --input x=/nonexistent.npy").exit_code, 2);
+  EXPECT_EQ(run_cli("run " + kSeed + "/model.onnx --dtype f64").exit_code, 2);
+}
+
+TEST(Cli, CheckPassesAndFailsWithExitCodes) {
+  CliResult pass = run_cli("check " + kSeed + "/model.onnx --inputs-dir " + kSeed + "/test_data_set_0");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_NE(pass.out.find("PASS"), std::string::npos);
+  EXPECT_NE(pass.out.find("1 passed, 0 failed"), std::string::npos);
+  // Expected outputs that are off by a little more than the tolerance fail the check.
+  TempDir wrong;
+  Tensor expected = *read_tensor_pb(kSeed + "/test_data_set_0/output_0.pb");
+  expected.data<float>()[7] += 0.01f;
+  ASSERT_TRUE(write_tensor_pb(wrong.file("output_0.pb"), expected, "y").is_ok());
+  CliResult fail = run_cli("check " + kSeed + "/model.onnx --inputs-dir " + kSeed + "/test_data_set_0 --expected-dir " +
+                           wrong.path().string() + " --json " + wrong.file("report.json"));
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("FAIL"), std::string::npos);
+  EXPECT_NE(fail.out.find("0 passed, 1 failed"), std::string::npos);
+  std::string json = slurp(wrong.file("report.json"));
+  EXPECT_NE(json.find("\"model_sha256\""), std::string::npos);
+  EXPECT_NE(json.find("\"max_abs_error\""), std::string::npos);
+}
+
+TEST(Cli, CheckOfATestFolderRunsEveryDataSetInBf16) {
+  CliResult r = run_cli("check " + kSeed + " --dtype bf16");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("test_data_set_0 output 'y'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpHasExamplesAndVersionNamesTheLibraries) {
+  for (const char* command : {"run", "check"}) {
+    CliResult r = run_cli(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Examples:"), std::string::npos) << command;
+  }
+  CliResult v = run_cli("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("commit"), std::string::npos);
+  EXPECT_NE(v.out.find("oneDNN"), std::string::npos);
+  EXPECT_NE(v.out.find("protobuf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strider
