@@ -124,3 +124,68 @@ TEST(ReferenceTensors, WideningIsExactAndNarrowingRoundsLikeCast) {
 
 }  // namespace
 }  // namespace strider
+
+namespace strider {
+namespace {
+
+using namespace strider::testing;
+
+struct BadCase {
+  const char* op;
+  std::vector<std::optional<Tensor>> inputs;
+  AttributeMap attributes;
+  int opset;
+};
+
+AttributeMap with_ints(const char* name, std::vector<int64_t> values, AttributeMap a = {}) {
+  a.set_ints(name, std::move(values));
+  return a;
+}
+
+TEST(ReferenceInterpreter, BadInputsAreStatusesNamingTheNodeNeverCrashes) {
+  Tensor image = random_f32({1, 2, 4, 4}, 70);
+  constexpr int64_t kHuge = int64_t(1) << 40;
+  std::vector<BadCase> cases = {
+      {"Conv", {image, random_f32({3, 2, 3}, 71)}, {}, 17},         // weight rank
+      {"Conv", {image, random_f32({3, 2, 5, 5}, 72)}, {}, 17},      // kernel > input
+      {"MaxPool", {image}, with_ints("kernel_shape", {9, 9}), 17},  // no output
+      {"MaxPool", {image}, {}, 17},                                 // no kernel_shape
+      {"AveragePool", {image}, with_ints("pads", {1, 1}, with_ints("kernel_shape", {2, 2})), 17},
+      {"Resize", {image, std::nullopt, f32({4}, {1, 1, 2, 2}), i64({4}, {1, 2, 8, 8})}, {}, 13},
+      {"Resize", {image, std::nullopt, f32({4}, {1, 1, 1e30f, 1})}, {}, 13},  // huge output
+      {"Resize", {image, std::nullopt, f32({3}, {1, 1, 2})}, {}, 13},         // wrong length
+      {"Expand", {image, i64({2}, {kHuge, kHuge})}, {}, 17},
+      {"ConstantOfShape", {i64({2}, {kHuge, 3})}, {}, 17},
+      {"ConstantOfShape", {i64({2}, {-1, 3})}, {}, 17},
+      {"Range", {f32({}, {0}), f32({}, {1e30f}), f32({}, {1e-30f})}, {}, 17},
+      {"Range", {i64({}, {0}), i64({}, {5}), i64({}, {0})}, {}, 17},
+      {"Reshape", {image, i64({2}, {kHuge, kHuge})}, {}, 17},
+      {"Slice", {image, i64({2}, {0, 0}), i64({1}, {1})}, {}, 17},
+      {"Split", {image, i64({2}, {3, -1})}, {}, 17},
+      {"Transpose", {image}, with_ints("perm", {0, 1, 2}), 17},
+      {"Unsqueeze", {image, i64({2}, {1, 1})}, {}, 17},
+      {"Gather", {image, i64({1}, {0})}, attrs({{"axis", 4}}), 17},
+      {"Softmax", {image}, attrs({{"axis", 4}}), 17},
+      {"ReduceSum", {image, i64({1}, {7})}, {}, 17},
+      {"MatMul", {random_f32({2, 3}, 73), i64({3, 2}, {1, 2, 3, 4, 5, 6})}, {}, 17},
+      {"Gemm", {random_f32({2, 3, 1}, 74), random_f32({3, 2}, 75)}, {}, 17},
+      {"BatchNormalization",
+       {image, f32({1}, {1}), f32({2}, {0, 0}), f32({2}, {0, 0}), f32({2}, {1, 1})},
+       {},
+       15},
+      {"Where", {f32({1}, {1}), image, image}, {}, 17},
+      {"Concat", {image, std::nullopt}, attrs({{"axis", 0}}), 17},
+      {"Add", {image, std::nullopt}, {}, 17},
+      {"Cast", {image}, {}, 17},  // no 'to'
+  };
+  for (BadCase& c : cases) {
+    auto r = run_op(c.op, c.inputs, c.attributes, c.opset);
+    ASSERT_FALSE(r.is_ok()) << c.op;
+    EXPECT_NE(r.status().message().find(std::string("node 'the_node' (") + c.op + ")"),
+              std::string::npos)
+        << r.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace strider

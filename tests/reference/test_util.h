@@ -15,23 +15,31 @@
 
 namespace strider::testing {
 
+// Tensor::from_values, except that an empty tensor copies nothing (memcpy from the null
+// data() of an empty vector is undefined behaviour).
+template <typename T>
+Tensor tensor_of(DType dtype, Shape shape, const std::vector<T>& values) {
+  if (values.empty()) return Tensor(dtype, std::move(shape));
+  return Tensor::from_values<T>(dtype, std::move(shape), values);
+}
+
 inline Tensor f32(Shape shape, const std::vector<float>& values) {
-  return Tensor::from_values<float>(DType::kF32, std::move(shape), values);
+  return tensor_of<float>(DType::kF32, std::move(shape), values);
 }
 inline Tensor f64(Shape shape, const std::vector<double>& values) {
-  return Tensor::from_values<double>(DType::kF64, std::move(shape), values);
+  return tensor_of<double>(DType::kF64, std::move(shape), values);
 }
 inline Tensor i64(Shape shape, const std::vector<int64_t>& values) {
-  return Tensor::from_values<int64_t>(DType::kI64, std::move(shape), values);
+  return tensor_of<int64_t>(DType::kI64, std::move(shape), values);
 }
 inline Tensor i32(Shape shape, const std::vector<int32_t>& values) {
-  return Tensor::from_values<int32_t>(DType::kI32, std::move(shape), values);
+  return tensor_of<int32_t>(DType::kI32, std::move(shape), values);
 }
 inline Tensor u8(Shape shape, const std::vector<uint8_t>& values) {
-  return Tensor::from_values<uint8_t>(DType::kU8, std::move(shape), values);
+  return tensor_of<uint8_t>(DType::kU8, std::move(shape), values);
 }
 inline Tensor boolean(Shape shape, const std::vector<uint8_t>& values) {
-  return Tensor::from_values<uint8_t>(DType::kBool, std::move(shape), values);
+  return tensor_of<uint8_t>(DType::kBool, std::move(shape), values);
 }
 
 // Uniform values in [low, high) from a fixed seed.
