@@ -34,6 +34,31 @@ KernelPtr single_copy(const KernelRequest& r, TensorView src) {
   return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
 }
 
+// A row-major reshuffle between two views whose strides admit no common shape: gathers
+// the input into dense scratch memory owned by the kernel, then scatters it.
+class StagedCopyKernel final : public Kernel {
+ public:
+  StagedCopyKernel(std::string name, TensorView in, TensorView out)
+      : name_(std::move(name)), in_(std::move(in)), out_(std::move(out)),
+        scratch_(size_t(in_.num_elements() * dtype_size(in_.dtype))),
+        scratch_allocation_(0, "scratch", "cpu", scratch_.data(), int64_t(scratch_.size()), 1,
+                            StorageMode::kHost, true) {}
+  Status run() override {
+    STRIDER_ASSIGN_OR_RETURN(TensorView dense_in, make_dense_view(scratch_allocation_, 0, in_.dtype, in_.sizes, "scratch"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView dense_out, make_dense_view(scratch_allocation_, 0, out_.dtype, out_.sizes, "scratch"));
+    copy_view(dense_in, in_);
+    copy_view(out_, dense_out);
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:staged-copy:" + name_; }
+
+ private:
+  std::string name_;
+  TensorView in_, out_;
+  std::vector<std::byte> scratch_;
+  Allocation scratch_allocation_;
+};
+
 // Identity, Reshape, Flatten, Squeeze, Unsqueeze: the same elements in row-major order.
 Result<KernelPtr> make_reshape_copy(const KernelRequest& r) {
   const TensorView& in = r.inputs[0];
@@ -41,8 +66,7 @@ Result<KernelPtr> make_reshape_copy(const KernelRequest& r) {
   if (auto src = reshape_view(in, out.sizes)) return single_copy(r, *src);
   if (auto dst = reshape_view(out, in.sizes))
     return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, in}}));
-  return unsupported(fmt::format("{} of view {} into {} needs a Materialize step", r.node.op_type,
-                                 in.to_string(), out.to_string()));
+  return KernelPtr(new StagedCopyKernel(r.node.op_type, in, out));
 }
 
 Result<KernelPtr> make_transpose(const KernelRequest& r) {

@@ -1,0 +1,299 @@
+// Every CPU kernel on views that are not dense: permuted (channels-last style) with padded
+// strides and a storage offset, and reversed (negative stride) — for inputs and for the
+// output, which lies inside a larger poisoned buffer. Each result must match the float64
+// reference, and no byte of the buffer outside the output's elements may change.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "check/compare.h"
+#include "hal/cpu/copy.h"
+#include "hal/cpu/cpu_kernels.h"
+#include "ir/builder.h"
+#include "ops/op_registry.h"
+#include "reference/reference.h"
+
+namespace strider {
+namespace {
+
+enum class Layout { kDense, kPermutedPadded, kReversed };
+constexpr uint8_t kPoison = 0xA5;
+
+// Host memory for one view, poisoned, with an Allocation that describes it.
+struct Buffer {
+  std::vector<std::byte> bytes;
+  std::unique_ptr<Allocation> allocation;
+  explicit Buffer(int64_t size)
+      : bytes(size_t(size), std::byte{kPoison}),
+        allocation(std::make_unique<Allocation>(7, "test", "cpu", bytes.data(), size, 64, StorageMode::kHost, true)) {}
+};
+
+// A view with the given logical sizes in `layout`, inside a fresh buffer.
+TensorView make_layout_view(DType dtype, const Shape& sizes, Layout layout, std::vector<std::unique_ptr<Buffer>>& keep) {
+  size_t rank = sizes.size();
+  Strides strides(rank);
+  int64_t offset = 0, span = 1;
+  if (layout == Layout::kPermutedPadded) {
+    // Innermost storage dim is logical dim 1 (channels-last for NCHW), others in reverse
+    // order; every dim padded by one element; the view starts 3 elements in.
+    std::vector<size_t> order;
+    if (rank > 1) order.push_back(1);
+    for (size_t d = rank; d-- > 0;)
+      if (d != 1 || rank == 1) order.push_back(d);
+    for (size_t d : order) {
+      strides[d] = span;
+      span *= sizes[d] + 1;
+    }
+    offset = 3;
+  } else {
+    strides = contiguous_strides(sizes);
+    span = std::max<int64_t>(num_elements(sizes), 1);
+    if (layout == Layout::kReversed) {
+      for (size_t d = 0; d < rank; ++d)
+        if (sizes[d] > 1) {  // reverse the outermost non-trivial dim
+          offset = (sizes[d] - 1) * strides[d];
+          strides[d] = -strides[d];
+          break;
+        }
+    }
+  }
+  int64_t esize = dtype_size(dtype);
+  keep.push_back(std::make_unique<Buffer>((span + 8) * esize));
+  auto view = make_view(*keep.back()->allocation, offset * esize, dtype, sizes, strides, "test view");
+  EXPECT_TRUE(view.is_ok()) << view.status().to_string();
+  return *view;
+}
+
+std::vector<double> download(const TensorView& view) {
+  Tensor dense(view.dtype, view.sizes);
+  Strides strides = contiguous_strides(view.sizes);
+  cpu::copy_strided(view.sizes, dense.bytes(), strides.data(), view.host_data(), view.strides.data(),
+                    dtype_size(view.dtype));
+  std::vector<double> v;
+  for (int64_t i = 0; i < dense.num_elements(); ++i) v.push_back(dense.element_as_double(i));
+  return v;
+}
+
+// Bytes of `buffer` that hold elements of `view`.
+std::set<int64_t> element_bytes(const TensorView& view) {
+  std::set<int64_t> bytes;
+  Shape index(view.sizes.size(), 0);
+  for (int64_t i = 0; i < view.num_elements(); ++i) {
+    int64_t offset = view.byte_offset;
+    for (size_t d = 0; d < index.size(); ++d) offset += index[d] * view.strides[d] * dtype_size(view.dtype);
+    for (int64_t b = 0; b < dtype_size(view.dtype); ++b) bytes.insert(offset + b);
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < view.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return bytes;
+}
+
+Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (dtype == DType::kF32) t.data<float>()[i] = normal(rng);
+    else if (dtype == DType::kI64) t.data<int64_t>()[i] = int64_t(rng() % 3);
+    else if (dtype == DType::kBool) t.data<uint8_t>()[i] = uint8_t(rng() & 1);
+  }
+  return t;
+}
+
+// Runs the graph's single node on views in `layout` and checks it against the reference.
+void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout) {
+  ASSERT_EQ(graph.num_nodes(), 1);
+  InferContext context(graph, 0);
+  Node& node = graph.node(0);
+  ASSERT_TRUE(find_op_schema("", node.op_type)->infer(context).is_ok());
+  auto expected = evaluate_reference(graph, inputs);
+  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  KernelRequest request{graph, node, {}, {}};
+  for (ValueId id : node.inputs) {
+    if (id == kNoValue) {
+      request.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(id);
+    const Tensor& value = v.is_constant() ? *v.constant : inputs.at(v.name);
+    TensorView view = make_layout_view(v.dtype, v.shape, v.is_constant() ? Layout::kDense : layout, buffers);
+    Strides dense = contiguous_strides(v.shape);
+    cpu::copy_strided(v.shape, view.host_data(), view.strides.data(), value.bytes(), dense.data(), dtype_size(v.dtype));
+    request.inputs.push_back(view);
+  }
+  for (ValueId id : node.outputs)
+    request.outputs.push_back(make_layout_view(graph.value(id).dtype, graph.value(id).shape, layout, buffers));
+  auto kernel = cpu::create_kernel(request);
+  ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
+  ASSERT_TRUE((*kernel)->run().is_ok());
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const TensorView& out = request.outputs[i];
+    std::vector<double> reference;
+    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k)
+      reference.push_back(expected->outputs[i].element_as_double(k));
+    Comparison c = compare_values(download(out), reference, {1e-5, 1e-6, 0.99999}, !is_floating(out.dtype));
+    EXPECT_TRUE(c.passed) << node.op_type << " output " << i << ": " << c.reason;
+    // Nothing outside the output's elements was written.
+    std::set<int64_t> mine = element_bytes(out);
+    const auto& bytes = buffers[buffers.size() - request.outputs.size() + i]->bytes;
+    for (size_t b = 0; b < bytes.size(); ++b)
+      if (!mine.count(int64_t(b))) ASSERT_EQ(uint8_t(bytes[b]), kPoison) << node.op_type << " wrote byte " << b;
+  }
+}
+
+class StridedKernels : public ::testing::TestWithParam<Layout> {
+ protected:
+  void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
+    check_node(b.build(), inputs, GetParam());
+  }
+  Tensor x(const Shape& shape, uint32_t seed = 1) { return random_tensor(DType::kF32, shape, seed); }
+};
+
+AttributeMap ints(const std::string& name, std::vector<int64_t> v) {
+  AttributeMap a;
+  a.set_ints(name, std::move(v));
+  return a;
+}
+AttributeMap one_int(const std::string& name, int64_t v) {
+  AttributeMap a;
+  a.set_int(name, v);
+  return a;
+}
+Tensor i64(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
+
+TEST_P(StridedKernels, BinaryWithBroadcast) {
+  GraphBuilder b;
+  b.output(b.op("Add", {b.input("a", DType::kF32, {2, 3, 4, 5}), b.input("c", DType::kF32, {3, 1, 5})}));
+  check(b, {{"a", x({2, 3, 4, 5})}, {"c", x({3, 1, 5}, 2)}});
+}
+
+TEST_P(StridedKernels, UnaryChain) {
+  for (const char* op : {"Sigmoid", "Tanh", "Relu", "HardSwish", "Exp", "Abs", "Neg", "Erf"}) {
+    GraphBuilder b;
+    b.output(b.op(op, {b.input("a", DType::kF32, {2, 5, 3, 4})}));
+    check(b, {{"a", x({2, 5, 3, 4})}});
+  }
+}
+
+TEST_P(StridedKernels, MatMulBatchedAndGemmTransposed) {
+  GraphBuilder b;
+  b.output(b.op("MatMul", {b.input("a", DType::kF32, {2, 6, 7}), b.input("w", DType::kF32, {7, 5})}));
+  check(b, {{"a", x({2, 6, 7})}, {"w", x({7, 5}, 2)}});
+  GraphBuilder g;
+  AttributeMap attrs = one_int("transB", 1);
+  attrs.set_float("alpha", 0.5f);
+  g.output(g.op("Gemm", {g.input("a", DType::kF32, {6, 7}), g.input("w", DType::kF32, {5, 7}), g.input("c", DType::kF32, {5})}, attrs));
+  check(g, {{"a", x({6, 7})}, {"w", x({5, 7}, 2)}, {"c", x({5}, 3)}});
+}
+
+TEST_P(StridedKernels, ConvGroupedPaddedStrided) {
+  GraphBuilder b;
+  AttributeMap attrs = ints("pads", {1, 0, 1, 2});
+  attrs.set_ints("strides", {2, 1});
+  attrs.set_int("group", 2);
+  b.output(b.op("Conv", {b.input("x", DType::kF32, {2, 4, 7, 6}), b.input("w", DType::kF32, {6, 2, 3, 3}),
+                         b.input("bias", DType::kF32, {6})}, attrs));
+  check(b, {{"x", x({2, 4, 7, 6})}, {"w", x({6, 2, 3, 3}, 2)}, {"bias", x({6}, 3)}});
+}
+
+TEST_P(StridedKernels, Pooling) {
+  GraphBuilder b;
+  AttributeMap attrs = ints("kernel_shape", {3, 3});
+  attrs.set_ints("pads", {1, 1, 1, 1});
+  attrs.set_ints("strides", {2, 2});
+  auto outs = b.ops("MaxPool", {b.input("x", DType::kF32, {1, 3, 7, 6})}, 2, attrs);
+  b.output(outs[0]);
+  b.output(outs[1]);
+  check(b, {{"x", x({1, 3, 7, 6})}});
+  GraphBuilder a;
+  AttributeMap avg = ints("kernel_shape", {2, 3});
+  avg.set_int("count_include_pad", 1);
+  avg.set_ints("pads", {0, 1, 1, 1});
+  a.output(a.op("AveragePool", {a.input("x", DType::kF32, {2, 3, 5, 6})}, avg));
+  check(a, {{"x", x({2, 3, 5, 6})}});
+}
+
+TEST_P(StridedKernels, DataMovement) {
+  GraphBuilder c;
+  c.output(c.op("Concat", {c.input("a", DType::kF32, {2, 3, 4}), c.input("b", DType::kF32, {2, 5, 4})}, one_int("axis", 1)));
+  check(c, {{"a", x({2, 3, 4})}, {"b", x({2, 5, 4}, 2)}});
+  GraphBuilder s;
+  auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64({2, 4}))}, 2, one_int("axis", 1));
+  s.output(parts[0]);
+  s.output(parts[1]);
+  check(s, {{"a", x({2, 6, 4})}});
+  GraphBuilder l;
+  l.output(l.op("Slice", {l.input("a", DType::kF32, {5, 6, 4}), l.constant("starts", i64({-1, 1})),
+                          l.constant("ends", i64({-6, 6})), l.constant("axes", i64({0, 1})), l.constant("steps", i64({-2, 2}))}));
+  check(l, {{"a", x({5, 6, 4})}});
+  GraphBuilder t;
+  t.output(t.op("Transpose", {t.input("a", DType::kF32, {2, 3, 4})}, ints("perm", {2, 0, 1})));
+  check(t, {{"a", x({2, 3, 4})}});
+  GraphBuilder e;
+  e.output(e.op("Expand", {e.input("a", DType::kF32, {3, 1}), e.constant("shape", i64({2, 3, 4}))}));
+  check(e, {{"a", x({3, 1})}});
+}
+
+TEST_P(StridedKernels, ReshapeOfAStridedInput) {
+  GraphBuilder b;
+  b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64({4, 6}))}));
+  check(b, {{"a", x({2, 3, 4})}});
+}
+
+TEST_P(StridedKernels, GatherWhereCastClip) {
+  GraphBuilder g;
+  g.output(g.op("Gather", {g.input("a", DType::kF32, {4, 5, 3}), g.input("i", DType::kI64, {2, 2})}, one_int("axis", 1)));
+  check(g, {{"a", x({4, 5, 3})}, {"i", random_tensor(DType::kI64, {2, 2}, 5)}});
+  GraphBuilder w;
+  w.output(w.op("Where", {w.input("c", DType::kBool, {3, 4}), w.input("a", DType::kF32, {3, 4}), w.input("b", DType::kF32, {4})}));
+  check(w, {{"c", random_tensor(DType::kBool, {3, 4}, 6)}, {"a", x({3, 4})}, {"b", x({4}, 2)}});
+  GraphBuilder k;
+  AttributeMap to = one_int("to", 7);  // INT64
+  k.output(k.op("Cast", {k.input("a", DType::kF32, {3, 4})}, to));
+  check(k, {{"a", x({3, 4})}});
+  GraphBuilder p;
+  p.output(p.op("Clip", {p.input("a", DType::kF32, {3, 4}), p.constant("lo", Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{-0.5f})),
+                         p.constant("hi", Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{0.7f}))}));
+  check(p, {{"a", x({3, 4})}});
+}
+
+TEST_P(StridedKernels, NormalizationAndReductions) {
+  GraphBuilder s;
+  s.output(s.op("Softmax", {s.input("a", DType::kF32, {2, 3, 5})}, one_int("axis", 1)));
+  check(s, {{"a", x({2, 3, 5})}});
+  GraphBuilder r;  // opset 17: axes is an attribute
+  AttributeMap keep = one_int("keepdims", 0);
+  AttributeMap keep_axes = ints("axes", {0, 2});
+  keep_axes.set_int("keepdims", 0);
+  r.output(r.op("ReduceSum", {r.input("a", DType::kF32, {2, 3, 5}), r.constant("axes", i64({0, 2}))}, keep));
+  check(r, {{"a", x({2, 3, 5})}});
+  GraphBuilder m;
+  m.output(m.op("ReduceMean", {m.input("a", DType::kF32, {2, 3, 5})}, keep_axes));
+  check(m, {{"a", x({2, 3, 5})}});
+  GraphBuilder r18(18);  // opset 18: ReduceMean's axes is an input
+  r18.output(r18.op("ReduceMean", {r18.input("a", DType::kF32, {2, 3, 5}), r18.constant("axes", i64({0, 2}))}, keep));
+  check(r18, {{"a", x({2, 3, 5})}});
+  GraphBuilder n;
+  std::vector<ValueId> params;
+  ValueId in = n.input("x", DType::kF32, {2, 3, 4, 2});
+  for (const char* name : {"scale", "bias", "mean", "var"}) params.push_back(n.input(name, DType::kF32, {3}));
+  n.output(n.op("BatchNormalization", {in, params[0], params[1], params[2], params[3]}));
+  Tensor var = x({3}, 9);
+  for (int64_t i = 0; i < 3; ++i) var.data<float>()[i] = 0.5f + std::fabs(var.data<float>()[i]);
+  check(n, {{"x", x({2, 3, 4, 2})}, {"scale", x({3}, 2)}, {"bias", x({3}, 3)}, {"mean", x({3}, 4)}, {"var", var}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, StridedKernels,
+                         ::testing::Values(Layout::kDense, Layout::kPermutedPadded, Layout::kReversed),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return std::string(info.param == Layout::kDense ? "Dense"
+                                              : info.param == Layout::kPermutedPadded ? "PermutedPadded" : "Reversed");
+                         });
+
+}  // namespace
+}  // namespace strider
