@@ -58,7 +58,7 @@ Result<PoolSetup> pool_setup(const OpContext& ctx, const RefTensor& x, int dilat
   if (ctx.opset() >= 10) {
     STRIDER_ASSIGN_OR_RETURN(options.ceil_mode, ctx.attributes().get_int("ceil_mode", 0));
   }
-  options.drop_windows_starting_in_right_padding = ctx.opset() >= 22;
+  options.drop_windows_starting_in_right_padding = true;
   options.dilations_allowed = ctx.opset() >= dilations_since;
   PoolSetup s;
   Shape spatial(x.shape.begin() + 2, x.shape.end());

@@ -8,18 +8,23 @@
 namespace strider::ref {
 namespace {
 
-// x_original of output coordinate x. length_resized is the integer output length.
+// x_original of output coordinate x. align_corners divides by the output length before
+// flooring (scale * length_original), as the ONNX reference implementation and its node
+// tests do; it differs from the integer length only when downscaling by a scale that does
+// not give a whole length (ONNX Runtime uses the integer length there).
 double original_coordinate(const ResizeConfig& c, const ResizeAxis& a, int64_t x) {
   const std::string& mode = c.coordinate_mode;
   double xr = double(x), in = double(a.in), out = double(a.out);
+  double unfloored_out = a.scale * in;
   if (mode == "half_pixel") return (xr + 0.5) / a.scale - 0.5;
   if (mode == "half_pixel_symmetric") {
-    double adjustment = out / (a.scale * in);  // output_width_int / output_width
+    double adjustment = out / unfloored_out;  // output_width_int / output_width
     double offset = in / 2 * (1 - adjustment);
     return offset + (xr + 0.5) / a.scale - 0.5;
   }
   if (mode == "pytorch_half_pixel") return a.out > 1 ? (xr + 0.5) / a.scale - 0.5 : 0.0;
-  if (mode == "align_corners") return a.out == 1 ? 0.0 : xr * (in - 1) / (out - 1);
+  if (mode == "align_corners")
+    return unfloored_out == 1 ? 0.0 : xr * (in - 1) / (unfloored_out - 1);
   if (mode == "tf_half_pixel_for_nn") return (xr + 0.5) / a.scale;
   if (mode == "tf_crop_and_resize") {
     if (a.out > 1)

@@ -27,8 +27,9 @@ struct WindowOptions {
   // The kernel taken from the weights (Conv); pools read the required kernel_shape.
   std::optional<Shape> kernel_from_weights;
   bool ceil_mode = false;
-  // Pools from opset 22: with ceil_mode, a last window that would start in the right
-  // padding is dropped.
+  // Pools: with ceil_mode, a last window that would start in the right padding is dropped.
+  // The spec states it from opset 22 as a note (22 changed only types); earlier opsets are
+  // read the same way, as PyTorch, which exports ceil_mode pools, computes them.
   bool drop_windows_starting_in_right_padding = false;
   // Pools before the opset that added `dilations` ignore it (always 1).
   bool dilations_allowed = true;

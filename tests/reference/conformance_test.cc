@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -21,20 +22,6 @@ namespace fs = std::filesystem;
 
 constexpr double kRelativeTolerance = 1e-3;
 constexpr double kAbsoluteTolerance = 1e-5;
-
-// Cases where the reference follows the operator spec and the expected data (made by the
-// onnx Python reference implementation) does not; each with the reason.
-const std::map<std::string, std::string>& known_deviations() {
-  static const std::map<std::string, std::string> deviations = {
-      {"test_resize_downsample_scales_cubic_align_corners",
-       "align_corners uses the integer output length (spec: length_resized); the expected data "
-       "divides by the fractional scale * length"},
-      {"test_resize_downsample_scales_linear_align_corners",
-       "align_corners uses the integer output length (spec: length_resized); the expected data "
-       "divides by the fractional scale * length"},
-  };
-  return deviations;
-}
 
 enum class Outcome { kPass, kFail, kUnsupported };
 
@@ -112,7 +99,7 @@ TEST(ReferenceConformance, EverySupportedNodeTestMatchesItsExpectedOutputs) {
     if (fs::exists(entry.path() / "model.onnx")) dirs.push_back(entry.path());
   std::sort(dirs.begin(), dirs.end());
   ASSERT_GT(dirs.size(), 1000u);
-  int pass = 0, fail = 0, unsupported = 0, deviations = 0;
+  int pass = 0, fail = 0, unsupported = 0;
   std::string failures, unsupported_list;
   for (const fs::path& dir : dirs) {
     std::string name = dir.filename().string();
@@ -122,21 +109,16 @@ TEST(ReferenceConformance, EverySupportedNodeTestMatchesItsExpectedOutputs) {
       ++unsupported;
       unsupported_list += fmt::format("  {}: {}\n", name, r.detail);
     }
-    if (r.outcome != Outcome::kFail) continue;
-    ++fail;
-    auto known = known_deviations().find(name);
-    if (known != known_deviations().end()) {
-      ++deviations;
-      std::cout << fmt::format("known deviation {}: {} ({})\n", name, known->second, r.detail);
-      continue;
+    if (r.outcome == Outcome::kFail) {
+      ++fail;
+      failures += fmt::format("  {}: {}\n", name, r.detail);
     }
-    failures += fmt::format("  {}: {}\n", name, r.detail);
   }
+  // STRIDER_SHOW_UNSUPPORTED=1 lists why each unsupported case is.
   if (std::getenv("STRIDER_SHOW_UNSUPPORTED") != nullptr)
     std::cout << "unsupported:\n" << unsupported_list;
-  std::cout << fmt::format(
-      "reference conformance: {} pass, {} fail ({} known deviations), {} unsupported, of {}\n",
-      pass, fail, deviations, unsupported, dirs.size());
+  std::cout << fmt::format("reference conformance: {} pass, {} fail, {} unsupported, of {}\n", pass,
+                           fail, unsupported, dirs.size());
   EXPECT_TRUE(failures.empty()) << "failing cases:\n" << failures;
 }
 

@@ -30,7 +30,7 @@ TEST(ReferenceMaxPool, ValuesAndIndicesInBothStorageOrders) {
   EXPECT_EQ(run_one("MaxPool", {pool_input()}, a).floats, (std::vector<double>{1, 5, 7, 9}));
 }
 
-TEST(ReferenceMaxPool, CeilModeAndTheOpset22RuleForWindowsInThePadding) {
+TEST(ReferenceMaxPool, CeilModeDropsAWindowThatWouldStartInTheRightPadding) {
   AttributeMap a = attrs({{"ceil_mode", 1}});
   a.set_ints("kernel_shape", {2});
   a.set_ints("strides", {2});
@@ -39,11 +39,13 @@ TEST(ReferenceMaxPool, CeilModeAndTheOpset22RuleForWindowsInThePadding) {
   a.set_ints("kernel_shape", {1});
   a.set_ints("pads", {0, 1});
   Tensor y = f32({1, 1, 2}, {3, 1});
-  // Windows start at 0 and 2; the second starts in the right padding.
-  EXPECT_EQ(run_one("MaxPool", {y}, a, 21).shape, (Shape{1, 1, 2}));
-  RefTensor v22 = run_one("MaxPool", {y}, a, 22);
-  EXPECT_EQ(v22.shape, (Shape{1, 1, 1}));
-  EXPECT_EQ(v22.floats, (std::vector<double>{3}));
+  // ceil((2 + 1 - 1) / 2) + 1 = 2 windows, starting at 0 and 2; the second starts in the
+  // right padding. The spec notes the drop from opset 22; older opsets are read alike.
+  for (int opset : {12, 21, 22}) {
+    RefTensor v = run_one("MaxPool", {y}, a, opset);
+    EXPECT_EQ(v.shape, (Shape{1, 1, 1})) << opset;
+    EXPECT_EQ(v.floats, (std::vector<double>{3})) << opset;
+  }
 }
 
 TEST(ReferenceAveragePool, CountIncludePadChangesTheDivisor) {
@@ -93,6 +95,13 @@ TEST(ReferenceResize, LinearHalfPixelAndAlignCorners) {
       "Resize", {f32({1, 1, 1, 2}, {1, 3}), std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 5})},
       linear, 13);
   EXPECT_EQ(corners.floats, (std::vector<double>{1, 1.5, 2, 2.5, 3}));
+  // Downscaling by 0.6: align_corners divides by the unfloored length 2.4, not by 2.
+  Tensor wide = f32({1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  RefTensor down =
+      run_one("Resize", {wide, std::nullopt, f32({4}, {1, 1, 0.6f, 0.6f})}, linear, 13);
+  EXPECT_EQ(down.shape, (Shape{1, 1, 1, 2}));
+  double unfloored = double(0.6f) * 4;
+  expect_near_all(values_of(down), {1, 1 + 3 / (unfloored - 1)});
 }
 
 TEST(ReferenceResize, CubicWithAMinusHalfReproducesARampInside) {
