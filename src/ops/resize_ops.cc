@@ -82,6 +82,11 @@ Status resolve_sizes(const NodeInputs& node, const std::vector<int64_t>& sizes,
                            node.attributes().get_string("keep_aspect_ratio_policy", "stretch"));
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     return node.error("unknown keep_aspect_ratio_policy '{}'", policy);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (sizes[i] < 0) return node.error("sizes[{}] is {}", i, sizes[i]);
+    if (in[size_t(axes[i])] == 0 && sizes[i] != 0)
+      return node.error("sizes[{}] is {} but input dim {} is empty", i, sizes[i], axes[i]);
+  }
   p->output = in;
   p->scales.assign(in.size(), 1.0);
   if (policy == "stretch") {
@@ -94,6 +99,7 @@ Status resolve_sizes(const NodeInputs& node, const std::vector<int64_t>& sizes,
   }
   double scale = policy == "not_larger" ? 1e300 : 0.0;
   for (size_t i = 0; i < axes.size(); ++i) {
+    if (in[size_t(axes[i])] == 0) continue;  // stays empty whatever the scale
     double s = double(sizes[i]) / double(in[size_t(axes[i])]);
     scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
   }
@@ -131,8 +137,16 @@ Status resolve_scales_and_sizes(const NodeInputs& node, ResizeParams* p) {
   STRIDER_ASSIGN_OR_RETURN(p->scales, spread_over_axes(node, scales, axes, rank, 1.0));
   p->output = in;
   for (size_t d = 0; d < in.size(); ++d) {
-    if (p->scales[d] <= 0) return node.error("scale {} on dim {} is not positive", p->scales[d], d);
-    p->output[d] = int64_t(std::floor(double(in[d]) * p->scales[d]));
+    if (!(p->scales[d] > 0) || !std::isfinite(p->scales[d]))
+      return node.error("scale {} on dim {} is not a positive number", p->scales[d], d);
+    // The spec: floor(input_dimension * (roi_end - roi_start) * scale); the roi is
+    // [0, 1] unless the mode is tf_crop_and_resize.
+    double extent = p->roi_end[d] - p->roi_start[d];
+    double size = std::floor(double(in[d]) * extent * p->scales[d]);
+    if (!(size >= 0) || size > 9.0e15)
+      return node.error("dim {} of size {} with scale {} and roi [{}, {}] gives {} elements", d,
+                        in[d], p->scales[d], p->roi_start[d], p->roi_end[d], size);
+    p->output[d] = int64_t(size);
   }
   return Status::ok();
 }
@@ -169,14 +183,14 @@ Status infer_resize(InferContext& ctx) {
 Result<ResizeParams> resolve_resize(const NodeInputs& node) {
   ResizeParams p;
   STRIDER_RETURN_IF_ERROR(parse_modes(node, &p));
+  STRIDER_RETURN_IF_ERROR(resolve_roi(node, &p));  // the output size from scales needs it
   STRIDER_RETURN_IF_ERROR(resolve_scales_and_sizes(node, &p));
-  STRIDER_RETURN_IF_ERROR(resolve_roi(node, &p));
   return p;
 }
 
 void register_resize_ops(std::vector<OpSchema>& ops) {
-  ops.push_back({"Resize", infer_resize, {1, 2}});
-  ops.push_back({"Upsample", infer_resize, {1}});
+  ops.push_back({"Resize", infer_resize, {1, 2}, {1, 2, 3}});
+  ops.push_back({"Upsample", infer_resize, {1}, {1}});
 }
 
 }  // namespace strider
