@@ -31,7 +31,7 @@ class Tensor {
   template <typename T>
   static Tensor from_values(DType dtype, Shape shape, std::span<const T> values) {
     Tensor t(dtype, std::move(shape));
-    std::memcpy(t.data_.data(), values.data(), t.data_.size());
+    if (!t.data_.empty()) std::memcpy(t.data_.data(), values.data(), t.data_.size());
     return t;
   }
 
