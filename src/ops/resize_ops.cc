@@ -25,7 +25,8 @@ Status parse_modes(const NodeInputs& node, ResizeParams* p) {
       {"pytorch_half_pixel", CoordinateMode::kPytorchHalfPixel},
       {"align_corners", CoordinateMode::kAlignCorners},
       {"asymmetric", CoordinateMode::kAsymmetric},
-      {"tf_crop_and_resize", CoordinateMode::kTfCropAndResize}};
+      {"tf_crop_and_resize", CoordinateMode::kTfCropAndResize},
+      {"tf_half_pixel_for_nn", CoordinateMode::kTfHalfPixelForNearest}};
   auto c = std::find_if(std::begin(kCoordinates), std::end(kCoordinates),
                         [&](const auto& e) { return coord == e.first; });
   if (c == std::end(kCoordinates)) return node.error("unknown coordinate_transformation_mode '{}'", coord);

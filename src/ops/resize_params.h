@@ -16,7 +16,8 @@ enum class CoordinateMode {
   kPytorchHalfPixel,
   kAlignCorners,
   kAsymmetric,
-  kTfCropAndResize
+  kTfCropAndResize,
+  kTfHalfPixelForNearest,  // Resize-11 only: (x + 0.5) / scale
 };
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 

@@ -288,6 +288,26 @@ TEST_P(StridedKernels, NormalizationAndReductions) {
   check(n, {{"x", x({2, 3, 4, 2})}, {"scale", x({3}, 2)}, {"bias", x({3}, 3)}, {"mean", x({3}, 4)}, {"var", var}});
 }
 
+TEST_P(StridedKernels, ResizeModes) {
+  struct Case {
+    int opset;
+    const char* mode;
+    const char* coordinates;
+  };
+  for (Case c : {Case{13, "nearest", "asymmetric"}, Case{13, "linear", "half_pixel"}, Case{13, "cubic", "align_corners"},
+                 Case{11, "nearest", "tf_half_pixel_for_nn"}, Case{19, "linear", "half_pixel_symmetric"}}) {
+    GraphBuilder b(c.opset);
+    AttributeMap attrs;
+    attrs.set_string("mode", c.mode);
+    attrs.set_string("coordinate_transformation_mode", c.coordinates);
+    Tensor scales = Tensor::from_values<float>(DType::kF32, {4}, std::vector<float>{1, 1, 1.5f, 0.75f});
+    ValueId roi = b.constant("roi", Tensor(DType::kF32, {0}));
+    b.output(b.op("Resize", {b.input("x", DType::kF32, {1, 2, 4, 8}), roi, b.constant("scales", scales)}, attrs));
+    SCOPED_TRACE(std::string(c.mode) + " " + c.coordinates);
+    check(b, {{"x", x({1, 2, 4, 8})}});
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, StridedKernels,
                          ::testing::Values(Layout::kDense, Layout::kPermutedPadded, Layout::kReversed),
                          [](const ::testing::TestParamInfo<Layout>& info) {

@@ -68,6 +68,7 @@ double original_coordinate(const ResizeParams& p, const AxisGeometry& a, int64_t
     case CoordinateMode::kPytorchHalfPixel: return a.out > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
     case CoordinateMode::kAlignCorners: return length == 1 ? 0.0 : x * (in - 1) / (length - 1);
     case CoordinateMode::kAsymmetric: return x / a.scale;
+    case CoordinateMode::kTfHalfPixelForNearest: return (x + 0.5) / a.scale;
     case CoordinateMode::kTfCropAndResize: {
       // The spec's lengths: the crop is mapped onto the whole integer output.
       double extent = a.roi_end - a.roi_start;
