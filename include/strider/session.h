@@ -29,6 +29,9 @@ struct SessionOptions {
   // f32, or bf16: weights and activations in bf16 with f32 accumulation. Inputs and
   // outputs keep the model's dtypes either way (f32 inputs are rounded to bf16).
   DType dtype = DType::kF32;
+  // Memory layout of activations: "nchw" (row-major), "nhwc" (channels-last strides;
+  // logical shapes stay in ONNX order) or "auto" (nhwc for convolution-heavy graphs).
+  std::string layout = "auto";
   // Sizes for inputs whose dimensions the model leaves dynamic (or to confirm static ones).
   std::map<std::string, Shape> input_shapes;
   // Values of model inputs to fix at session creation; they are then constants and no
@@ -62,6 +65,7 @@ class Session {
 
   struct Impl;
   explicit Session(std::unique_ptr<Impl> impl);
+  const Impl& impl() const { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
-#include <algorithm>
 #include <map>
 
 #include "exec/session_internal.h"
@@ -13,19 +12,18 @@
 #include "onnx/importer.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
-#include "plan/plan.h"
 
 namespace strider {
 
 struct Session::Impl {
   SessionOptions options;
-  Graph graph;
-  std::vector<ValueInfo> inputs, outputs;  // as the caller sees them
+  Graph graph;                              // as planned (Materialize nodes included)
+  std::vector<ValueInfo> inputs, outputs;   // as the caller sees them
   std::unique_ptr<Device> device;
   Plan plan;
-  std::vector<std::unique_ptr<Kernel>> kernels;  // one per plan step
+  std::vector<std::unique_ptr<Kernel>> kernels;  // per plan step; null where nothing runs
 
-  Status create_kernels();
+  Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
   Status upload_inputs(const std::vector<Tensor>& given);
   void poison();
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& given);
@@ -39,27 +37,69 @@ std::vector<ValueInfo> describe(const Graph& graph, const std::vector<ValueId>& 
   return infos;
 }
 
-}  // namespace
+bool all_packed(const PlanStep& step) {
+  for (const auto* views : {&step.inputs, &step.outputs})
+    for (const TensorView& v : *views)
+      if (v.allocation && !is_packed(v)) return false;
+  return true;
+}
 
-Status Session::Impl::create_kernels() {
+struct KernelAttempt {
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  std::string refused_node;  // a node that refused non-packed operands, to plan densely
+};
+
+// Creates every step's kernel. Unsupported nodes are listed together in one error.
+Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device) {
+  KernelAttempt attempt;
   std::map<std::string, std::vector<std::string>> unsupported_nodes;
   std::string first_message;
   for (const PlanStep& step : plan.steps) {
+    if (step.kind == StepKind::kView) {
+      attempt.kernels.emplace_back();
+      continue;
+    }
     const Node& node = graph.node(step.node);
-    auto kernel = device->create_kernel(KernelRequest{graph, node, step.inputs, step.outputs});
+    auto kernel = device.create_kernel(KernelRequest{graph, node, step.inputs, step.outputs});
     if (kernel.is_ok()) {
-      kernels.push_back(std::move(kernel).value());
+      attempt.kernels.push_back(std::move(kernel).value());
       continue;
     }
     if (kernel.status().code() != StatusCode::kUnsupported) return kernel.status();
+    if (!all_packed(step)) {  // the planner can avoid this: try again with packed operands
+      attempt.refused_node = node.name;
+      return attempt;
+    }
     if (first_message.empty()) first_message = kernel.status().message();
     unsupported_nodes[node.op_type].push_back(node.name);
   }
-  if (unsupported_nodes.empty()) return Status::ok();
+  if (unsupported_nodes.empty()) return attempt;
   std::string list;
   for (const auto& [op, nodes] : unsupported_nodes)
     list += fmt::format("{}{} ({} node{})", list.empty() ? "" : ", ", op, nodes.size(), nodes.size() > 1 ? "s" : "");
-  return unsupported(fmt::format("{} cannot run {}; first: {}", device->name(), list, first_message));
+  return unsupported(fmt::format("{} cannot run {}; first: {}", device.name(), list, first_message));
+}
+
+}  // namespace
+
+// Plans, then creates the kernels for the planned views. A kernel that refuses the views
+// it was planned with (not packed) gets its node planned densely, and the planner runs
+// again: an optimization a kernel cannot honour is simply not made.
+Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options) {
+  for (int attempt = 0; attempt <= prepared.num_nodes(); ++attempt) {
+    graph = prepared;
+    kernels.clear();
+    plan = Plan();
+    STRIDER_ASSIGN_OR_RETURN(plan, make_plan(graph, *device, plan_options));
+    STRIDER_ASSIGN_OR_RETURN(KernelAttempt made, create_kernels(graph, plan, *device));
+    if (made.refused_node.empty()) {
+      kernels = std::move(made.kernels);
+      return Status::ok();
+    }
+    if (!plan_options.dense_nodes.insert(made.refused_node).second)
+      return internal_error(fmt::format("node '{}' refused its packed operands", made.refused_node));
+  }
+  return internal_error("planning did not converge");
 }
 
 Status Session::Impl::upload_inputs(const std::vector<Tensor>& given) {
@@ -80,29 +120,30 @@ Status Session::Impl::upload_inputs(const std::vector<Tensor>& given) {
       if (t.shape()[d] != info.shape[d])
         return invalid_argument(fmt::format("input '{}' dim {}: got {}, expected {}", info.name, d,
                                             t.shape()[d], info.shape[d]));
-    const TensorView& view = *plan.views[size_t(graph.inputs()[i])];
-    STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(t, view.dtype));
+    STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(t, plan.view(graph.inputs()[i]).dtype));
     converted.push_back(std::move(value));
   }
   // Only once every input is known good does anything get written.
   for (size_t i = 0; i < converted.size(); ++i)
-    STRIDER_RETURN_IF_ERROR(device->upload(converted[i], *plan.views[size_t(graph.inputs()[i])]));
+    STRIDER_RETURN_IF_ERROR(device->upload(converted[i], plan.view(graph.inputs()[i])));
   return Status::ok();
 }
 
+// Fills every value that kernels write with NaN (floats) or 0xA5 bytes.
 void Session::Impl::poison() {
   for (ValueId id = 0; id < graph.num_values(); ++id) {
-    const auto& view = plan.views[size_t(id)];
-    if (!view || graph.value(id).is_constant()) continue;
-    Tensor pattern(view->dtype, view->sizes);
-    if (is_floating(view->dtype)) {
-      Tensor nan(DType::kF32, view->sizes);
+    const auto& planned = plan.values[size_t(id)];
+    if (!planned || planned->role == ValueRole::kView || graph.value(id).is_constant()) continue;
+    const TensorView& view = planned->view;
+    Tensor pattern(view.dtype, view.sizes);
+    if (is_floating(view.dtype)) {
+      Tensor nan(DType::kF32, view.sizes);
       std::fill_n(nan.data<float>(), nan.num_elements(), std::numeric_limits<float>::quiet_NaN());
-      pattern = *convert_float_tensor(nan, view->dtype);
+      pattern = *convert_float_tensor(nan, view.dtype);
     } else {
       std::memset(pattern.bytes(), 0xA5, pattern.byte_size());
     }
-    (void)device->upload(pattern, *view);
+    (void)device->upload(pattern, view);
   }
 }
 
@@ -110,6 +151,7 @@ Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given)
   if (options.poison_memory) poison();
   STRIDER_RETURN_IF_ERROR(upload_inputs(given));
   for (size_t s = 0; s < kernels.size(); ++s) {
+    if (!kernels[s]) continue;
     Status status = kernels[s]->run();
     if (!status.is_ok()) {
       const Node& node = graph.node(plan.steps[s].node);
@@ -119,14 +161,15 @@ Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given)
   std::vector<Tensor> results;
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor value;
-    STRIDER_RETURN_IF_ERROR(device->download(*plan.views[size_t(graph.outputs()[i])], &value));
+    STRIDER_RETURN_IF_ERROR(device->download(plan.view(graph.outputs()[i]), &value));
     STRIDER_ASSIGN_OR_RETURN(Tensor converted, convert_float_tensor(value, outputs[i].dtype));
     results.push_back(std::move(converted));
   }
   return results;
 }
 
-Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options) {
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
+                                                const PlanOptions& plan_options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
     return invalid_argument(fmt::format("--dtype {} is not supported; use f32 or bf16", dtype_name(options.dtype)));
   auto impl = std::make_unique<Session::Impl>();
@@ -139,10 +182,23 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
-  impl->graph = std::move(graph);
-  STRIDER_ASSIGN_OR_RETURN(impl->plan, make_dense_plan(impl->graph, *impl->device));
-  STRIDER_RETURN_IF_ERROR(impl->create_kernels());
+  STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   return std::make_unique<Session>(std::move(impl));
+}
+
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options) {
+  std::optional<LayoutChoice> layout = parse_layout(options.layout);
+  if (!layout) return invalid_argument(fmt::format("layout '{}' is not nchw, nhwc or auto", options.layout));
+  PlanOptions plan_options;
+  plan_options.layout = *layout;
+  return create_session(std::move(graph), options, plan_options);
+}
+
+SessionPlanView inspect_session(const Session& session) {
+  const Session::Impl& impl = session.impl();
+  SessionPlanView view{&impl.graph, &impl.plan, {}};
+  for (const auto& kernel : impl.kernels) view.kernel_names.push_back(kernel ? kernel->implementation() : "");
+  return view;
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

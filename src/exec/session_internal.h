@@ -4,11 +4,23 @@
 #include <memory>
 
 #include "ir/graph.h"
+#include "plan/planner.h"
 #include "strider/session.h"
 
 namespace strider {
 
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options);
+// The same with explicit planner options (tests run the planner on and off).
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
+                                                const PlanOptions& plan_options);
+
+// The plan and graph a session runs, for `strider inspect` and the planner tests.
+struct SessionPlanView {
+  const Graph* graph;
+  const Plan* plan;
+  std::vector<std::string> kernel_names;  // per step; empty for steps that run nothing
+};
+SessionPlanView inspect_session(const Session& session);
 
 // Shapes every graph input must have, from the model and `options.input_shapes`. An input
 // with a dynamic dimension the options do not give is an INVALID_ARGUMENT naming it.

@@ -55,6 +55,7 @@ class AllocationHandle {
   ~AllocationHandle() { reset(); }
   Allocation* get() const { return allocation_; }
   Allocation& operator*() const { return *allocation_; }
+  Allocation* operator->() const { return allocation_; }
 
  private:
   void reset() {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace strider {
 
 Result<ValueId> Graph::add_value(std::string name) {
@@ -33,6 +35,15 @@ Result<NodeId> Graph::add_node(Node node) {
   }
   nodes_.push_back(std::move(node));
   return id;
+}
+
+Result<NodeId> Graph::insert_node(NodeId position, Node node) {
+  if (position < 0 || position > num_nodes())
+    return internal_error(fmt::format("insert of node '{}' at {} of {}", node.name, position, num_nodes()));
+  STRIDER_ASSIGN_OR_RETURN(NodeId appended, add_node(std::move(node)));
+  std::rotate(nodes_.begin() + position, nodes_.begin() + appended, nodes_.end());
+  relink_producers();
+  return position;
 }
 
 std::optional<ValueId> Graph::find_value(const std::string& name) const {

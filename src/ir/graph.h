@@ -91,6 +91,9 @@ class Graph {
     nodes_ = std::move(kept);
     relink_producers();
   }
+  // Inserts `node` before node `position` (its inputs must be defined before it) and
+  // renumbers the nodes after it.
+  Result<NodeId> insert_node(NodeId position, Node node);
   // "value 'x' (f32[1, 3])" for messages.
   std::string describe_value(ValueId id) const;
 

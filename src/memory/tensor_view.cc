@@ -53,6 +53,80 @@ ByteRange footprint(const TensorView& view) {
   return {view.byte_offset + low * element, view.byte_offset + (high + 1) * element};
 }
 
+bool is_packed(const TensorView& view) {
+  int64_t count = view.num_elements();
+  if (count == 0) return true;
+  for (size_t d = 0; d < view.sizes.size(); ++d)
+    if (view.sizes[d] > 1 && view.strides[d] <= 0) return false;
+  ByteRange range = footprint(view);
+  return range.end - range.begin == count * dtype_size(view.dtype);
+}
+
+bool same_view(const TensorView& a, const TensorView& b) {
+  return a.allocation == b.allocation && a.byte_offset == b.byte_offset && a.dtype == b.dtype &&
+         a.sizes == b.sizes && a.strides == b.strides;
+}
+
+namespace {
+
+// Views with equal positive strides whose offsets differ by `delta` elements overlap iff
+// delta = sum_d k_d * stride_d for integers -(size_b_d - 1) <= k_d <= size_a_d - 1. A
+// depth-first search over the dims, largest stride first, keeps only the k_d whose
+// remainder the smaller strides can still reach; for the lattices views come from (slices
+// of one tensor) that leaves a handful of candidates per dim.
+struct OverlapSearch {
+  std::vector<int64_t> stride, low, high;  // per dim, largest stride first
+  std::vector<int64_t> reach_low, reach_high;  // sums over the dims after each one
+  int64_t budget = 100000;                  // visits before giving up (conservatively)
+
+  bool found(size_t d, int64_t delta) {
+    if (--budget < 0) return true;
+    if (d == stride.size()) return delta == 0;
+    int64_t s = stride[d];
+    auto floor_div = [](int64_t x, int64_t y) { return x >= 0 ? x / y : -((-x + y - 1) / y); };
+    int64_t k_min = std::max(low[d], -floor_div(-(delta - reach_high[d + 1]), s));
+    int64_t k_max = std::min(high[d], floor_div(delta - reach_low[d + 1], s));
+    for (int64_t k = k_min; k <= k_max; ++k)
+      if (found(d + 1, delta - k * s)) return true;
+    return false;
+  }
+};
+
+bool equal_stride_overlap(const TensorView& a, const TensorView& b, int64_t delta) {
+  std::vector<size_t> order;
+  for (size_t d = 0; d < a.sizes.size(); ++d)
+    if (a.sizes[d] > 1 || b.sizes[d] > 1) order.push_back(d);
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return a.strides[x] > a.strides[y]; });
+  OverlapSearch search;
+  for (size_t d : order) {
+    search.stride.push_back(a.strides[d]);
+    search.low.push_back(-(b.sizes[d] - 1));
+    search.high.push_back(a.sizes[d] - 1);
+  }
+  size_t n = order.size();
+  search.reach_low.assign(n + 1, 0);
+  search.reach_high.assign(n + 1, 0);
+  for (size_t d = n; d-- > 0;) {
+    search.reach_low[d] = search.reach_low[d + 1] + search.low[d] * search.stride[d];
+    search.reach_high[d] = search.reach_high[d + 1] + search.high[d] * search.stride[d];
+  }
+  return search.found(0, delta);
+}
+
+}  // namespace
+
+bool may_overlap(const TensorView& a, const TensorView& b) {
+  if (a.allocation != b.allocation || a.num_elements() == 0 || b.num_elements() == 0) return false;
+  if (!footprint(a).overlaps(footprint(b))) return false;
+  int64_t element = dtype_size(a.dtype);
+  bool comparable = a.dtype == b.dtype && a.strides == b.strides && a.sizes.size() == b.sizes.size() &&
+                    (b.byte_offset - a.byte_offset) % element == 0;
+  for (size_t d = 0; comparable && d < a.strides.size(); ++d)
+    comparable = a.strides[d] > 0 || (a.sizes[d] == 1 && b.sizes[d] == 1);
+  if (!comparable) return true;
+  return equal_stride_overlap(a, b, (b.byte_offset - a.byte_offset) / element);
+}
+
 Result<TensorView> make_view(const Allocation& allocation, int64_t byte_offset, DType dtype,
                              Shape sizes, Strides strides, std::string_view what) {
   if (sizes.size() != strides.size())

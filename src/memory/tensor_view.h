@@ -61,6 +61,16 @@ struct ByteRange {
 // non-dense views: the gaps between elements are inside it).
 ByteRange footprint(const TensorView& view);
 
+// True when the view's elements fill one contiguous byte range with no gaps and no
+// element twice (positive strides, any order): what a kernel needing dense memory wants.
+bool is_packed(const TensorView& view);
+// True when both views name the same elements of the same allocation in the same order.
+bool same_view(const TensorView& a, const TensorView& b);
+// False only when no byte of `a` can be a byte of `b`. Exact for views of one allocation
+// with equal strides (slices of one concat interleave in memory but do not overlap);
+// otherwise it compares footprints, which may report an overlap that is not there.
+bool may_overlap(const TensorView& a, const TensorView& b);
+
 // Makes a view after checking that it lies inside `allocation`. `what` names the value in
 // the error ("value 'x.3'").
 Result<TensorView> make_view(const Allocation& allocation, int64_t byte_offset, DType dtype,

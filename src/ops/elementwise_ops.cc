@@ -91,15 +91,15 @@ void register_elementwise_ops(std::vector<OpSchema>& ops) {
   for (std::string_view op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
                               "Exp", "Log", "Sqrt", "Erf", "Neg", "Abs", "Softplus", "Elu",
                               "Selu", "Reciprocal", "Floor", "Ceil", "Sin", "Cos", "Not"})
-    ops.push_back({op, infer_unary, {}});
+    ops.push_back({op, infer_unary, {}, {}, {.in_place = true}});
   for (std::string_view op : {"Add", "Sub", "Mul", "Div", "And", "Or", "Xor"})
-    ops.push_back({op, infer_binary, {}});
-  ops.push_back({"Pow", infer_pow, {}});
+    ops.push_back({op, infer_binary, {}, {}, {.in_place = true}});
+  ops.push_back({"Pow", infer_pow, {}, {}, {.in_place = true}});
   for (std::string_view op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
     ops.push_back({op, infer_comparison, {}});
-  for (std::string_view op : {"Sum", "Min", "Max", "Mean"}) ops.push_back({op, infer_variadic, {}});
-  ops.push_back({"Where", infer_where, {}});
-  ops.push_back({"Clip", infer_clip, {}});
+  for (std::string_view op : {"Sum", "Min", "Max", "Mean"}) ops.push_back({op, infer_variadic, {}, {}, {.in_place = true}});
+  ops.push_back({"Where", infer_where, {}, {}, {.in_place = true}});
+  ops.push_back({"Clip", infer_clip, {}, {}, {.in_place = true}});
 }
 
 }  // namespace strider

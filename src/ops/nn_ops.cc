@@ -156,7 +156,7 @@ void register_nn_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"MatMul", infer_matmul, {}});
   ops.push_back({"Gemm", infer_gemm, {}});
   ops.push_back({"Conv", infer_conv, {}});
-  ops.push_back({"BatchNormalization", infer_batch_norm, {}});
+  ops.push_back({"BatchNormalization", infer_batch_norm, {}, {}, {.in_place = true}});
   ops.push_back({"MaxPool", infer_pool, {}});
   ops.push_back({"AveragePool", infer_pool, {}});
   ops.push_back({"GlobalAveragePool", infer_global_pool, {}});

@@ -64,7 +64,20 @@ const std::vector<OpSchema>& all_schemas() {
 
 }  // namespace
 
+namespace {
+
+Status infer_materialize(InferContext& ctx) {
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
+  return Status::ok();
+}
+
+}  // namespace
+
 const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type) {
+  // strider's own ops, which only the planner inserts: Materialize copies a view into a
+  // packed value for a kernel that cannot read the view.
+  static const OpSchema kMaterialize{"Materialize", infer_materialize};
+  if (domain == kStriderDomain) return op_type == "Materialize" ? &kMaterialize : nullptr;
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   const auto& ops = all_schemas();
   auto it = std::lower_bound(ops.begin(), ops.end(), op_type,

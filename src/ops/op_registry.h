@@ -75,6 +75,26 @@ class InferContext : public NodeInputs {
 
 using InferFn = Status (*)(InferContext&);
 
+// How an op's output can be a view of its input (no kernel, no copy) when the planner
+// lowers it: the view is computed from the input's view by the TensorView algebra.
+enum class ViewKind : uint8_t {
+  kNone,
+  kSameElements,  // Identity, Reshape, Flatten, Squeeze, Unsqueeze: reshape_view of the input
+  kTranspose,     // permute_view
+  kSlice,         // slice_view per axis (negative steps too)
+  kSplit,         // one slice_view per output
+  kExpand,        // broadcast_view (stride 0)
+  kGather,        // a scalar constant index: one position of the axis, the axis dropped
+};
+
+// What the planner may do with a node of this op (DESIGN.md section 2, Ops).
+struct OpTraits {
+  ViewKind view = ViewKind::kNone;
+  // Elementwise: output element i depends only on input elements i, so the output may be
+  // written over an input of the same sizes and strides that dies here.
+  bool in_place = false;
+};
+
 struct OpSchema {
   std::string_view op_type;
   InferFn infer = nullptr;
@@ -84,9 +104,14 @@ struct OpSchema {
   // Inputs whose values decide output shapes (Reshape's shape, Slice's bounds): with
   // static shapes they must be known when the session is created.
   std::vector<int> shape_inputs;
+  OpTraits traits;
 };
 
-// nullptr when strider does not know the op. Only the default domain ("" or "ai.onnx").
+// The domain of the ops strider's planner inserts (never read from a model's nodes).
+inline constexpr std::string_view kStriderDomain = "strider";
+
+// nullptr when strider does not know the op: the default domain ("" or "ai.onnx"), and
+// strider's own ops in kStriderDomain.
 const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type);
 // Every op type the registry knows, sorted.
 std::vector<std::string_view> registered_op_types();

@@ -197,17 +197,17 @@ Status infer_range(InferContext& ctx) {
 }  // namespace
 
 void register_tensor_ops(std::vector<OpSchema>& ops) {
-  ops.push_back({"Identity", infer_identity, {}});
-  ops.push_back({"Split", infer_split, {}, {1}});
+  ops.push_back({"Identity", infer_identity, {}, {}, {.view = ViewKind::kSameElements}});
+  ops.push_back({"Split", infer_split, {}, {1}, {.view = ViewKind::kSplit}});
   ops.push_back({"Concat", infer_concat, {}});
-  ops.push_back({"Slice", infer_slice, {}, {1, 2, 3, 4}});
-  ops.push_back({"Reshape", infer_reshape, {}, {1}});
-  ops.push_back({"Transpose", infer_transpose, {}});
-  ops.push_back({"Squeeze", infer_squeeze, {}, {1}});
-  ops.push_back({"Unsqueeze", infer_unsqueeze, {}, {1}});
-  ops.push_back({"Flatten", infer_flatten, {}});
-  ops.push_back({"Expand", infer_expand, {}, {1}});
-  ops.push_back({"Gather", infer_gather, {}});
+  ops.push_back({"Slice", infer_slice, {}, {1, 2, 3, 4}, {.view = ViewKind::kSlice}});
+  ops.push_back({"Reshape", infer_reshape, {}, {1}, {.view = ViewKind::kSameElements}});
+  ops.push_back({"Transpose", infer_transpose, {}, {}, {.view = ViewKind::kTranspose}});
+  ops.push_back({"Squeeze", infer_squeeze, {}, {1}, {.view = ViewKind::kSameElements}});
+  ops.push_back({"Unsqueeze", infer_unsqueeze, {}, {1}, {.view = ViewKind::kSameElements}});
+  ops.push_back({"Flatten", infer_flatten, {}, {}, {.view = ViewKind::kSameElements}});
+  ops.push_back({"Expand", infer_expand, {}, {1}, {.view = ViewKind::kExpand}});
+  ops.push_back({"Gather", infer_gather, {}, {}, {.view = ViewKind::kGather}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});
   ops.push_back({"Shape", infer_shape, {}});

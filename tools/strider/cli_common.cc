@@ -40,6 +40,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--shape", o.shapes, "size of an input's dims as NAME:1x3x320x320; repeatable");
   app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--device", o.device, "device to run on: cpu");
+  app.add_option("--layout", o.layout, "activation layout: nchw, nhwc or auto (nhwc for conv-heavy graphs)")
+      ->check(CLI::IsMember({"nchw", "nhwc", "auto"}));
 }
 
 namespace {
@@ -150,6 +152,7 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   std::vector<std::optional<Tensor>> inputs(run.graph.inputs().size());
   STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, inputs));
   run.session_options.device = o.device;
+  run.session_options.layout = o.layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;
   std::vector<std::string> fixed = shape_determining_inputs(run.graph);

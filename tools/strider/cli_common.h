@@ -39,6 +39,7 @@ struct ModelOptions {
   std::vector<std::string> shapes;        // NAME:AxBxC
   std::string dtype = "f32";
   std::string device = "cpu";
+  std::string layout = "auto";
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

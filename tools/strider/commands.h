@@ -25,6 +25,14 @@ struct CheckOptions {
 void add_check_command(CLI::App& app, CheckOptions& options);
 int check_command(const CheckOptions& options);
 
+struct InspectOptions {
+  ModelOptions model;
+  std::string json_file, svg_file;
+  bool selected = false;
+};
+void add_inspect_command(CLI::App& app, InspectOptions& options);
+int inspect_command(const InspectOptions& options);
+
 // "strider 0.1.0 (commit ...)" and the versions of the libraries it uses.
 std::string version_text();
 

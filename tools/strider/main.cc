@@ -1,4 +1,4 @@
-// The `strider` command line: run, check (and later inspect and bench).
+// The `strider` command line: run, check, inspect.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
       "Run 'strider SUBCOMMAND --help' for a subcommand's options and examples.");
   RunOptions run;
   CheckOptions check;
+  InspectOptions inspect;
   add_run_command(app, run);
   add_check_command(app, check);
+  add_inspect_command(app, inspect);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   }
   if (run.selected) return run_command(run);
   if (check.selected) return check_command(check);
+  if (inspect.selected) return inspect_command(inspect);
   fmt::print("{}", app.help());
   return kExitUsage;
 }

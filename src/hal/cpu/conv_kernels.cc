@@ -4,6 +4,7 @@
 // oneDNN prefers. Other dtypes run a naive direct convolution.
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 #include "ops/shape_ops.h"
 
@@ -169,17 +170,99 @@ bool positive_strides(const TensorView& v) {
   return true;
 }
 
+// A 1x1 convolution with unit strides, no padding and one group is a matrix product, so it
+// can run as a oneDNN matmul over strided views at full speed, channel slices of a concat
+// included (DESIGN.md 4a), where oneDNN's convolution would fall back to its reference
+// implementation:
+// - channels-last, when every (batch, spatial) position collapses into one row dim:
+//   [rows, in] x [in, out] -> [rows, out], with the bias as a row [1, out];
+// - channels-first, per batch: [out, in] x [in, positions] -> [out, positions], the weights
+//   broadcast over the batch and the bias a column [1, out, 1].
+struct PointwiseMatMul {
+  MatMulViews views;
+  TensorView bias;  // allocation == nullptr when the node has none
+};
+
+bool is_pointwise(const ConvSetup& c) {
+  const WindowGeometry& g = c.window;
+  if (c.group != 1) return false;
+  for (size_t d = 0; d < g.kernel.size(); ++d)
+    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.pads_begin[d] != 0 || g.pads_end[d] != 0) return false;
+  return true;
+}
+
+std::optional<PointwiseMatMul> channels_last_matmul(const ConvSetup& c) {
+  std::vector<int64_t> order = {0};
+  for (int64_t d = 2; d < c.x.rank(); ++d) order.push_back(d);
+  order.push_back(1);
+  auto as_rows = [&](const TensorView& v) -> std::optional<TensorView> {
+    auto permuted = permute_view(v, order);
+    if (!permuted.is_ok()) return std::nullopt;
+    int64_t channels = std::max<int64_t>(v.sizes[1], 1);
+    return reshape_view(*permuted, std::array<int64_t, 2>{v.num_elements() / channels, v.sizes[1]});
+  };
+  std::optional<TensorView> x = as_rows(c.x), y = as_rows(c.y);
+  if (!x || !y || x->strides[1] != 1 || y->strides[1] != 1) return std::nullopt;
+  TensorView w = c.w;  // [out, in, 1, ...] as [in, out]
+  w.sizes = {c.w.sizes[1], c.w.sizes[0]};
+  w.strides = {c.w.strides[1], c.w.strides[0]};
+  PointwiseMatMul m{{*x, w, *y}, {}};
+  if (c.bias.allocation) m.bias = insert_unit_dim(c.bias, 0);
+  return m;
+}
+
+std::optional<PointwiseMatMul> channels_first_matmul(const ConvSetup& c) {
+  int64_t positions = num_elements(std::span(c.x.sizes).subspan(2));
+  auto as_batches = [&](const TensorView& v) {
+    return reshape_view(v, std::array<int64_t, 3>{v.sizes[0], v.sizes[1], positions});
+  };
+  std::optional<TensorView> x = as_batches(c.x), y = as_batches(c.y);
+  if (!x || !y) return std::nullopt;
+  TensorView w = c.w;  // [out, in, 1, ...] as [1, out, in]
+  w.sizes = {1, c.w.sizes[0], c.w.sizes[1]};
+  w.strides = {c.w.strides[0] * c.w.sizes[0], c.w.strides[0], c.w.strides[1]};
+  PointwiseMatMul m{{w, *x, *y}, {}};
+  if (c.bias.allocation) m.bias = insert_unit_dim(insert_unit_dim(c.bias, 0), 2);
+  return m;
+}
+
+// The matmul kernel for a pointwise convolution over these views, or nullopt.
+std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node) {
+  if (!is_pointwise(c)) return std::nullopt;
+  for (auto make : {channels_last_matmul, channels_first_matmul}) {
+    std::optional<PointwiseMatMul> m = make(c);
+    if (!m) continue;
+    auto kernel = make_matmul_of(m->views, m->bias.allocation ? &m->bias : nullptr, 1.0f, node);
+    if (kernel.is_ok()) return std::move(kernel).value();
+  }
+  return std::nullopt;
+}
+
+bool all_packed(const ConvSetup& c) {
+  return is_packed(c.x) && is_packed(c.w) && is_packed(c.y) && (!c.bias.allocation || is_packed(c.bias));
+}
+
+// f32 and bf16 run on oneDNN: its convolution, or its matmul for a pointwise convolution
+// over strided views. When oneDNN offers only its reference implementation (or nothing)
+// for strided, non-packed views, the kernel refuses them (DESIGN.md 4a: that path is
+// hundreds of times slower) so the planner gives this node packed operands instead.
+// Packed operands always get a kernel: oneDNN's, or the naive one for other dtypes.
 Result<KernelPtr> make_conv(const KernelRequest& r) {
   STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
   DType dtype = c.y.dtype;
-  bool onednn = (dtype == DType::kF32 || dtype == DType::kBF16) && c.x.rank() <= 5 &&
-                positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y);
-  if (onednn) {
+  bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
+  if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y)))
+    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name)) return std::move(*kernel);
+  if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
     auto kernel = std::make_unique<OneDnnConv>();
     Status s = kernel->init(c, r.constant_input(1), r.node.name);
-    if (s.is_ok()) return KernelPtr(std::move(kernel));
-    if (s.code() != StatusCode::kUnsupported) return s;
+    if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
+    bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
+    if (s.is_ok() && (!reference_only || all_packed(c))) return KernelPtr(std::move(kernel));
   }
+  if (fast_dtype && !all_packed(c))
+    return unsupported(fmt::format("node '{}': no fast convolution reads or writes these strided views; "
+                                   "x {}, y {}", r.node.name, c.x.to_string(), c.y.to_string()));
   return dispatch_dtype(dtype, [&]<typename T>() -> Result<KernelPtr> {
     if constexpr (is_float_storage_v<T>) return KernelPtr(new NaiveConv<T>(std::move(c)));
     else return unsupported(fmt::format("Conv on {}", dtype_name(dtype)));

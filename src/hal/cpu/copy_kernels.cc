@@ -17,8 +17,12 @@ using KernelPtr = std::unique_ptr<Kernel>;
 // Runs a fixed list of (destination, source) view copies.
 class CopyKernel final : public Kernel {
  public:
-  CopyKernel(std::string name, std::vector<std::pair<TensorView, TensorView>> copies)
-      : name_(std::move(name)), copies_(std::move(copies)) {}
+  // Pairs whose source already is the destination (a part the planner placed in its
+  // concat slice, an output that is a view of its input) are dropped: nothing to move.
+  CopyKernel(std::string name, std::vector<std::pair<TensorView, TensorView>> copies) : name_(std::move(name)) {
+    for (auto& [dst, src] : copies)
+      if (!same_view(dst, src)) copies_.emplace_back(std::move(dst), std::move(src));
+  }
   Status run() override {
     for (const auto& [dst, src] : copies_) copy_view(dst, src);
     return Status::ok();
@@ -216,7 +220,7 @@ Result<KernelPtr> make_cast(const KernelRequest& r) {
 }  // namespace
 
 void register_copy_kernels(std::vector<KernelEntry>& table) {
-  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Materialize"})
     table.push_back({op, make_reshape_copy});
   table.push_back({"Transpose", make_transpose});
   table.push_back({"Slice", make_slice});

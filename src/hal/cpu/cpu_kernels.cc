@@ -39,7 +39,9 @@ const KernelEntry* find_entry(std::string_view op_type) {
 bool has_kernel(std::string_view op_type) { return find_entry(op_type) != nullptr; }
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) {
-  const KernelEntry* entry = request.node.domain.empty() ? find_entry(request.node.op_type) : nullptr;
+  const Node& node = request.node;
+  bool known_domain = node.domain.empty() || node.domain == "strider";
+  const KernelEntry* entry = known_domain ? find_entry(node.op_type) : nullptr;
   if (entry == nullptr)
     return unsupported(fmt::format("no CPU kernel for {}", request.node.op_type));
   auto kernel = entry->create(request);

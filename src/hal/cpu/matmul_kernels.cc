@@ -6,26 +6,13 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/map_kernel.h"
+#include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 
 namespace strider::cpu {
 namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
-
-// The three operands as rank-aligned [batch..., M, K] x [batch..., K, N] -> [batch..., M, N]
-// views, with 1-D operands promoted and size-1 dims inserted.
-struct MatMulViews {
-  TensorView a, b, out;
-};
-
-TensorView insert_unit_dim(const TensorView& v, size_t at) {
-  TensorView r = v;
-  int64_t stride = at < v.strides.size() ? v.strides[at] * std::max<int64_t>(v.sizes[at], 1) : 1;
-  r.sizes.insert(r.sizes.begin() + long(at), 1);
-  r.strides.insert(r.strides.begin() + long(at), stride);
-  return r;
-}
 
 MatMulViews align_matmul(const TensorView& a_in, const TensorView& b_in, const TensorView& out_in) {
   MatMulViews v{a_in, b_in, out_in};
@@ -50,26 +37,30 @@ bool onednn_strides_ok(const TensorView& v) {
 
 class OneDnnMatMul final : public Kernel {
  public:
+  // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
+  // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
+  // since oneDNN's matmul has only its reference implementation for column biases.
   Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::string& node) {
     return onednn_call(node, [&] {
       auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
       dnnl::primitive_attr attr;
       if (scale != 1.0f) attr.set_output_scales(0, {scale});
-      std::unique_ptr<dnnl::matmul::desc> desc;
-      dnnl::memory::desc bias_md;
-      if (bias) {
-        bias_md = onednn_desc(*bias);
-        desc = std::make_unique<dnnl::matmul::desc>(a_md, b_md, bias_md, out_md);
-      } else {
-        desc = std::make_unique<dnnl::matmul::desc>(a_md, b_md, out_md);
+      bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
+      dnnl::memory::desc bias_md = bias ? onednn_desc(*bias) : dnnl::memory::desc();
+      if (bias && !row_bias) {
+        dnnl::post_ops ops;
+        ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+        attr.set_post_ops(ops);
       }
-      dnnl::matmul::primitive_desc pd(*desc, attr, onednn_engine());
+      auto desc = row_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, out_md) : dnnl::matmul::desc(a_md, b_md, out_md);
+      dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
       impl_ = onednn_impl_name(pd);
       primitive_ = dnnl::matmul(pd);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
                {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
                {DNNL_ARG_DST, onednn_memory(v.out, out_md)}};
-      if (bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
+      if (row_bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
+      if (bias && !row_bias) args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = onednn_memory(*bias, bias_md);
     });
   }
   Status run() override {
@@ -133,18 +124,32 @@ class NaiveMatMul final : public Kernel {
   float scale_;
 };
 
-// A matmul of aligned views, on oneDNN when it can, else naive.
+}  // namespace
+
+TensorView insert_unit_dim(const TensorView& v, size_t at) {
+  TensorView r = v;
+  int64_t stride = at < v.strides.size() ? v.strides[at] * std::max<int64_t>(v.sizes[at], 1) : 1;
+  r.sizes.insert(r.sizes.begin() + long(at), 1);
+  r.strides.insert(r.strides.begin() + long(at), stride);
+  return r;
+}
+
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
                                  const std::string& node) {
   DType dtype = v.out.dtype;
-  bool onednn = (dtype == DType::kF32 || dtype == DType::kBF16) && onednn_strides_ok(v.a) &&
-                onednn_strides_ok(v.b) && onednn_strides_ok(v.out);
-  if (onednn) {
+  bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
+  bool packed = is_packed(v.a) && is_packed(v.b) && is_packed(v.out);
+  if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     auto kernel = std::make_unique<OneDnnMatMul>();
     Status s = kernel->init(v, bias, scale, node);
-    if (s.is_ok()) return KernelPtr(std::move(kernel));
-    if (s.code() != StatusCode::kUnsupported) return s;
+    if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
+    bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
+    if (s.is_ok() && (!reference_only || packed)) return KernelPtr(std::move(kernel));
   }
+  // Only a slow path takes these views: refuse them when packing would avoid it.
+  if (fast_dtype && !packed)
+    return unsupported(fmt::format("node '{}': no fast matmul for views {} x {} -> {}", node, v.a.to_string(),
+                                   v.b.to_string(), v.out.to_string()));
   if (bias) return unsupported(fmt::format("node '{}': matmul with fused bias on {}", node, dtype_name(dtype)));
   return dispatch_dtype(dtype, [&]<typename T>() -> Result<KernelPtr> {
     if constexpr (std::is_same_v<T, bool>) {
@@ -154,6 +159,8 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
     }
   });
 }
+
+namespace {
 
 Result<KernelPtr> make_matmul(const KernelRequest& r) {
   return make_matmul_of(align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]), nullptr, 1.0f,

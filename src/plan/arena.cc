@@ -1,0 +1,98 @@
+// Buffer lifetimes and best-fit arena packing.
+//
+// A buffer is live from the first step that writes any value in it to the last step that
+// reads any value in it (its views and concat parts included). Buffers are placed largest
+// first; each goes into the smallest gap, among the buffers already placed whose lifetimes
+// overlap its own, that fits it, or above them all. Sizes and offsets are multiples of 64
+// bytes. Reuse is therefore never limited to equal sizes: a dead buffer's bytes can hold
+// any mix of later, smaller ones.
+#include <algorithm>
+
+#include "plan/planner_state.h"
+
+namespace strider::plan_internal {
+
+void compute_lifetimes(PlannerState& s) {
+  int steps = s.graph.num_nodes();
+  for (PlanBuffer& b : s.buffers) {
+    bool arena = b.kind == StorageKind::kArena;
+    b.first_step = arena ? steps : -1;  // inputs and constants exist before the first step
+    b.last_step = b.kind == StorageKind::kOutput ? steps : -1;
+  }
+  for (NodeId id = 0; id < steps; ++id) {
+    const Node& node = s.graph.node(id);
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      PlanBuffer& b = s.buffers[size_t(s.buffer_of[size_t(out)])];
+      if (b.kind == StorageKind::kArena || b.kind == StorageKind::kOutput) b.first_step = std::min(b.first_step, id);
+      b.last_step = std::max(b.last_step, id);  // a value no one reads still needs its bytes
+    }
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) {
+        PlanBuffer& b = s.buffers[size_t(s.buffer_of[size_t(in)])];
+        b.last_step = std::max(b.last_step, id);
+      }
+  }
+  for (PlanBuffer& b : s.buffers)
+    if (b.kind == StorageKind::kOutput) b.first_step = std::min(b.first_step, steps);
+}
+
+namespace {
+
+bool lifetimes_overlap(const PlanBuffer& a, const PlanBuffer& b) {
+  return a.first_step <= b.last_step && b.first_step <= a.last_step;
+}
+
+// The offset of the smallest gap that holds `size` bytes among `taken` ([begin, end)
+// ranges), or the end of the highest one.
+int64_t best_fit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t size) {
+  std::sort(taken.begin(), taken.end());
+  int64_t best = -1, best_gap = 0, cursor = 0;
+  for (const auto& [begin, end] : taken) {
+    int64_t gap = begin - cursor;
+    if (gap >= size && (best < 0 || gap < best_gap)) {
+      best = cursor;
+      best_gap = gap;
+    }
+    cursor = std::max(cursor, end);
+  }
+  return best >= 0 ? best : cursor;
+}
+
+}  // namespace
+
+int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].kind == StorageKind::kArena) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].size != buffers[b].size) return buffers[a].size > buffers[b].size;
+    return buffers[a].first_step < buffers[b].first_step;
+  });
+  int64_t arena = 0;
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    PlanBuffer& b = buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (size_t j : placed)
+      if (!reuse || lifetimes_overlap(buffers[j], b))
+        taken.emplace_back(buffers[j].offset, buffers[j].offset + align_up(buffers[j].size));
+    b.offset = best_fit(std::move(taken), align_up(b.size));
+    arena = std::max(arena, b.offset + align_up(b.size));
+    placed.push_back(i);
+  }
+  return arena;
+}
+
+int64_t live_bytes_lower_bound(const std::vector<PlanBuffer>& buffers, int num_steps) {
+  int64_t peak = 0;
+  for (int step = 0; step < num_steps; ++step) {
+    int64_t live = 0;
+    for (const PlanBuffer& b : buffers)
+      if (b.kind == StorageKind::kArena && b.first_step <= step && step <= b.last_step) live += align_up(b.size);
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+}  // namespace strider::plan_internal

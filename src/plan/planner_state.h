@@ -1,0 +1,59 @@
+// The planner's working state, shared by its passes (planner.cc: decisions;
+// resolve.cc: views and buffers; arena.cc: lifetimes and packing). Internal to src/plan.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "plan/planner.h"
+
+namespace strider::plan_internal {
+
+// Where a value's bytes come from, decided before any offset is known.
+struct Decision {
+  ValueRole role = ValueRole::kOwn;
+  ValueId alias_of = kNoValue;  // source value (view, in place) or the Concat output
+  int64_t concat_axis = 0;      // kConcatPart: the slice of alias_of along this axis
+  int64_t concat_offset = 0;
+  bool materialized = false;    // a view op that must copy (its input admits no view)
+};
+
+struct PlannerState {
+  Graph& graph;
+  Device& device;
+  const PlanOptions& options;
+  LayoutChoice layout = LayoutChoice::kNchw;
+
+  std::vector<Decision> decisions;               // per value
+  std::vector<std::vector<NodeId>> consumers;    // per value
+  std::vector<bool> is_graph_input, is_graph_output, used;
+  std::vector<bool> dense_node;                  // per node: refused non-packed operands
+
+  // Resolution results: each used value's view on a virtual allocation of its buffer.
+  std::vector<std::unique_ptr<Allocation>> virtual_allocations;  // one per buffer
+  std::vector<std::optional<TensorView>> virtual_views;          // per value
+  std::vector<int> buffer_of;                                    // per value
+  std::vector<PlanBuffer> buffers;
+
+  PlannerState(Graph& g, Device& d, const PlanOptions& o) : graph(g), device(d), options(o) {}
+};
+
+// planner.cc
+void decide_views(PlannerState& state);
+void decide_concats(PlannerState& state);
+void decide_in_place(PlannerState& state);
+// resolve.cc: computes virtual views and buffers from the decisions.
+Status resolve_values(PlannerState& state);
+// The strides a value that owns its bytes gets in the chosen layout.
+Strides layout_strides(const PlannerState& state, const Shape& sizes);
+// arena.cc: lifetimes, best-fit packing, real allocations and views.
+void compute_lifetimes(PlannerState& state);
+int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse);
+int64_t live_bytes_lower_bound(const std::vector<PlanBuffer>& buffers, int num_steps);
+Status allocate_and_place(PlannerState& state, Plan& plan);
+
+inline constexpr int64_t kBufferAlignment = 64;
+inline int64_t align_up(int64_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
+
+}  // namespace strider::plan_internal

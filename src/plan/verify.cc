@@ -1,0 +1,75 @@
+#include "plan/verify.h"
+
+#include <fmt/format.h>
+
+namespace strider {
+namespace {
+
+std::string describe(const Graph& graph, const Plan& plan, ValueId v) {
+  ByteRange r = footprint(plan.view(v));
+  return fmt::format("'{}' {} bytes [{:#x}, {:#x})", graph.value(v).name, plan.view(v).allocation->label(), r.begin,
+                     r.end);
+}
+
+bool aliases(const Plan& plan, ValueId a, ValueId b) {
+  for (ValueId v = a; v != kNoValue; v = plan.values[size_t(v)]->alias_of)
+    if (v == b) return true;
+  for (ValueId v = b; v != kNoValue; v = plan.values[size_t(v)]->alias_of)
+    if (v == a) return true;
+  return false;
+}
+
+Status check_views_and_alignment(const Graph& graph, const Plan& plan) {
+  for (ValueId v = 0; v < ValueId(plan.values.size()); ++v) {
+    if (!plan.values[size_t(v)]) continue;
+    const TensorView& view = plan.view(v);
+    auto again = make_view(*view.allocation, view.byte_offset, view.dtype, view.sizes, view.strides,
+                           fmt::format("value '{}'", graph.value(v).name));
+    if (!again.is_ok()) return internal_error("plan: " + again.status().message());
+  }
+  for (const PlanBuffer& b : plan.buffers)
+    if (b.offset % 64 != 0)
+      return internal_error(fmt::format("plan: buffer of '{}' at offset {} is not 64-byte aligned",
+                                        graph.value(b.root).name, b.offset));
+  return Status::ok();
+}
+
+Status check_buffers_disjoint(const Graph& graph, const Plan& plan) {
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    for (size_t j = i + 1; j < plan.buffers.size(); ++j) {
+      const PlanBuffer& a = plan.buffers[i];
+      const PlanBuffer& b = plan.buffers[j];
+      if (a.kind != b.kind || a.first_step > b.last_step || b.first_step > a.last_step) continue;
+      if (a.offset < b.offset + b.size && b.offset < a.offset + a.size && a.size > 0 && b.size > 0)
+        return internal_error(fmt::format("plan: buffers of {} and {} overlap while both live (steps {}-{} and {}-{})",
+                                          describe(graph, plan, a.root), describe(graph, plan, b.root),
+                                          a.first_step, a.last_step, b.first_step, b.last_step));
+    }
+  return Status::ok();
+}
+
+// Values some step writes (not views), grouped by buffer.
+Status check_writers_disjoint(const Graph& graph, const Plan& plan) {
+  std::vector<std::vector<ValueId>> written(plan.buffers.size());
+  for (ValueId v = 0; v < ValueId(plan.values.size()); ++v) {
+    const auto& p = plan.values[size_t(v)];
+    if (p && p->role != ValueRole::kView && graph.value(v).producer != kNoNode) written[size_t(p->buffer)].push_back(v);
+  }
+  for (const auto& values : written)
+    for (size_t i = 0; i < values.size(); ++i)
+      for (size_t j = i + 1; j < values.size(); ++j)
+        if (!aliases(plan, values[i], values[j]) && may_overlap(plan.view(values[i]), plan.view(values[j])))
+          return internal_error(fmt::format("plan: {} and {} are written by different steps and overlap",
+                                            describe(graph, plan, values[i]), describe(graph, plan, values[j])));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status verify_plan(const Graph& graph, const Plan& plan) {
+  STRIDER_RETURN_IF_ERROR(check_views_and_alignment(graph, plan));
+  STRIDER_RETURN_IF_ERROR(check_buffers_disjoint(graph, plan));
+  return check_writers_disjoint(graph, plan);
+}
+
+}  // namespace strider

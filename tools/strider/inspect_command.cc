@@ -1,0 +1,54 @@
+// `strider inspect`: the plan as readable text (and optionally JSON and an SVG memory
+// timeline): which values are views, which concat parts are written in place, the arena.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exec/session_internal.h"
+#include "plan/dump.h"
+
+namespace strider::cli {
+namespace {
+
+Status write_text_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return io_error(fmt::format("cannot write {} file '{}'", what, path));
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, InspectOptions& options) {
+  CLI::App* inspect = app.add_subcommand("inspect", "print the memory plan: views, concat in place, the arena");
+  add_model_options(*inspect, options.model);
+  inspect->add_option("--json", options.json_file, "write the plan's figures and steps as JSON here");
+  inspect->add_option("--svg", options.svg_file, "draw the arena's memory timeline as SVG here");
+  inspect->footer(
+      "Each step lists its operands as allocation+offset, dtype and sizes, strides, and how\n"
+      "the value got its bytes (own, view of, written in place into a concat, in place over).\n\n"
+      "Examples:\n"
+      "  strider inspect model.onnx\n"
+      "  strider inspect model.onnx --layout nhwc --json plan.json --svg plan.svg");
+  inspect->callback([&options] { options.selected = true; });
+}
+
+int inspect_command(const InspectOptions& o) {
+  auto prepared = prepare_run(o.model, o.model.model, o.model.inputs_dir);
+  if (!prepared.is_ok()) return report_error(prepared.status());
+  SessionPlanView view = inspect_session(*prepared->session);
+  fmt::print("{}", plan_to_text(*view.graph, *view.plan, view.kernel_names));
+  if (!o.json_file.empty()) {
+    Status s = write_text_file(o.json_file, plan_to_json(*view.graph, *view.plan, view.kernel_names), "--json");
+    if (!s.is_ok()) return report_error(s);
+  }
+  if (!o.svg_file.empty()) {
+    Status s = write_text_file(o.svg_file, plan_to_svg(*view.graph, *view.plan), "--svg");
+    if (!s.is_ok()) return report_error(s);
+  }
+  return kExitOk;
+}
+
+}  // namespace strider::cli
