@@ -1,4 +1,4 @@
-// Every seed model (models/seed/*) in f32 and bf16, checked against torch's own outputs
+// Every seed model (models/seed/*) in f32 and bf16, in both layouts, checked against torch's own outputs
 // (saved when the models were generated) and against the float64 reference:
 //   f32: max abs error within 1e-4 of the output scale, against both;
 //   bf16: cosine >= 0.999 and max abs error within 2e-2 of the output scale.
@@ -42,7 +42,7 @@ struct ModelRun {
   std::vector<double> reference;
 };
 
-void run_model(const std::string& name, DType dtype, ModelRun& run) {
+void run_model(const std::string& name, const std::string& layout, DType dtype, ModelRun& run) {
   fs::path dir = fs::path(STRIDER_SOURCE_DIR) / "models/seed" / name;
   auto graph = import_model_file((dir / "model.onnx").string());
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
@@ -51,6 +51,7 @@ void run_model(const std::string& name, DType dtype, ModelRun& run) {
   run.torch_bf16 = *read_tensor_pb((dir / "torch_bf16/output_0.pb").string());
   SessionOptions options;
   options.dtype = dtype;
+  options.layout = layout;
   options.poison_memory = true;  // an element no kernel writes stays NaN and fails the check
   auto session = create_session(*graph, options);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
@@ -65,11 +66,15 @@ void run_model(const std::string& name, DType dtype, ModelRun& run) {
   run.reference = values_of(reference->outputs[0]);
 }
 
-class SeedModel : public ::testing::TestWithParam<std::string> {};
+struct ModelCase {
+  std::string model, layout;
+};
+
+class SeedModel : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(SeedModel, F32MatchesTorchAndTheFloat64Reference) {
   ModelRun run;
-  ASSERT_NO_FATAL_FAILURE(run_model(GetParam(), DType::kF32, run));
+  ASSERT_NO_FATAL_FAILURE(run_model(GetParam().model, GetParam().layout, DType::kF32, run));
   Tolerance f32{1e-4, 0.0, 0.9999};
   Comparison vs_reference = compare_values(values_of(run.output), run.reference, f32, false);
   EXPECT_TRUE(vs_reference.passed) << vs_reference.reason;
@@ -79,7 +84,7 @@ TEST_P(SeedModel, F32MatchesTorchAndTheFloat64Reference) {
 
 TEST_P(SeedModel, BF16StaysWithinBf16Tolerance) {
   ModelRun run;
-  ASSERT_NO_FATAL_FAILURE(run_model(GetParam(), DType::kBF16, run));
+  ASSERT_NO_FATAL_FAILURE(run_model(GetParam().model, GetParam().layout, DType::kBF16, run));
   Tolerance bf16{2e-2, 0.0, 0.999};
   Comparison vs_reference = compare_values(values_of(run.output), run.reference, bf16, false);
   EXPECT_TRUE(vs_reference.passed) << vs_reference.reason << " cosine " << vs_reference.cosine;
@@ -89,8 +94,17 @@ TEST_P(SeedModel, BF16StaysWithinBf16Tolerance) {
   EXPECT_GT(vs_reference.max_abs_error, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SeedModel, ::testing::ValuesIn(seed_models()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+std::vector<ModelCase> cases() {
+  std::vector<ModelCase> all;
+  for (const std::string& model : seed_models())
+    for (const char* layout : {"nchw", "nhwc"}) all.push_back({model, layout});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SeedModel, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           return info.param.model + "_" + info.param.layout;
+                         });
 
 }  // namespace
 }  // namespace strider

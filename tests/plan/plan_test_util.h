@@ -1,0 +1,70 @@
+// Helpers for the planner tests: plan a builder graph through a real session (so the
+// kernels' refusals take part) and look values and steps up by name.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "exec/session_internal.h"
+#include "ir/builder.h"
+
+namespace strider::testing {
+
+struct PlannedGraph {
+  std::unique_ptr<Session> session;
+  const Graph* graph = nullptr;
+  const Plan* plan = nullptr;
+
+  const PlannedValue& value(const std::string& name) const {
+    auto id = graph->find_value(name);
+    EXPECT_TRUE(id.has_value()) << name;
+    return *plan->values.at(size_t(*id));
+  }
+  const PlanStep& step(const std::string& node_name) const {
+    for (const PlanStep& s : plan->steps)
+      if (graph->node(s.node).name == node_name) return s;
+    ADD_FAILURE() << "no step " << node_name;
+    return plan->steps.front();
+  }
+  std::string alias_name(const std::string& name) const {
+    ValueId alias = value(name).alias_of;
+    return alias == kNoValue ? "" : graph->value(alias).name;
+  }
+};
+
+inline PlanOptions verified(PlanOptions options = {}) {
+  options.verify = true;
+  return options;
+}
+
+inline PlannedGraph plan_graph(Graph graph, PlanOptions options = verified()) {
+  PlannedGraph planned;
+  auto session = create_session(std::move(graph), SessionOptions{}, options);
+  EXPECT_TRUE(session.is_ok()) << session.status().to_string();
+  if (!session.is_ok()) return planned;
+  planned.session = std::move(session).value();
+  SessionPlanView view = inspect_session(*planned.session);
+  planned.graph = view.graph;
+  planned.plan = view.plan;
+  return planned;
+}
+
+inline Tensor random_f32(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Tensor t(DType::kF32, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = normal(rng);
+  return t;
+}
+
+inline AttributeMap int_attribute(const std::string& name, int64_t value) {
+  AttributeMap a;
+  a.set_int(name, value);
+  return a;
+}
+
+}  // namespace strider::testing
