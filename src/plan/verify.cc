@@ -48,19 +48,44 @@ Status check_buffers_disjoint(const Graph& graph, const Plan& plan) {
   return Status::ok();
 }
 
-// Values some step writes (not views), grouped by buffer.
+// Each value's steps from its producer to the last read of it or of any value aliasing it.
+std::vector<std::pair<int, int>> value_lifetimes(const Graph& graph, const Plan& plan) {
+  std::vector<std::pair<int, int>> life(plan.values.size(), {0, -1});
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Node& node = graph.node(plan.steps[i].node);
+    for (ValueId out : node.outputs)
+      if (out != kNoValue) life[size_t(out)] = {int(i), int(i)};
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (ValueId in : graph.node(plan.steps[i].node).inputs)
+      for (ValueId v = in; v != kNoValue; v = plan.values[size_t(v)]->alias_of)
+        life[size_t(v)].second = std::max(life[size_t(v)].second, int(i));
+  for (ValueId out : graph.outputs())
+    for (ValueId v = out; v != kNoValue; v = plan.values[size_t(v)]->alias_of)
+      life[size_t(v)].second = int(plan.steps.size());
+  return life;
+}
+
+// Inside one buffer, values written by different steps (not views) that are live at the
+// same time must not share a byte unless one aliases the other.
 Status check_writers_disjoint(const Graph& graph, const Plan& plan) {
   std::vector<std::vector<ValueId>> written(plan.buffers.size());
   for (ValueId v = 0; v < ValueId(plan.values.size()); ++v) {
     const auto& p = plan.values[size_t(v)];
     if (p && p->role != ValueRole::kView && graph.value(v).producer != kNoNode) written[size_t(p->buffer)].push_back(v);
   }
+  std::vector<std::pair<int, int>> life = value_lifetimes(graph, plan);
+  auto live_together = [&](ValueId a, ValueId b) {
+    return life[size_t(a)].first <= life[size_t(b)].second && life[size_t(b)].first <= life[size_t(a)].second;
+  };
   for (const auto& values : written)
     for (size_t i = 0; i < values.size(); ++i)
-      for (size_t j = i + 1; j < values.size(); ++j)
-        if (!aliases(plan, values[i], values[j]) && may_overlap(plan.view(values[i]), plan.view(values[j])))
-          return internal_error(fmt::format("plan: {} and {} are written by different steps and overlap",
-                                            describe(graph, plan, values[i]), describe(graph, plan, values[j])));
+      for (size_t j = i + 1; j < values.size(); ++j) {
+        ValueId a = values[i], b = values[j];
+        if (aliases(plan, a, b) || !live_together(a, b) || !may_overlap(plan.view(a), plan.view(b))) continue;
+        return internal_error(fmt::format("plan: {} and {} are written by different steps, live together and overlap",
+                                          describe(graph, plan, a), describe(graph, plan, b)));
+      }
   return Status::ok();
 }
 

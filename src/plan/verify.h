@@ -3,8 +3,8 @@
 // - every value's view lies inside its allocation;
 // - every buffer starts 64-byte aligned;
 // - two arena buffers whose lifetimes overlap share no byte;
-// - inside one buffer, two values written by different steps (the parts of a concat)
-//   share no byte, unless one aliases the other.
+// - inside one buffer, two values written by different steps and live at the same time
+//   (the parts of a concat) share no byte, unless one aliases the other.
 // A failure is an INTERNAL error naming both values and the byte ranges: a planner bug.
 #pragma once
 
