@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
@@ -121,10 +120,7 @@ Status write_json(const CheckOptions& o, const std::string& model_file, nlohmann
       {"data_sets", std::move(sets)},
       {"passed", passed},
       {"failed", failed}};
-  std::ofstream out(o.json_file);
-  out << report.dump(2) << "\n";
-  if (!out) return io_error(fmt::format("cannot write --json file '{}'", o.json_file));
-  return Status::ok();
+  return write_text_file(o.json_file, report.dump(2) + "\n", "--json");
 }
 
 }  // namespace

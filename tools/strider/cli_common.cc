@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "exec/session_internal.h"
@@ -173,6 +174,13 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   }
   STRIDER_ASSIGN_OR_RETURN(run.session, create_session(run.graph, run.session_options));
   return run;
+}
+
+Status write_text_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return io_error(fmt::format("cannot write {} file '{}'", what, path));
+  return Status::ok();
 }
 
 std::string tensor_statistics(const Tensor& t) {

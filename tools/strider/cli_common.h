@@ -63,6 +63,9 @@ Result<PreparedRun> prepare_run(const ModelOptions& options, const std::string& 
 Result<std::vector<Tensor>> read_numbered_tensors(const std::string& dir, const std::string& prefix,
                                                   size_t count);
 
+// Writes `text` to `path`; `what` names the option in the error ("--json").
+Status write_text_file(const std::string& path, const std::string& text, const char* what);
+
 // "min -1.2 max 3.4 mean 0.01 std 0.98" (exact integers for integer tensors).
 std::string tensor_statistics(const Tensor& tensor);
 

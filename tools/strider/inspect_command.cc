@@ -2,25 +2,12 @@
 // timeline): which values are views, which concat parts are written in place, the arena.
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "cli_common.h"
 #include "commands.h"
 #include "exec/session_internal.h"
 #include "plan/dump.h"
 
 namespace strider::cli {
-namespace {
-
-Status write_text_file(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) return io_error(fmt::format("cannot write {} file '{}'", what, path));
-  return Status::ok();
-}
-
-}  // namespace
-
 void add_inspect_command(CLI::App& app, InspectOptions& options) {
   CLI::App* inspect = app.add_subcommand("inspect", "print the memory plan: views, concat in place, the arena");
   add_model_options(*inspect, options.model);

@@ -4,6 +4,7 @@
 // oneDNN prefers. Other dtypes run a naive direct convolution.
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 #include "ops/shape_ops.h"
@@ -127,7 +128,7 @@ class NaiveConv final : public Kernel {
           int64_t y_off = n * c_.y.strides[0] + oc * c_.y.strides[1];
           for (int64_t d = 0; d < spatial; ++d) y_off += o[size_t(d)] * c_.y.strides[size_t(d) + 2];
           c_.y.host_data_as<T>()[y_off] = store<T>(ComputeType<T>(sum));
-          advance(o, out_spatial);
+          advance_index(o, out_spatial);
         }
       }
     return Status::ok();
@@ -135,18 +136,12 @@ class NaiveConv final : public Kernel {
   std::string implementation() const override { return "strider:naive-conv"; }
 
  private:
-  static void advance(Shape& index, const Shape& sizes) {
-    for (size_t d = index.size(); d-- > 0;) {
-      if (++index[d] < sizes[d]) return;
-      index[d] = 0;
-    }
-  }
   Acc window_sum(int64_t n, int64_t oc, int64_t x_channel, int64_t w_channel, const Shape& o,
                  const Shape& kernel) const {
     const WindowGeometry& g = c_.window;
     Acc sum = 0;
     Shape k(kernel.size(), 0);
-    for (int64_t t = 0; t < num_elements(kernel); ++t, advance(k, kernel)) {
+    for (int64_t t = 0; t < num_elements(kernel); ++t, advance_index(k, kernel)) {
       int64_t x_off = n * c_.x.strides[0] + x_channel * c_.x.strides[1];
       int64_t w_off = oc * c_.w.strides[0] + w_channel * c_.w.strides[1];
       bool inside = true;

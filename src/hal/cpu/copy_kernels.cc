@@ -6,6 +6,7 @@
 
 #include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
 #include "ops/shape_ops.h"
 
@@ -161,10 +162,7 @@ class GatherKernel final : public Kernel {
       copy_strided(slice_sizes_, out_.host_data() + out_offset * esize, out_strides_.data(),
                    data_.host_data() + k * data_.strides[size_t(axis_)] * esize,
                    data_strides_.data(), esize);
-      for (size_t t = index.size(); t-- > 0;) {  // next index position, row-major
-        if (++index[t] < indices_.sizes[t]) break;
-        index[t] = 0;
-      }
+      advance_index(index, indices_.sizes);
     }
     return Status::ok();
   }

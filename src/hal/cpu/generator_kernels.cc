@@ -1,6 +1,7 @@
 // Kernels that make values from parameters alone: ConstantOfShape and Range. With static
 // shapes they are constant-folded at session creation, which runs these same kernels.
 #include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/strided_loop.h"
 #include "hal/cpu/dtype_dispatch.h"
 
 namespace strider::cpu {
@@ -18,10 +19,7 @@ class FillKernel final : public Kernel {
       int64_t offset = 0;
       for (size_t d = 0; d < index.size(); ++d) offset += index[d] * out_.strides[d];
       std::memcpy(out_.host_data() + offset * esize, value_.bytes(), size_t(esize));
-      for (size_t d = index.size(); d-- > 0;) {
-        if (++index[d] < out_.sizes[d]) break;
-        index[d] = 0;
-      }
+      advance_index(index, out_.sizes);
     }
     return Status::ok();
   }

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
@@ -103,10 +104,7 @@ class NaiveMatMul final : public Kernel {
           o[m * v_.out.strides[r - 2] + n * v_.out.strides[r - 1]] =
               store<T>(ComputeType<T>(scale_ == 1.0f ? sum : Acc(double(sum) * scale_)));
         }
-      for (size_t d = index.size(); d-- > 0;) {
-        if (++index[d] < batch[d]) break;
-        index[d] = 0;
-      }
+      advance_index(index, batch);
     }
     return Status::ok();
   }

@@ -5,19 +5,13 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/strided_loop.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cpu {
 namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
-
-void advance(Shape& index, const Shape& sizes) {
-  for (size_t d = index.size(); d-- > 0;) {
-    if (++index[d] < sizes[d]) return;
-    index[d] = 0;
-  }
-}
 
 enum class PoolKind { kMax, kAverage };
 
@@ -41,7 +35,7 @@ class PoolKernel final : public Kernel {
     for (int64_t n = 0; n < y_.sizes[0]; ++n)
       for (int64_t c = 0; c < y_.sizes[1]; ++c) {
         Shape o(out_spatial.size(), 0);
-        for (int64_t p = 0; p < num_elements(out_spatial); ++p, advance(o, out_spatial)) pool_one(n, c, o);
+        for (int64_t p = 0; p < num_elements(out_spatial); ++p, advance_index(o, out_spatial)) pool_one(n, c, o);
       }
     return Status::ok();
   }
@@ -63,7 +57,7 @@ class PoolKernel final : public Kernel {
       padded *= (end - start + g.dilations[d] - 1) / g.dilations[d];
     }
     Shape k(spatial, 0);
-    for (int64_t t = 0; t < num_elements(g.kernel); ++t, advance(k, g.kernel)) {
+    for (int64_t t = 0; t < num_elements(g.kernel); ++t, advance_index(k, g.kernel)) {
       int64_t offset = n * x_.strides[0] + c * x_.strides[1];
       int64_t flat = 0, column_flat = 0, column_scale = 1;
       bool inside = true;

@@ -6,6 +6,7 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/strided_loop.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cpu {
@@ -16,13 +17,6 @@ using KernelPtr = std::unique_ptr<Kernel>;
 template <typename T>
 using Accumulator = std::conditional_t<std::is_same_v<T, double>, double,
                                        std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
-
-void advance(Shape& index, const Shape& sizes) {
-  for (size_t d = index.size(); d-- > 0;) {
-    if (++index[d] < sizes[d]) return;
-    index[d] = 0;
-  }
-}
 
 int64_t offset_of(const Shape& index, const std::vector<int64_t>& dims, const Strides& strides) {
   int64_t offset = 0;
@@ -59,11 +53,11 @@ class ReduceKernel final : public Kernel {
     const T* in = in_.host_data_as<T>();
     T* out = out_.host_data_as<T>();
     int64_t count = num_elements(reduced_sizes_);
-    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance(outer, kept_sizes_)) {
+    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance_index(outer, kept_sizes_)) {
       const T* base = in + offset_of(outer, kept_dims_, in_.strides);
       Acc acc = initial();
       Shape inner(reduced_sizes_.size(), 0);
-      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_))
+      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_))
         acc = combine(acc, Acc(load(base[offset_of(inner, reduced_dims_, in_.strides)])));
       if (op_ == ReduceOp::kMean) acc = count ? Acc(acc / Acc(count)) : Acc(0);
       int64_t out_offset = 0;
@@ -129,12 +123,12 @@ class SoftmaxKernel final : public Kernel {
     int64_t count = num_elements(reduced_sizes_);
     std::vector<Acc> row(static_cast<size_t>(count));
     Shape outer(kept_sizes_.size(), 0);
-    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance(outer, kept_sizes_)) {
+    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance_index(outer, kept_sizes_)) {
       int64_t in_base = offset_of(outer, kept_dims_, in_.strides);
       int64_t out_base = offset_of(outer, kept_dims_, out_.strides);
       Shape inner(reduced_sizes_.size(), 0);
       Acc max = -std::numeric_limits<Acc>::infinity();
-      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_)) {
+      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_)) {
         row[size_t(i)] = Acc(load(in[in_base + offset_of(inner, reduced_dims_, in_.strides)]));
         max = std::max(max, row[size_t(i)]);
       }
@@ -142,7 +136,7 @@ class SoftmaxKernel final : public Kernel {
       for (Acc& v : row) sum += std::exp(v - max);
       Acc log_sum = std::log(sum);
       inner.assign(inner.size(), 0);
-      for (int64_t i = 0; i < count; ++i, advance(inner, reduced_sizes_)) {
+      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_)) {
         Acc v = row[size_t(i)] - max;
         Acc result = log_ ? v - log_sum : std::exp(v) / sum;
         out[out_base + offset_of(inner, reduced_dims_, out_.strides)] = store<T>(ComputeType<T>(result));

@@ -18,6 +18,15 @@
 
 namespace strider::cpu {
 
+// Moves a row-major multi-index to the next position within `sizes` (wrapping to all zeros
+// after the last one).
+inline void advance_index(std::vector<int64_t>& index, std::span<const int64_t> sizes) {
+  for (size_t d = index.size(); d-- > 0;) {
+    if (++index[d] < sizes[d]) return;
+    index[d] = 0;
+  }
+}
+
 template <size_t N>
 struct StridedOperands {
   std::array<std::byte*, N> base{};
