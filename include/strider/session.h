@@ -10,7 +10,8 @@
 // unsupported model fails here with one error listing every unsupported op and its nodes.
 // run() checks the inputs (names, dtypes, shapes) and fails without writing anything when
 // they are wrong. A Session is not safe to run from two threads at once; separate Sessions
-// are independent.
+// are independent. Execution is asynchronous: kernels run on the device's queues after
+// submit, and run() returns once the outputs are downloaded and every queue is idle.
 #pragma once
 
 #include <map>
@@ -38,9 +39,20 @@ struct SessionOptions {
   // longer inputs of the session. Shapes are static, so an input that decides a shape (a
   // Reshape's target shape, a Slice's bounds, Resize's sizes) must be given here.
   std::map<std::string, Tensor> constant_inputs;
-  // Fill all runtime memory with NaN (floats) or 0xA5 bytes before each run, so an element
-  // no kernel wrote shows up in the output. For checking; costs a pass over memory.
+  // Fill every buffer with NaN (floats) or 0xA5 bytes before its first writer in each run,
+  // so an element no kernel wrote shows up in the output. For checking; costs a pass over
+  // memory. The sim device always does it.
   bool poison_memory = false;
+  // Device queues to spread independent branches over (the host is one more).
+  int queues = 1;
+  // Check with vector clocks that every pair of conflicting accesses is ordered; a run
+  // with findings fails with a HAZARD status. Also on when STRIDER_SANITIZE=1.
+  bool sanitize = false;
+  // Testing aid: drop every cross-queue wait, to prove the sim device and the sanitizer
+  // catch the damage. Never for real use.
+  bool debug_drop_waits = false;
+  // The sim device's execution order.
+  uint64_t sim_seed = 0;
 };
 
 struct ValueInfo {

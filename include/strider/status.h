@@ -26,6 +26,7 @@ enum class StatusCode {
   kIoError,          // reading or writing a file failed
   kDeviceError,      // a device or library call failed at run time
   kInternal,         // a bug in strider reported without aborting
+  kHazard,           // the sanitizer found accesses no wait orders (one finding per line)
 };
 
 // "INVALID_ARGUMENT", "UNSUPPORTED", ...: the spelling used in error lines.

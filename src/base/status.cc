@@ -18,6 +18,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "IO_ERROR";
     case StatusCode::kDeviceError: return "DEVICE_ERROR";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kHazard: return "HAZARD";
   }
   return "UNKNOWN";
 }

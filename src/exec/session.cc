@@ -6,7 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <cstdlib>
 
+#include "exec/executor.h"
 #include "exec/session_internal.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
@@ -22,10 +25,11 @@ struct Session::Impl {
   std::unique_ptr<Device> device;
   Plan plan;
   std::vector<std::unique_ptr<Kernel>> kernels;  // per plan step; null where nothing runs
+  std::unique_ptr<Executor> executor;
+  std::mutex running;  // run() is not reentrant: concurrent calls take turns
 
   Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
-  Status upload_inputs(const std::vector<Tensor>& given);
-  void poison();
+  Result<std::vector<Tensor>> check_inputs(const std::vector<Tensor>& given) const;
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& given);
 };
 
@@ -102,7 +106,9 @@ Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions
   return internal_error("planning did not converge");
 }
 
-Status Session::Impl::upload_inputs(const std::vector<Tensor>& given) {
+// Checks every input and converts it to the plan's dtype; nothing is written until all
+// are known good.
+Result<std::vector<Tensor>> Session::Impl::check_inputs(const std::vector<Tensor>& given) const {
   if (given.size() != inputs.size())
     return invalid_argument(fmt::format("got {} inputs, the model takes {}", given.size(), inputs.size()));
   std::vector<Tensor> converted;
@@ -123,47 +129,17 @@ Status Session::Impl::upload_inputs(const std::vector<Tensor>& given) {
     STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(t, plan.view(graph.inputs()[i]).dtype));
     converted.push_back(std::move(value));
   }
-  // Only once every input is known good does anything get written.
-  for (size_t i = 0; i < converted.size(); ++i)
-    STRIDER_RETURN_IF_ERROR(device->upload(converted[i], plan.view(graph.inputs()[i])));
-  return Status::ok();
-}
-
-// Fills every value that kernels write with NaN (floats) or 0xA5 bytes.
-void Session::Impl::poison() {
-  for (ValueId id = 0; id < graph.num_values(); ++id) {
-    const auto& planned = plan.values[size_t(id)];
-    if (!planned || planned->role == ValueRole::kView || graph.value(id).is_constant()) continue;
-    const TensorView& view = planned->view;
-    Tensor pattern(view.dtype, view.sizes);
-    if (is_floating(view.dtype)) {
-      Tensor nan(DType::kF32, view.sizes);
-      std::fill_n(nan.data<float>(), nan.num_elements(), std::numeric_limits<float>::quiet_NaN());
-      pattern = *convert_float_tensor(nan, view.dtype);
-    } else {
-      std::memset(pattern.bytes(), 0xA5, pattern.byte_size());
-    }
-    (void)device->upload(pattern, view);
-  }
+  return converted;
 }
 
 Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given) {
-  if (options.poison_memory) poison();
-  STRIDER_RETURN_IF_ERROR(upload_inputs(given));
-  for (size_t s = 0; s < kernels.size(); ++s) {
-    if (!kernels[s]) continue;
-    Status status = kernels[s]->run();
-    if (!status.is_ok()) {
-      const Node& node = graph.node(plan.steps[s].node);
-      return status.with_context(fmt::format("running node '{}' ({})", node.name, node.op_type));
-    }
-  }
+  std::lock_guard lock(running);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, check_inputs(given));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->run(converted));
   std::vector<Tensor> results;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    Tensor value;
-    STRIDER_RETURN_IF_ERROR(device->download(plan.view(graph.outputs()[i]), &value));
-    STRIDER_ASSIGN_OR_RETURN(Tensor converted, convert_float_tensor(value, outputs[i].dtype));
-    results.push_back(std::move(converted));
+  for (size_t i = 0; i < values.size(); ++i) {
+    STRIDER_ASSIGN_OR_RETURN(Tensor converted_output, convert_float_tensor(values[i], outputs[i].dtype));
+    results.push_back(std::move(converted_output));
   }
   return results;
 }
@@ -177,12 +153,22 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   STRIDER_RETURN_IF_ERROR(check_ops_known(graph));
   STRIDER_RETURN_IF_ERROR(bind_constant_inputs(graph, options));
   STRIDER_RETURN_IF_ERROR(resolve_input_shapes(graph, options));
-  STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device));
+  DeviceOptions device_options;
+  device_options.queues = options.queues;
+  device_options.sim_seed = options.sim_seed;
+  STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device, device_options));
   STRIDER_RETURN_IF_ERROR(infer_and_fold(graph));
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
+  ExecutorOptions executor_options;
+  const char* sanitize_env = std::getenv("STRIDER_SANITIZE");
+  executor_options.sanitize = options.sanitize || (sanitize_env && std::string(sanitize_env) == "1");
+  executor_options.drop_waits = options.debug_drop_waits;
+  executor_options.poison = options.poison_memory || impl->device->poisons_memory();
+  impl->executor =
+      std::make_unique<Executor>(impl->graph, impl->plan, impl->kernels, *impl->device, executor_options);
   return std::make_unique<Session>(std::move(impl));
 }
 
@@ -198,13 +184,17 @@ SessionPlanView inspect_session(const Session& session) {
   const Session::Impl& impl = session.impl();
   SessionPlanView view{&impl.graph, &impl.plan, {}};
   for (const auto& kernel : impl.kernels) view.kernel_names.push_back(kernel ? kernel->implementation() : "");
+  view.queue_of_step = impl.executor->queue_of_step();
   return view;
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() {
-  // Kernels hold views of the plan's allocations: drop them first.
-  if (impl_) impl_->kernels.clear();
+  if (!impl_) return;
+  // Let the queues finish before kernels and memory go: release is ordered after last use.
+  (void)impl_->device->synchronize();
+  impl_->executor.reset();
+  impl_->kernels.clear();
 }
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {

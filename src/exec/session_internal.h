@@ -19,6 +19,7 @@ struct SessionPlanView {
   const Graph* graph;
   const Plan* plan;
   std::vector<std::string> kernel_names;  // per step; empty for steps that run nothing
+  std::vector<int> queue_of_step;         // per step
 };
 SessionPlanView inspect_session(const Session& session);
 

@@ -3,21 +3,29 @@
 // kernel for fixed views, and move bytes between the host and a view.
 //
 // Ownership: a Device owns every Allocation it returns until release(); views and
-// kernels borrow them. In this first executor every call is synchronous: when upload,
-// download or a kernel's run() returns, the bytes are in place. Queues, timepoints and
-// queue-ordered release come with the asynchronous executor (DESIGN.md section 4).
+// kernels borrow them. Work runs on the device's queues (hal/queue.h): queue 0 is the
+// host, 1..N the device's own. Release is queue-ordered: it takes the timepoints of the
+// allocation's last uses and returns the memory only once they have completed, never
+// after a mere submit.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "hal/kernel.h"
+#include "hal/queue.h"
 #include "memory/allocation.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
 
 namespace strider {
+
+struct DeviceOptions {
+  int queues = 1;          // device queues besides the host
+  uint64_t sim_seed = 0;   // sim: the seed of its execution order
+};
 
 class Device {
  public:
@@ -26,18 +34,31 @@ class Device {
 
   // A block of at least `size` bytes aligned to `alignment` (a power of two >= 64).
   virtual Result<Allocation*> allocate(int64_t size, int64_t alignment, std::string label) = 0;
-  virtual void release(Allocation* allocation) = 0;
+  // Returns the memory once every timepoint in `last_uses` has completed (blocking).
+  virtual void release(Allocation* allocation, std::span<const Timepoint> last_uses = {}) = 0;
+
+  // Queues: 0 is the host, 1..num_queues()-1 the device's.
+  virtual int num_queues() const = 0;
+  virtual Queue& queue(int index) = 0;
+  // Blocks until every queue has completed what was submitted; the first error any
+  // command returned since the last synchronize, if one did.
+  virtual Status synchronize() = 0;
+  // True for devices that poison fresh and reused memory (sim): the executor then also
+  // poisons each arena buffer before its first writer, through the queues.
+  virtual bool poisons_memory() const { return false; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
 
-  // Copies a host tensor into a view of the same dtype and sizes (any strides), and back.
+  // Copies between a host tensor and a view of the same dtype and sizes (any strides).
+  // These touch memory directly: callers order them, as host-queue commands, through the
+  // hazard tracker.
   virtual Status upload(const Tensor& source, const TensorView& destination) = 0;
   virtual Status download(const TensorView& source, Tensor* destination) = 0;
 };
 
-// "cpu" (the default). An unknown name is INVALID_ARGUMENT listing the valid ones.
-Result<std::unique_ptr<Device>> create_device(std::string_view name);
+// "cpu" (the default) or "sim". An unknown name is INVALID_ARGUMENT listing the valid ones.
+Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options = {});
 
 // Releases an allocation through its device when it goes out of scope.
 class AllocationHandle {

@@ -23,11 +23,22 @@ int exit_code_for(const Status& status) {
     case StatusCode::kNotFound: return kExitUsage;
     case StatusCode::kInvalidModel:
     case StatusCode::kUnsupported: return kExitBadModel;
+    case StatusCode::kHazard: return kExitCheckFailed;
     default: return kExitRuntime;
   }
 }
 
 int report_error(const Status& status) {
+  if (status.code() == StatusCode::kHazard) {
+    std::string findings = status.message();
+    for (size_t start = 0; start < findings.size();) {
+      size_t end = findings.find('\n', start);
+      if (end == std::string::npos) end = findings.size();
+      std::fprintf(stderr, "strider: %s\n", findings.substr(start, end - start).c_str());
+      start = end + 1;
+    }
+    return exit_code_for(status);
+  }
   std::fprintf(stderr, "strider: error: %s\n", status.to_string().c_str());
   return exit_code_for(status);
 }
@@ -40,7 +51,12 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--seed", o.seed, "seed of the random inputs (default 0)");
   app.add_option("--shape", o.shapes, "size of an input's dims as NAME:1x3x320x320; repeatable");
   app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--device", o.device, "device to run on: cpu");
+  app.add_option("--device", o.device, "device to run on: cpu, or sim (CPU kernels in a seeded random order)");
+  app.add_option("--queues", o.queues, "device queues for independent branches (default 1)");
+  app.add_flag("--sanitize", o.sanitize, "check that every conflicting pair of accesses is ordered (exit 1 if not)");
+  app.add_option("--sim-seed", o.sim_seed, "sim device: seed of the execution order (default 0)");
+  app.add_flag("--debug-drop-waits", o.debug_drop_waits,
+               "testing aid: drop every cross-queue wait, to see the sim device and the sanitizer catch it");
   app.add_option("--layout", o.layout, "activation layout: nchw, nhwc or auto (nhwc for conv-heavy graphs)")
       ->check(CLI::IsMember({"nchw", "nhwc", "auto"}));
 }
@@ -153,6 +169,10 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   std::vector<std::optional<Tensor>> inputs(run.graph.inputs().size());
   STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, inputs));
   run.session_options.device = o.device;
+  run.session_options.queues = o.queues;
+  run.session_options.sanitize = o.sanitize;
+  run.session_options.debug_drop_waits = o.debug_drop_waits;
+  run.session_options.sim_seed = o.sim_seed;
   run.session_options.layout = o.layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;

@@ -27,7 +27,8 @@ enum ExitCode : int {
 // The exit code a Status maps to: usage (bad inputs, options, missing files), bad model
 // (invalid or unsupported), or runtime (device, I/O and internal failures).
 int exit_code_for(const Status& status);
-// Prints "strider: error: CODE: message" to stderr and returns the exit code.
+// Prints "strider: error: CODE: message" to stderr (a hazard: each finding as
+// "strider: hazard: ...") and returns the exit code.
 int report_error(const Status& status);
 
 struct ModelOptions {
@@ -40,6 +41,10 @@ struct ModelOptions {
   std::string dtype = "f32";
   std::string device = "cpu";
   std::string layout = "auto";
+  int queues = 1;
+  bool sanitize = false;
+  bool debug_drop_waits = false;
+  uint64_t sim_seed = 0;
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

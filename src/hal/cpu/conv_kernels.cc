@@ -87,7 +87,7 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
       desc = std::make_unique<dnnl::convolution_forward::desc>(prop, algo, x_md, w_md, y_md, strides,
                                                                 dilations, pad_l, pad_r);
     }
-    dnnl::convolution_forward::primitive_desc pd(*desc, onednn_engine());
+    dnnl::convolution_forward::primitive_desc pd(*desc, onednn_attr(), onednn_engine());
     impl_ = onednn_impl_name(pd);
     primitive_ = dnnl::convolution_forward(pd);
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
@@ -99,7 +99,8 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
     }
     args_ = {{DNNL_ARG_SRC, onednn_memory(c.x, x_md)},
              {DNNL_ARG_WEIGHTS, w_mem},
-             {DNNL_ARG_DST, onednn_memory(c.y, y_md)}};
+             {DNNL_ARG_DST, onednn_memory(c.y, y_md)},
+             {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
     if (c.bias.allocation) args_[DNNL_ARG_BIAS] = onednn_memory(c.bias, b_md);
   });
 }

@@ -7,8 +7,33 @@
 
 #include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/worker_queue.h"
 
 namespace strider::cpu {
+
+CpuDevice::CpuDevice(const DeviceOptions& options) {
+  auto queue_of = [this](int index) -> Queue& { return queue(index); };
+  queues_.push_back(std::make_unique<HostQueue>(queue_of));
+  for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of));
+}
+
+CpuDevice::~CpuDevice() {
+  // Workers finish their queues before the memory their kernels use goes away.
+  (void)synchronize();
+}
+
+Status CpuDevice::synchronize() {
+  Status first;
+  for (auto& q : queues_) {
+    Status s = q->wait(q->next().value - 1);
+    if (!s.is_ok() && first.is_ok()) first = s;
+  }
+  return first;
+}
+
+void CpuDevice::wait_for(std::span<const Timepoint> timepoints) {
+  for (const Timepoint& t : timepoints) (void)queue(t.queue).wait(t.value);
+}
 
 Result<Allocation*> CpuDevice::allocate(int64_t size, int64_t alignment, std::string label) {
   if (size < 0 || alignment < 64 || (alignment & (alignment - 1)) != 0)
@@ -22,7 +47,8 @@ Result<Allocation*> CpuDevice::allocate(int64_t size, int64_t alignment, std::st
                         alignment, StorageMode::kHost, true);
 }
 
-void CpuDevice::release(Allocation* allocation) {
+void CpuDevice::release(Allocation* allocation, std::span<const Timepoint> last_uses) {
+  wait_for(last_uses);
   std::free(allocation->address());
   delete allocation;
 }
@@ -54,11 +80,3 @@ Status CpuDevice::download(const TensorView& source, Tensor* destination) {
 
 }  // namespace strider::cpu
 
-namespace strider {
-
-Result<std::unique_ptr<Device>> create_device(std::string_view name) {
-  if (name == "cpu") return std::unique_ptr<Device>(new cpu::CpuDevice());
-  return invalid_argument(fmt::format("unknown device '{}'; valid devices: cpu", name));
-}
-
-}  // namespace strider

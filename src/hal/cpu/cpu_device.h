@@ -1,24 +1,36 @@
 // The CPU device: host memory from the C++ heap (64-byte aligned), kernels from the CPU
-// kernel table. Synchronous in this first executor.
+// kernel table, and asynchronous queues: each device queue is a worker thread, so a
+// kernel runs after submit() has returned and the host waits on timepoints for results.
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <vector>
 
 #include "hal/device.h"
+#include "hal/host_queue.h"
 
 namespace strider::cpu {
 
-class CpuDevice final : public Device {
+class CpuDevice : public Device {
  public:
+  explicit CpuDevice(const DeviceOptions& options);
+  ~CpuDevice() override;
   std::string_view name() const override { return "cpu"; }
   Result<Allocation*> allocate(int64_t size, int64_t alignment, std::string label) override;
-  void release(Allocation* allocation) override;
+  void release(Allocation* allocation, std::span<const Timepoint> last_uses) override;
+  int num_queues() const override { return int(queues_.size()); }
+  Queue& queue(int index) override { return *queues_.at(size_t(index)); }
+  Status synchronize() override;
   bool has_kernel(std::string_view op_type) const override;
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;
 
- private:
+ protected:
+  CpuDevice() = default;  // for devices that bring their own queues (sim)
+  void wait_for(std::span<const Timepoint> timepoints);
+  std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -44,7 +44,7 @@ class OneDnnMatMul final : public Kernel {
   Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::string& node) {
     return onednn_call(node, [&] {
       auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = onednn_attr();
       if (scale != 1.0f) attr.set_output_scales(0, {scale});
       bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
       dnnl::memory::desc bias_md = bias ? onednn_desc(*bias) : dnnl::memory::desc();
@@ -59,7 +59,8 @@ class OneDnnMatMul final : public Kernel {
       primitive_ = dnnl::matmul(pd);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
                {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
-               {DNNL_ARG_DST, onednn_memory(v.out, out_md)}};
+               {DNNL_ARG_DST, onednn_memory(v.out, out_md)},
+               {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
       if (row_bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
       if (bias && !row_bias) args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = onednn_memory(*bias, bias_md);
     });

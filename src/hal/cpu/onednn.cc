@@ -12,6 +12,12 @@ dnnl::stream& onednn_stream() {
   return stream;
 }
 
+dnnl::primitive_attr onednn_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 std::optional<dnnl::memory::data_type> onednn_type(DType dtype) {
   using dt = dnnl::memory::data_type;
   switch (dtype) {

@@ -1,4 +1,5 @@
-// oneDNN glue for the CPU kernels: one engine per process, a stream per thread, memory
+// oneDNN glue for the CPU kernels: one engine per process, a stream per thread, a
+// scratchpad per kernel, memory
 // descriptors built from a view's real sizes and strides (never a packed copy), and
 // conversion of oneDNN's exceptions into Statuses at the kernel boundary.
 #pragma once
@@ -16,6 +17,12 @@ namespace strider::cpu {
 dnnl::engine& onednn_engine();
 // The calling thread's stream (oneDNN streams are not shared between threads).
 dnnl::stream& onednn_stream();
+
+// Attributes every primitive starts from: a scratchpad owned by the kernel
+// (scratchpad_mode::user). oneDNN's own scratchpad is per thread and sized when a
+// primitive is created, so a kernel created on one thread and run on a queue's worker
+// would overrun it.
+dnnl::primitive_attr onednn_attr();
 
 // The oneDNN data type for a dtype, or nullopt when oneDNN has none that we use.
 std::optional<dnnl::memory::data_type> onednn_type(DType dtype);

@@ -1,0 +1,149 @@
+#include "exec/executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/float16.h"
+
+namespace strider {
+namespace {
+
+// The step that writes the bytes `v` reads: its producer, or for a view, its source's.
+NodeId writer_of(const Graph& graph, const Plan& plan, ValueId v) {
+  while (plan.values[size_t(v)] && plan.values[size_t(v)]->role == ValueRole::kView) v = plan.values[size_t(v)]->alias_of;
+  return graph.value(v).producer;
+}
+
+// One element of NaN (floats) or 0xA5 bytes (everything else), repeated over `bytes`.
+void fill_poison(std::byte* bytes, int64_t size, DType dtype) {
+  if (!is_floating(dtype)) {
+    std::memset(bytes, 0xA5, size_t(size));
+    return;
+  }
+  // All-ones is a quiet NaN in f32, f64, f16 and bf16 alike.
+  std::memset(bytes, 0xFF, size_t(size));
+}
+
+}  // namespace
+
+Executor::Executor(const Graph& graph, const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels,
+                   Device& device, const ExecutorOptions& options)
+    : graph_(graph), plan_(plan), kernels_(kernels), device_(device), options_(options),
+      tracker_(device.num_queues()) {
+  if (options.sanitize) sanitizer_ = std::make_unique<Sanitizer>(device.num_queues());
+  describe_steps();
+  assign_queues();
+}
+
+void Executor::describe_steps() {
+  size_t steps = plan_.steps.size();
+  step_accesses_.resize(steps);
+  step_labels_.resize(steps);
+  buffers_first_written_at_.resize(steps);
+  for (size_t s = 0; s < steps; ++s) {
+    const Node& node = graph_.node(plan_.steps[s].node);
+    step_labels_[s] = fmt::format("{} '{}'", node.op_type, node.name);
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) step_accesses_[s].push_back({plan_.view(in), false, graph_.value(in).name});
+    for (ValueId out : node.outputs)
+      if (out != kNoValue) step_accesses_[s].push_back({plan_.view(out), true, graph_.value(out).name});
+  }
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    const PlanBuffer& buffer = plan_.buffers[b];
+    bool written = buffer.kind == StorageKind::kArena || buffer.kind == StorageKind::kOutput;
+    if (written && buffer.first_step >= 0 && size_t(buffer.first_step) < steps)
+      buffers_first_written_at_[size_t(buffer.first_step)].push_back(int(b));
+  }
+}
+
+void Executor::assign_queues() {
+  int device_queues = device_.num_queues() - 1;
+  std::vector<int> load(size_t(device_queues) + 1, 0);
+  std::vector<bool> handed_on(plan_.steps.size(), false);
+  queue_of_step_.assign(plan_.steps.size(), 1);
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    if (!kernels_[s]) continue;
+    int queue = 0;
+    for (ValueId in : graph_.node(plan_.steps[s].node).inputs) {
+      if (in == kNoValue) continue;
+      NodeId writer = writer_of(graph_, plan_, in);
+      if (writer == kNoNode || !kernels_[size_t(writer)]) continue;
+      if (!handed_on[size_t(writer)]) {
+        handed_on[size_t(writer)] = true;
+        queue = queue_of_step_[size_t(writer)];
+      }
+      break;  // only the first producer decides
+    }
+    if (queue == 0) queue = int(std::min_element(load.begin() + 1, load.end()) - load.begin());
+    queue_of_step_[s] = queue;
+    ++load[size_t(queue)];
+  }
+}
+
+Timepoint Executor::submit(int queue, std::string label, std::function<Status()> work,
+                           std::vector<MemoryAccess> accesses) {
+  Queue& q = device_.queue(queue);
+  Timepoint self = q.next();
+  std::vector<Timepoint> waits = tracker_.record(self, accesses);
+  if (options_.drop_waits)
+    waits.erase(std::remove_if(waits.begin(), waits.end(), [&](const Timepoint& w) { return w.queue != queue; }),
+                waits.end());
+  if (sanitizer_) sanitizer_->on_submit(label, self, waits, accesses);
+  Timepoint at = q.submit(Command{std::move(label), std::move(work), std::move(waits)});
+  STRIDER_CHECK(at.queue == self.queue && at.value == self.value, "queue {} moved under the executor", queue);
+  return at;
+}
+
+void Executor::submit_poison(const PlanBuffer& buffer, int queue) {
+  const TensorView& root = plan_.view(buffer.root);
+  TensorView bytes{root.allocation, buffer.offset, DType::kU8, {buffer.size}, {1}};
+  DType dtype = root.dtype;
+  std::byte* address = root.allocation->host_accessible() ? root.allocation->address() + buffer.offset : nullptr;
+  int64_t size = buffer.size;
+  submit(queue, fmt::format("poison '{}'", graph_.value(buffer.root).name),
+         [address, size, dtype] {
+           if (address) fill_poison(address, size, dtype);
+           return Status::ok();
+         },
+         {{bytes, true, graph_.value(buffer.root).name}});
+}
+
+Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId id = graph_.inputs()[i];
+    const TensorView& view = plan_.view(id);
+    const Tensor& input = inputs[i];
+    submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
+           [this, &input, &view] { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
+  }
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    if (!kernels_[s]) continue;
+    if (options_.poison)
+      for (int b : buffers_first_written_at_[s]) submit_poison(plan_.buffers[size_t(b)], queue_of_step_[s]);
+    Kernel* kernel = kernels_[s].get();
+    submit(queue_of_step_[s], step_labels_[s], [kernel] { return kernel->run(); }, step_accesses_[s]);
+  }
+  std::vector<Tensor> outputs(graph_.outputs().size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ValueId id = graph_.outputs()[i];
+    const TensorView& view = plan_.view(id);
+    Tensor* output = &outputs[i];
+    submit(kHostQueue, fmt::format("download '{}'", graph_.value(id).name),
+           [this, &view, output] { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
+  }
+  STRIDER_RETURN_IF_ERROR(device_.synchronize());
+  if (sanitizer_) {
+    std::vector<std::string> findings = sanitizer_->take_findings();
+    if (!findings.empty()) {
+      std::string text;
+      for (const std::string& f : findings) text += (text.empty() ? "" : "\n") + f;
+      return Status(StatusCode::kHazard, text);
+    }
+  }
+  return outputs;
+}
+
+}  // namespace strider

@@ -1,0 +1,65 @@
+// Executor: runs a plan's steps on a device's queues, asynchronously.
+//
+// Every command declares the memory it reads and writes (its operands' views on their root
+// allocations); the hazard tracker turns those into waits, so a read is always ordered
+// after the write it depends on, and a write after the reads of the bytes it overwrites
+// (arena reuse included). The host is a queue too: uploading inputs is a host command that
+// writes the input views, downloading outputs one that reads the output views, so the host
+// reads a result only once its producer has completed.
+//
+// Steps go to queues by branch: a step takes the queue of its first producer unless that
+// producer already handed its queue to another consumer, in which case it takes the least
+// busy queue; so independent branches (a detection head's box and class branches) run on
+// different queues. With --debug-drop-waits (a testing aid) every cross-queue wait is
+// dropped; the sanitizer, when on, checks the waits actually submitted.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "exec/hazard_tracker.h"
+#include "exec/sanitizer.h"
+#include "hal/device.h"
+#include "plan/plan.h"
+
+namespace strider {
+
+struct ExecutorOptions {
+  bool sanitize = false;
+  bool drop_waits = false;  // testing aid: drop every cross-queue wait
+  bool poison = false;      // poison each buffer before its first writer
+};
+
+class Executor {
+ public:
+  // `kernels` has one entry per plan step (null where nothing runs); all are borrowed and
+  // must outlive the executor, like the graph, plan and device.
+  Executor(const Graph& graph, const Plan& plan, const std::vector<std::unique_ptr<Kernel>>& kernels, Device& device,
+           const ExecutorOptions& options);
+
+  // Uploads inputs (already in the plan's dtypes), runs every step, downloads outputs.
+  // Errors: a kernel's, or with the sanitizer on, a HAZARD status listing its findings.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+
+  const std::vector<int>& queue_of_step() const { return queue_of_step_; }
+
+ private:
+  Timepoint submit(int queue, std::string label, std::function<Status()> work, std::vector<MemoryAccess> accesses);
+  void assign_queues();
+  void describe_steps();
+  void submit_poison(const PlanBuffer& buffer, int queue);
+
+  const Graph& graph_;
+  const Plan& plan_;
+  const std::vector<std::unique_ptr<Kernel>>& kernels_;
+  Device& device_;
+  ExecutorOptions options_;
+  std::vector<int> queue_of_step_;
+  std::vector<std::vector<MemoryAccess>> step_accesses_;
+  std::vector<std::string> step_labels_;
+  std::vector<std::vector<int>> buffers_first_written_at_;  // per step: arena buffers first written there
+  HazardTracker tracker_;
+  std::unique_ptr<Sanitizer> sanitizer_;
+};
+
+}  // namespace strider

@@ -1,0 +1,96 @@
+#include "exec/hazard_tracker.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace strider {
+
+VectorClock join_clocks(const VectorClock& own, std::span<const VectorClock> waited, Timepoint self) {
+  VectorClock clock = own;
+  for (const VectorClock& other : waited)
+    for (size_t q = 0; q < clock.size(); ++q) clock[q] = std::max(clock[q], other[q]);
+  clock[size_t(self.queue)] = self.value;
+  return clock;
+}
+
+HazardTracker::HazardTracker(int num_queues)
+    : num_queues_(num_queues),
+      clocks_(size_t(num_queues), VectorClock(size_t(num_queues), 0)),
+      snapshots_(size_t(num_queues)) {}
+
+void HazardTracker::join_clock_of(Timepoint t, VectorClock& clock) const {
+  const auto& snapshots = snapshots_[size_t(t.queue)];
+  auto it = snapshots.find(t.value);
+  STRIDER_CHECK(it != snapshots.end(), "no clock for queue {} value {}", t.queue, t.value);
+  for (size_t q = 0; q < clock.size(); ++q) clock[q] = std::max(clock[q], it->second[q]);
+}
+
+std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const MemoryAccess> accesses) {
+  STRIDER_CHECK(self.queue >= 0 && self.queue < num_queues_, "queue {}", self.queue);
+  const VectorClock& ordered = clocks_[size_t(self.queue)];
+  // The latest conflicting timepoint per other queue that the queue is not yet ordered after.
+  std::vector<uint64_t> needed(size_t(num_queues_), 0);
+  for (const MemoryAccess& access : accesses) {
+    auto found = history_.find(access.view.allocation);
+    if (found == history_.end()) continue;
+    for (const Entry& e : found->second) {
+      if (!e.access.write && !access.write) continue;
+      if (e.at.queue == self.queue || ordered[size_t(e.at.queue)] >= e.at.value) continue;
+      if (e.at.value <= needed[size_t(e.at.queue)] || !may_overlap(e.access.view, access.view)) continue;
+      needed[size_t(e.at.queue)] = e.at.value;
+    }
+  }
+  std::vector<Timepoint> candidates;
+  for (int q = 0; q < num_queues_; ++q)
+    if (needed[size_t(q)] > 0) candidates.push_back({q, needed[size_t(q)]});
+  // Drop a wait that another one implies (the other command was itself ordered after it).
+  std::vector<Timepoint> waits;
+  for (const Timepoint& c : candidates) {
+    bool implied = false;
+    for (const Timepoint& d : candidates) {
+      if (d.queue == c.queue) continue;
+      VectorClock clock(size_t(num_queues_), 0);
+      join_clock_of(d, clock);
+      implied |= clock[size_t(c.queue)] >= c.value;
+    }
+    if (!implied) waits.push_back(c);
+  }
+  VectorClock clock = ordered;
+  for (const Timepoint& w : waits) join_clock_of(w, clock);
+  clock[size_t(self.queue)] = self.value;
+  clocks_[size_t(self.queue)] = clock;
+  snapshots_[size_t(self.queue)][self.value] = clock;
+  for (const MemoryAccess& access : accesses) history_[access.view.allocation].push_back({access, self});
+  if (++records_ % 64 == 0) prune();
+  return waits;
+}
+
+// An access, or a clock snapshot, that every queue is ordered after can conflict with no
+// future command in a way that needs a wait.
+void HazardTracker::prune() {
+  auto everyone_after = [&](Timepoint t) {
+    for (const VectorClock& clock : clocks_)
+      if (clock[size_t(t.queue)] < t.value) return false;
+    return true;
+  };
+  for (auto it = history_.begin(); it != history_.end();) {
+    auto& entries = it->second;
+    entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const Entry& e) { return everyone_after(e.at); }),
+                  entries.end());
+    it = entries.empty() ? history_.erase(it) : std::next(it);
+  }
+  for (int q = 0; q < num_queues_; ++q) {
+    auto& snapshots = snapshots_[size_t(q)];
+    // Keep the queue's latest clock: its next command starts from it.
+    while (snapshots.size() > 1 && everyone_after({q, snapshots.begin()->first})) snapshots.erase(snapshots.begin());
+  }
+}
+
+size_t HazardTracker::history_size() const {
+  size_t n = 0;
+  for (const auto& [allocation, entries] : history_) n += entries.size();
+  return n;
+}
+
+}  // namespace strider

@@ -1,0 +1,66 @@
+// HazardTracker: turns the memory each command declares it reads and writes into the
+// fewest waits that order it after every conflicting earlier command.
+//
+// Conflicts are RAW (read after write), WAR (write after read) and WAW, between accesses
+// to the same allocation whose elements may overlap (may_overlap: slices of one concat that
+// interleave in memory but share no element do not conflict). Identity is the allocation
+// plus the view, never a raw pointer, so a view with a storage offset is tracked like its
+// root (DESIGN.md rule 1). Arena reuse needs no special case: a new value in reused bytes
+// is a write that overlaps the old value's reads.
+//
+// Waits are minimal: none for an earlier command on the same in-order queue, at most one
+// per other queue (the latest needed), and none that an earlier wait already implies. The
+// tracker knows what is implied from vector clocks: each queue's clock says, for every
+// queue, up to which timepoint its latest command is ordered after. History that every
+// queue is ordered after is dropped, so memory stays bounded over many runs.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hal/queue.h"
+#include "memory/tensor_view.h"
+
+namespace strider {
+
+struct MemoryAccess {
+  TensorView view;
+  bool write = false;
+  std::string value;  // the value's name, for reports
+};
+
+using VectorClock = std::vector<uint64_t>;
+
+class HazardTracker {
+ public:
+  explicit HazardTracker(int num_queues);
+
+  // The waits a command about to complete `self` needs for `accesses`; records them.
+  std::vector<Timepoint> record(Timepoint self, std::span<const MemoryAccess> accesses);
+
+  // Accesses still remembered (for tests of pruning).
+  size_t history_size() const;
+
+ private:
+  struct Entry {
+    MemoryAccess access;
+    Timepoint at;
+  };
+  // Joins the clock of timepoint `t` into `clock`.
+  void join_clock_of(Timepoint t, VectorClock& clock) const;
+  void prune();
+
+  int num_queues_;
+  std::vector<VectorClock> clocks_;                     // per queue, after its latest command
+  std::vector<std::map<uint64_t, VectorClock>> snapshots_;  // per queue: value -> clock
+  std::map<const Allocation*, std::vector<Entry>> history_;
+  uint64_t records_ = 0;
+};
+
+// The vector clock of a command on `self.queue` that waits for `waits`, given each queue's
+// clock so far. Shared by the tracker and the sanitizer.
+VectorClock join_clocks(const VectorClock& own, std::span<const VectorClock> waited, Timepoint self);
+
+}  // namespace strider

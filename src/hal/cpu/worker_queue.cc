@@ -1,0 +1,65 @@
+#include "hal/cpu/worker_queue.h"
+
+namespace strider::cpu {
+
+WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of)
+    : index_(index), queue_of_(std::move(queue_of)), worker_([this] { loop(); }) {}
+
+WorkerQueue::~WorkerQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  worker_.join();
+}
+
+Timepoint WorkerQueue::next() const {
+  std::lock_guard lock(mutex_);
+  return {index_, submitted_ + 1};
+}
+
+Timepoint WorkerQueue::submit(Command command) {
+  Timepoint at;
+  {
+    std::lock_guard lock(mutex_);
+    pending_.push_back(std::move(command));
+    at = {index_, ++submitted_};
+  }
+  work_ready_.notify_one();
+  return at;
+}
+
+Status WorkerQueue::wait(uint64_t value) {
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [&] { return completed_ >= value || value > submitted_; });
+  if (value > submitted_) return internal_error("wait for a timepoint never submitted");
+  return first_error_;
+}
+
+void WorkerQueue::loop() {
+  while (true) {
+    Command command;
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, and everything submitted has run
+      command = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    Status status;
+    for (const Timepoint& w : command.waits) {
+      Status waited = queue_of_(w.queue).wait(w.value);
+      if (!waited.is_ok() && status.is_ok()) status = waited;
+    }
+    if (status.is_ok() && command.work) status = command.work();
+    {
+      std::lock_guard lock(mutex_);
+      if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
+      ++completed_;
+    }
+    work_done_.notify_all();
+  }
+}
+
+}  // namespace strider::cpu

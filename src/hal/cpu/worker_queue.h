@@ -1,0 +1,39 @@
+// A CPU queue: one worker thread that runs its commands in submission order, each after
+// blocking on its waits; submit() returns at once. Destroying the queue finishes what was
+// submitted first.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "hal/queue.h"
+
+namespace strider::cpu {
+
+class WorkerQueue final : public Queue {
+ public:
+  WorkerQueue(int index, std::function<Queue&(int)> queue_of);
+  ~WorkerQueue() override;
+  int index() const override { return index_; }
+  Timepoint next() const override;
+  Timepoint submit(Command command) override;
+  Status wait(uint64_t value) override;
+
+ private:
+  void loop();
+
+  int index_;
+  std::function<Queue&(int)> queue_of_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_, work_done_;
+  std::deque<Command> pending_;
+  uint64_t submitted_ = 0, completed_ = 0;
+  Status first_error_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: starts after everything above exists
+};
+
+}  // namespace strider::cpu

@@ -1,0 +1,47 @@
+// Queues and timepoints: how work is ordered (DESIGN.md section 4).
+//
+// Every queue has a counter that grows by one with each command it completes; a Timepoint
+// (queue, value) is the moment that queue has completed `value` commands. A command lists
+// the timepoints it must wait for; between commands of one queue there is no wait, since a
+// queue runs its commands in submission order. The host is queue 0: its commands run in
+// the calling thread at submit, after blocking on their waits; device queues are 1..N.
+//
+// Threading: one thread submits to a queue (the session's executor); any thread may wait.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "strider/status.h"
+
+namespace strider {
+
+inline constexpr int kHostQueue = 0;
+
+struct Timepoint {
+  int queue = kHostQueue;
+  uint64_t value = 0;  // 0: before the queue's first command (always reached)
+};
+
+struct Command {
+  std::string label;              // "Conv '/m.0/cv1/conv/Conv'", for errors and reports
+  std::function<Status()> work;   // runs once every wait is reached
+  std::vector<Timepoint> waits;
+};
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  virtual int index() const = 0;
+  // The timepoint the next submitted command will complete.
+  virtual Timepoint next() const = 0;
+  // Enqueues `command` and returns its timepoint; does not wait for it (host: runs it).
+  virtual Timepoint submit(Command command) = 0;
+  // Blocks until this queue has reached `value`. Returns the first error any of its
+  // commands up to there returned (a failed command still counts as completed).
+  virtual Status wait(uint64_t value) = 0;
+};
+
+}  // namespace strider
