@@ -150,6 +150,23 @@ TEST(Cli, CheckOfATestFolderRunsEveryDataSetInBf16) {
   EXPECT_NE(r.out.find("test_data_set_0 output 'y'"), std::string::npos) << r.out;
 }
 
+TEST(Cli, SanitizerFindingsFailTheCheckWithOneLineEach) {
+  const std::string model = std::string(STRIDER_SOURCE_DIR) + "/models/seed/PointwiseC2f_split_op17";
+  CliResult clean = run_cli("check " + model + " --device sim --queues 2 --sanitize --sim-seed 3");
+  EXPECT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  CliResult broken = run_cli("check " + model + " --device sim --queues 2 --sanitize --debug-drop-waits");
+  EXPECT_EQ(broken.exit_code, 1) << broken.out << broken.err;
+  ASSERT_GT(lines(broken.err), 0);
+  size_t start = 0;
+  while (start < broken.err.size()) {
+    size_t end = broken.err.find('\n', start);
+    std::string line = broken.err.substr(start, end - start);
+    EXPECT_EQ(line.rfind("strider: hazard: ", 0), 0u) << line;
+    EXPECT_NE(line.find("no wait orders them"), std::string::npos) << line;
+    start = end + 1;
+  }
+}
+
 TEST(Cli, HelpHasExamplesAndVersionNamesTheLibraries) {
   for (const char* command : {"run", "check"}) {
     CliResult r = run_cli(std::string(command) + " --help");

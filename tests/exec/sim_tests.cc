@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "base/float16.h"
 #include "check/compare.h"
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
@@ -94,6 +95,53 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimScenario,
                          [](const ::testing::TestParamInfo<Scenario>& info) {
                            return info.param.model + "_" + info.param.layout;
                          });
+
+// Every seed model, f32 and bf16, 50 sim seeds with 2 queues and the sanitizer on: zero
+// findings, and each run within its dtype's tolerance of the reference.
+class SimSeedModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SimSeedModel, FiftySeedsF32AndBf16WithoutFindings) {
+  Loaded l = load(GetParam());
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Tolerance tolerance = default_tolerance(dtype);
+    // The reference sees the input the model consumes.
+    Tensor input = l.input;
+    if (dtype == DType::kBF16)
+      for (int64_t i = 0; i < input.num_elements(); ++i)
+        input.data<float>()[i] = bf16::from_float(input.data<float>()[i]).to_float();
+    auto reference = evaluate_reference(l.graph, {{l.graph.value(l.graph.inputs()[0]).name, input}});
+    std::vector<double> expected;
+    for (int64_t i = 0; i < reference->outputs[0].num_elements(); ++i)
+      expected.push_back(reference->outputs[0].element_as_double(i));
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      SessionOptions options;
+      options.device = "sim";
+      options.queues = 2;
+      options.sim_seed = seed;
+      options.sanitize = true;
+      options.dtype = dtype;
+      auto session = create_session(l.graph, options);
+      ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+      auto out = (*session)->run({l.input});
+      ASSERT_TRUE(out.is_ok()) << dtype_name(dtype) << " seed " << seed << ": " << out.status().to_string();
+      std::vector<double> actual;
+      for (int64_t i = 0; i < (*out)[0].num_elements(); ++i) actual.push_back((*out)[0].element_as_double(i));
+      Comparison c = compare_values(actual, expected, tolerance, false);
+      ASSERT_TRUE(c.passed) << dtype_name(dtype) << " seed " << seed << ": " << c.reason;
+    }
+  }
+}
+
+std::vector<std::string> seed_models() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(fs::path(STRIDER_SOURCE_DIR) / "models/seed"))
+    if (fs::exists(entry.path() / "model.onnx")) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SimSeedModel, ::testing::ValuesIn(seed_models()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace strider

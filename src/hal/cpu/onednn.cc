@@ -1,5 +1,7 @@
 #include "hal/cpu/onednn.h"
 
+#include <algorithm>
+
 namespace strider::cpu {
 
 dnnl::engine& onednn_engine() {
@@ -30,10 +32,35 @@ std::optional<dnnl::memory::data_type> onednn_type(DType dtype) {
   }
 }
 
+namespace {
+
+// The stride of a size-1 dim never moves an address, but oneDNN reads all strides to
+// recognize a layout: a batch-1 channel slice with the concat's batch stride would look
+// non-plain and get the reference implementation. Give each size-1 dim the stride a dense
+// tensor in the same order would have.
+dnnl::memory::dims canonical_strides(const Shape& sizes, const Strides& strides) {
+  dnnl::memory::dims result(strides.begin(), strides.end());
+  int64_t extent = 1;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) extent = std::max(extent, strides[d] * sizes[d]);
+  bool before_first = true;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1) {
+      before_first = false;
+      continue;
+    }
+    size_t next = d + 1;
+    while (next < sizes.size() && sizes[next] <= 1) ++next;
+    result[d] = before_first ? extent : next < sizes.size() ? strides[next] * sizes[next] : 1;
+  }
+  return result;
+}
+
+}  // namespace
+
 dnnl::memory::desc onednn_desc(DType dtype, const Shape& sizes, const Strides& strides) {
   dnnl::memory::dims dims(sizes.begin(), sizes.end());
-  dnnl::memory::dims element_strides(strides.begin(), strides.end());
-  return dnnl::memory::desc(dims, *onednn_type(dtype), element_strides);
+  return dnnl::memory::desc(dims, *onednn_type(dtype), canonical_strides(sizes, strides));
 }
 
 dnnl::memory::desc onednn_desc(const TensorView& view) {
