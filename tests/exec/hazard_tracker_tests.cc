@@ -4,6 +4,9 @@
 
 #include "exec/hazard_tracker.h"
 #include "exec/sanitizer.h"
+#include "hal/device.h"
+
+#include <cstring>
 
 namespace strider {
 namespace {
@@ -122,6 +125,32 @@ TEST_F(TrackerTest, SanitizerReportsAMissingWaitAndAcceptsAPresentOne) {
   EXPECT_NE(findings[0].find("RAW on cpu arena [0x0, 0x100)"), std::string::npos) << findings[0];
   EXPECT_NE(findings[0].find("Relu 'b' (queue 2)"), std::string::npos) << findings[0];
   EXPECT_NE(findings[0].find("Conv 'a' (queue 1)"), std::string::npos) << findings[0];
+}
+
+// Reuse after release: release waits for the last use to complete, so memory handed out
+// again (the same bytes, a new Allocation) can never race with the old uses; the sim
+// device also poisons it.
+TEST(Release, WaitsForTheLastUseAndPoisonsReusedMemory) {
+  auto device = create_device("sim", DeviceOptions{2, 7});
+  ASSERT_TRUE(device.is_ok());
+  Device& d = **device;
+  Allocation* first = *d.allocate(256, 64, "first");
+  std::byte* address = first->address();
+  bool written = false;
+  Timepoint use = d.queue(1).submit(Command{"write", [&] {
+                                              std::memset(address, 0x11, 256);
+                                              written = true;
+                                              return Status::ok();
+                                            },
+                                            {}});
+  EXPECT_FALSE(written);  // the sim holds it until a synchronization
+  std::vector<Timepoint> last_uses = {use};
+  d.release(first, last_uses);
+  EXPECT_TRUE(written);  // released only after it ran
+  Allocation* second = *d.allocate(256, 64, "second");
+  EXPECT_EQ(second->address(), address);  // the pool handed the same bytes back...
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(uint8_t(second->address()[i]), 0xFF);  // ...poisoned
+  d.release(second);
 }
 
 }  // namespace
