@@ -83,7 +83,7 @@ void Executor::assign_queues() {
   }
 }
 
-Timepoint Executor::submit(int queue, std::string label, std::function<Status()> work,
+Timepoint Executor::submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,
                            std::vector<MemoryAccess> accesses) {
   Queue& q = device_.queue(queue);
   Timepoint self = q.next();
@@ -104,7 +104,7 @@ void Executor::submit_poison(const PlanBuffer& buffer, int queue) {
   std::byte* address = root.allocation->host_accessible() ? root.allocation->address() + buffer.offset : nullptr;
   int64_t size = buffer.size;
   submit(queue, fmt::format("poison '{}'", graph_.value(buffer.root).name),
-         [address, size, dtype] {
+         [address, size, dtype](const QueueContext&) {
            if (address) fill_poison(address, size, dtype);
            return Status::ok();
          },
@@ -117,14 +117,14 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
     const TensorView& view = plan_.view(id);
     const Tensor& input = inputs[i];
     submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
-           [this, &input, &view] { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
+           [this, &input, &view](const QueueContext&) { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
   }
   for (size_t s = 0; s < plan_.steps.size(); ++s) {
     if (!kernels_[s]) continue;
     if (options_.poison)
       for (int b : buffers_first_written_at_[s]) submit_poison(plan_.buffers[size_t(b)], queue_of_step_[s]);
     Kernel* kernel = kernels_[s].get();
-    submit(queue_of_step_[s], step_labels_[s], [kernel] { return kernel->run(); }, step_accesses_[s]);
+    submit(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); }, step_accesses_[s]);
   }
   std::vector<Tensor> outputs(graph_.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -132,7 +132,7 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
     const TensorView& view = plan_.view(id);
     Tensor* output = &outputs[i];
     submit(kHostQueue, fmt::format("download '{}'", graph_.value(id).name),
-           [this, &view, output] { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
+           [this, &view, output](const QueueContext&) { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
   }
   STRIDER_RETURN_IF_ERROR(device_.synchronize());
   if (sanitizer_) {

@@ -44,7 +44,8 @@ class Executor {
   const std::vector<int>& queue_of_step() const { return queue_of_step_; }
 
  private:
-  Timepoint submit(int queue, std::string label, std::function<Status()> work, std::vector<MemoryAccess> accesses);
+  Timepoint submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,
+                   std::vector<MemoryAccess> accesses);
   void assign_queues();
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);

@@ -10,7 +10,7 @@ Timepoint HostQueue::submit(Command command) {
     Status waited = queue_of_(w.queue).wait(w.value);
     if (!waited.is_ok() && status.is_ok()) status = waited;
   }
-  if (status.is_ok() && command.work) status = command.work();
+  if (status.is_ok() && command.work) status = command.work(QueueContext{kHostQueue, nullptr});
   if (!status.is_ok() && first_error_.is_ok()) first_error_ = status;
   return {kHostQueue, ++completed_};
 }

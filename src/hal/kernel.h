@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "hal/queue.h"
 #include "memory/tensor_view.h"
 #include "strider/status.h"
 
@@ -35,7 +36,9 @@ struct KernelRequest {
 class Kernel {
  public:
   virtual ~Kernel() = default;
-  virtual Status run() = 0;
+  // Runs the kernel on the queue described by `context` (a CUDA kernel enqueues on its
+  // stream; a CPU kernel computes in the calling worker thread).
+  virtual Status run(const QueueContext& context) = 0;
   // What implements it, for `strider inspect` ("strider:elementwise", "onednn:jit:avx512").
   virtual std::string implementation() const = 0;
 };

@@ -25,9 +25,15 @@ struct Timepoint {
   uint64_t value = 0;  // 0: before the queue's first command (always reached)
 };
 
+// What a command's work may use of the queue that runs it.
+struct QueueContext {
+  int queue = kHostQueue;
+  void* native_stream = nullptr;  // a device queue's stream (cudaStream_t on CUDA), else null
+};
+
 struct Command {
-  std::string label;              // "Conv '/m.0/cv1/conv/Conv'", for errors and reports
-  std::function<Status()> work;   // runs once every wait is reached
+  std::string label;                                 // "Conv '/m.0/cv1/conv/Conv'", for reports
+  std::function<Status(const QueueContext&)> work;   // runs once every wait is reached
   std::vector<Timepoint> waits;
 };
 

@@ -150,7 +150,7 @@ Result<Tensor> run_resize(const Graph& g, NodeId node, const Tensor& x, const La
   const Value& out = g.value(n.outputs[0]);
   TensorView y = make_layout_view(out.dtype, out.shape, out_layout, keep);
   STRIDER_ASSIGN_OR_RETURN(auto kernel, cpu::create_kernel(KernelRequest{g, n, inputs, {y}}));
-  STRIDER_RETURN_IF_ERROR(kernel->run());
+  STRIDER_RETURN_IF_ERROR(kernel->run(QueueContext{}));
   if (int64_t touched = touched_outside(y); touched != 0)
     return internal_error(fmt::format("{} bytes written outside the output view", touched));
   return copy_from_view(y);

@@ -137,7 +137,7 @@ TEST(Release, WaitsForTheLastUseAndPoisonsReusedMemory) {
   Allocation* first = *d.allocate(256, 64, "first");
   std::byte* address = first->address();
   bool written = false;
-  Timepoint use = d.queue(1).submit(Command{"write", [&] {
+  Timepoint use = d.queue(1).submit(Command{"write", [&](const QueueContext&) {
                                               std::memset(address, 0x11, 256);
                                               written = true;
                                               return Status::ok();

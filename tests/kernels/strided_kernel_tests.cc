@@ -137,7 +137,7 @@ void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout
     for (const TensorView& v : *views) packed &= !v.allocation || is_packed(v);
   if (!kernel.is_ok() && kernel.status().code() == StatusCode::kUnsupported && !packed) return;
   ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
-  ASSERT_TRUE((*kernel)->run().is_ok());
+  ASSERT_TRUE((*kernel)->run(QueueContext{}).is_ok());
   for (size_t i = 0; i < request.outputs.size(); ++i) {
     const TensorView& out = request.outputs[i];
     std::vector<double> reference;
@@ -244,7 +244,7 @@ TEST(PointwiseConv, ReadsAndWritesChannelSlicesAsAMatmul) {
     ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
     EXPECT_NE((*kernel)->implementation().find("onednn"), std::string::npos);
     EXPECT_EQ((*kernel)->implementation().find(":ref"), std::string::npos);
-    ASSERT_TRUE((*kernel)->run().is_ok());
+    ASSERT_TRUE((*kernel)->run(QueueContext{}).is_ok());
     auto expected = evaluate_reference(g, inputs);
     std::vector<double> reference;
     for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k)

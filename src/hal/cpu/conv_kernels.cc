@@ -37,7 +37,7 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
 class OneDnnConv final : public Kernel {
  public:
   Status init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node);
-  Status run() override {
+  Status run(const QueueContext& context) override {
     return onednn_call("Conv", [&] {
       primitive_.execute(onednn_stream(), args_);
       onednn_stream().wait();
@@ -112,7 +112,7 @@ class NaiveConv final : public Kernel {
 
  public:
   explicit NaiveConv(ConvSetup c) : c_(std::move(c)) {}
-  Status run() override {
+  Status run(const QueueContext& context) override {
     const int64_t spatial = c_.x.rank() - 2;
     const int64_t out_channels = c_.y.sizes[1], in_per_group = c_.w.sizes[1];
     const int64_t out_per_group = out_channels / c_.group;

@@ -24,7 +24,7 @@ class CopyKernel final : public Kernel {
     for (auto& [dst, src] : copies)
       if (!same_view(dst, src)) copies_.emplace_back(std::move(dst), std::move(src));
   }
-  Status run() override {
+  Status run(const QueueContext& context) override {
     for (const auto& [dst, src] : copies_) copy_view(dst, src);
     return Status::ok();
   }
@@ -48,7 +48,7 @@ class StagedCopyKernel final : public Kernel {
         scratch_(size_t(in_.num_elements() * dtype_size(in_.dtype))),
         scratch_allocation_(0, "scratch", "cpu", scratch_.data(), int64_t(scratch_.size()), 1,
                             StorageMode::kHost, true) {}
-  Status run() override {
+  Status run(const QueueContext& context) override {
     STRIDER_ASSIGN_OR_RETURN(TensorView dense_in, make_dense_view(scratch_allocation_, 0, in_.dtype, in_.sizes, "scratch"));
     STRIDER_ASSIGN_OR_RETURN(TensorView dense_out, make_dense_view(scratch_allocation_, 0, out_.dtype, out_.sizes, "scratch"));
     copy_view(dense_in, in_);
@@ -143,7 +143,7 @@ class GatherKernel final : public Kernel {
     }
   }
 
-  Status run() override {
+  Status run(const QueueContext& context) override {
     int64_t dim = data_.sizes[size_t(axis_)];
     int64_t esize = dtype_size(data_.dtype);
     Shape index(size_t(indices_.rank()), 0);

@@ -192,10 +192,10 @@ class ClipKernel final : public Kernel {
     STRIDER_ASSIGN_OR_RETURN(map_, make_map_kernel<T, T>("Clip", out, {in}, ClipFn{&bounds_}));
     return Status::ok();
   }
-  Status run() override {
+  Status run(const QueueContext& context) override {
     if (low_.allocation) bounds_[0] = load(*low_.host_data_as<T>());
     if (high_.allocation) bounds_[1] = load(*high_.host_data_as<T>());
-    return map_->run();
+    return map_->run(context);
   }
   std::string implementation() const override { return "strider:Clip"; }
 
@@ -261,8 +261,8 @@ class VariadicKernel final : public Kernel {
  public:
   VariadicKernel(std::vector<KernelPtr> steps, std::string name)
       : steps_(std::move(steps)), name_(std::move(name)) {}
-  Status run() override {
-    for (auto& step : steps_) STRIDER_RETURN_IF_ERROR(step->run());
+  Status run(const QueueContext& context) override {
+    for (auto& step : steps_) STRIDER_RETURN_IF_ERROR(step->run(context));
     return Status::ok();
   }
   std::string implementation() const override { return "strider:" + name_; }
@@ -333,7 +333,7 @@ class BatchNormKernel final : public Kernel {
     STRIDER_ASSIGN_OR_RETURN(map_, (make_map_kernel<T, T, C, C>("BatchNormalization", y, {x, a, b}, AffineFn{})));
     return Status::ok();
   }
-  Status run() override {
+  Status run(const QueueContext& context) override {
     size_t channels = coefficients_.size() / 2;
     for (size_t c = 0; c < channels; ++c) {
       C p[4];
@@ -343,7 +343,7 @@ class BatchNormKernel final : public Kernel {
       coefficients_[c] = a;
       coefficients_[channels + c] = p[1] - p[2] * a;  // B - mean * a
     }
-    return map_->run();
+    return map_->run(context);
   }
   std::string implementation() const override { return "strider:BatchNormalization"; }
 

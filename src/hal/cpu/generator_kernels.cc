@@ -12,7 +12,7 @@ using KernelPtr = std::unique_ptr<Kernel>;
 class FillKernel final : public Kernel {
  public:
   FillKernel(TensorView out, Tensor value) : out_(std::move(out)), value_(std::move(value)) {}
-  Status run() override {
+  Status run(const QueueContext& context) override {
     int64_t esize = dtype_size(out_.dtype);
     Shape index(size_t(out_.rank()), 0);
     for (int64_t i = 0; i < out_.num_elements(); ++i) {
@@ -45,7 +45,7 @@ class RangeKernel final : public Kernel {
  public:
   RangeKernel(TensorView start, TensorView delta, TensorView out)
       : start_(std::move(start)), delta_(std::move(delta)), out_(std::move(out)) {}
-  Status run() override {
+  Status run(const QueueContext& context) override {
     using C = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
     C start = C(load(*start_.host_data_as<T>()));
     C delta = C(load(*delta_.host_data_as<T>()));

@@ -23,7 +23,7 @@ class MapKernel final : public Kernel {
   MapKernel(std::string name, TensorView out, std::array<TensorView, kArity> ins, Fn fn)
       : name_(std::move(name)), out_(std::move(out)), ins_(std::move(ins)), fn_(fn) {}
 
-  Status run() override {
+  Status run(const QueueContext& context) override {
     StridedOperands<kArity + 1> ops;
     ops.base[0] = out_.host_data();
     ops.strides[0] = out_.strides.data();

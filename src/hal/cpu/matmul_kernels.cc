@@ -65,7 +65,7 @@ class OneDnnMatMul final : public Kernel {
       if (bias && !row_bias) args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = onednn_memory(*bias, bias_md);
     });
   }
-  Status run() override {
+  Status run(const QueueContext& context) override {
     return onednn_call("MatMul", [&] {
       primitive_.execute(onednn_stream(), args_);
       onednn_stream().wait();
@@ -87,7 +87,7 @@ class NaiveMatMul final : public Kernel {
 
  public:
   NaiveMatMul(MatMulViews v, float scale) : v_(std::move(v)), scale_(scale) {}
-  Status run() override {
+  Status run(const QueueContext& context) override {
     size_t r = size_t(v_.out.rank());
     int64_t m_size = v_.out.sizes[r - 2], n_size = v_.out.sizes[r - 1], k_size = v_.a.sizes[r - 1];
     Shape batch(v_.out.sizes.begin(), v_.out.sizes.end() - 2);
@@ -171,9 +171,9 @@ class GemmKernel final : public Kernel {
  public:
   GemmKernel(KernelPtr matmul, KernelPtr epilogue)
       : matmul_(std::move(matmul)), epilogue_(std::move(epilogue)) {}
-  Status run() override {
-    STRIDER_RETURN_IF_ERROR(matmul_->run());
-    return epilogue_ ? epilogue_->run() : Status::ok();
+  Status run(const QueueContext& context) override {
+    STRIDER_RETURN_IF_ERROR(matmul_->run(context));
+    return epilogue_ ? epilogue_->run(context) : Status::ok();
   }
   std::string implementation() const override {
     return matmul_->implementation() + (epilogue_ ? "+bias" : "");

@@ -30,7 +30,7 @@ class PoolKernel final : public Kernel {
   PoolKernel(TensorView x, TensorView y, TensorView indices, PoolSetup setup)
       : x_(std::move(x)), y_(std::move(y)), indices_(std::move(indices)), s_(std::move(setup)) {}
 
-  Status run() override {
+  Status run(const QueueContext& context) override {
     Shape out_spatial(y_.sizes.begin() + 2, y_.sizes.end());
     for (int64_t n = 0; n < y_.sizes[0]; ++n)
       for (int64_t c = 0; c < y_.sizes[1]; ++c) {

@@ -48,7 +48,7 @@ class ReduceKernel final : public Kernel {
       out_kept_strides_.push_back(out_.strides[same_rank ? size_t(kept_dims_[i]) : i]);
   }
 
-  Status run() override {
+  Status run(const QueueContext& context) override {
     Shape outer(kept_sizes_.size(), 0);
     const T* in = in_.host_data_as<T>();
     T* out = out_.host_data_as<T>();
@@ -117,7 +117,7 @@ class SoftmaxKernel final : public Kernel {
       (reduced ? reduced_sizes_ : kept_sizes_).push_back(in_.sizes[size_t(d)]);
     }
   }
-  Status run() override {
+  Status run(const QueueContext& context) override {
     const T* in = in_.host_data_as<T>();
     T* out = out_.host_data_as<T>();
     int64_t count = num_elements(reduced_sizes_);

@@ -276,7 +276,7 @@ class ResizeKernel final : public Kernel {
       inner_weights_.push_back(std::vector<Acc>(t.weights.begin(), t.weights.end()));
   }
 
-  Status run() override {
+  Status run(const QueueContext& context) override {
     if (y_.num_elements() == 0) return Status::ok();
     const T* in = x_.host_data_as<const T>();
     T* out = y_.host_data_as<T>();

@@ -52,7 +52,7 @@ void WorkerQueue::loop() {
       Status waited = queue_of_(w.queue).wait(w.value);
       if (!waited.is_ok() && status.is_ok()) status = waited;
     }
-    if (status.is_ok() && command.work) status = command.work();
+    if (status.is_ok() && command.work) status = command.work(QueueContext{index_, nullptr});
     {
       std::lock_guard lock(mutex_);
       if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);

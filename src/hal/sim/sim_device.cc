@@ -39,6 +39,9 @@ SimDevice::SimDevice(const DeviceOptions& options) : rng_(options.sim_seed) {
 
 SimDevice::~SimDevice() {
   (void)drain();
+  // The queues refer to this device's pending lists: they go first, so the base class
+  // finds nothing left to synchronize.
+  queues_.clear();
   for (auto& [size, block] : pool_) std::free(block);
 }
 
@@ -66,7 +69,7 @@ Status SimDevice::drain() {
     int q = candidates[size_t(std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_))];
     Command command = std::move(pending_[size_t(q)].front());
     pending_[size_t(q)].pop_front();
-    Status status = command.work ? command.work() : Status::ok();
+    Status status = command.work ? command.work(QueueContext{q, nullptr}) : Status::ok();
     if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
     ++completed_[size_t(q)];
   }
