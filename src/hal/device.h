@@ -25,6 +25,9 @@ namespace strider {
 struct DeviceOptions {
   int queues = 1;          // device queues besides the host
   uint64_t sim_seed = 0;   // sim: the seed of its execution order
+  // cuda: where allocations live (a performance policy, never a correctness knob).
+  StorageMode storage_mode = StorageMode::kDevice;
+  bool allow_tf32 = false;  // cuda: f32 matmuls may use TF32 (off: results match the reference)
 };
 
 class Device {
@@ -57,7 +60,8 @@ class Device {
   virtual Status download(const TensorView& source, Tensor* destination) = 0;
 };
 
-// "cpu" (the default) or "sim". An unknown name is INVALID_ARGUMENT listing the valid ones.
+// "cpu" (the default), "sim", "cuda" or "cuda:N". An unknown name is INVALID_ARGUMENT
+// listing the valid ones; cuda on a machine without a GPU is a DEVICE_ERROR.
 Result<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options = {});
 
 // Releases an allocation through its device when it goes out of scope.

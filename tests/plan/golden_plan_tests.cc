@@ -72,7 +72,9 @@ TEST_P(SeedPlanFigures, NoCopiesTightArena) {
   // LinearChunkCatLastDim concatenates [b, a, b]: the second b is a real copy.
   int repeated_parts = GetParam().model.rfind("LinearChunkCatLastDim", 0) == 0 ? 1 : 0;
   EXPECT_EQ(s.copies, repeated_parts);
-  if (GetParam().layout == "nchw") EXPECT_EQ(s.materializations, 0);
+  if (GetParam().layout == "nchw") {
+    EXPECT_EQ(s.materializations, 0);
+  }
   EXPECT_GT(s.views, 0);
   EXPECT_LE(double(s.arena_bytes), 1.10 * double(s.lower_bound_bytes));
 }

@@ -1,0 +1,47 @@
+// The strided copy kernel behind every data-movement op and every upload or download of
+// a non-dense view.
+#include "hal/cuda/copy.h"
+#include "hal/cuda/indexer.h"
+
+namespace strider::cuda {
+namespace {
+
+
+template <typename Word>
+__global__ void copy_kernel(StridedIndexer<2> ix, Word* dst, const Word* src) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < ix.count; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset[2];
+    ix.offsets(i, offset);
+    dst[offset[0]] = src[offset[1]];
+  }
+}
+
+template <typename Word>
+void launch_words(const StridedIndexer<2>& ix, const TensorView& dst, const TensorView& src, cudaStream_t stream) {
+  copy_kernel<Word><<<grid_for(ix.count), 256, 0, stream>>>(ix, device_data<Word>(dst), device_data<const Word>(src));
+}
+
+}  // namespace
+
+Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream) {
+  if (dst.sizes != src.sizes || dst.dtype != src.dtype)
+    return internal_error("copy " + dst.to_string() + " <- " + src.to_string());
+  if (dst.num_elements() == 0) return Status::ok();
+  int64_t bytes = dst.num_elements() * dtype_size(dst.dtype);
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    cudaError_t error = cudaMemcpyAsync(device_data<std::byte>(dst), device_data<const std::byte>(src), size_t(bytes),
+                                        cudaMemcpyDeviceToDevice, stream);
+    return error == cudaSuccess ? Status::ok() : device_error(std::string("copy: ") + cudaGetErrorString(error));
+  }
+  StridedIndexer<2> ix;
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(dst.sizes, {dst.strides, src.strides}, &ix));
+  switch (dtype_size(dst.dtype)) {
+    case 1: launch_words<uint8_t>(ix, dst, src, stream); break;
+    case 2: launch_words<uint16_t>(ix, dst, src, stream); break;
+    case 4: launch_words<uint32_t>(ix, dst, src, stream); break;
+    default: launch_words<uint64_t>(ix, dst, src, stream); break;
+  }
+  return launch_status("copy");
+}
+
+}  // namespace strider::cuda

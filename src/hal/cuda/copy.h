@@ -1,0 +1,17 @@
+// Strided device copies, shared by the data-movement kernels and by the CUDA device's
+// uploads and downloads of non-dense views.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "memory/tensor_view.h"
+#include "strider/status.h"
+
+namespace strider::cuda {
+
+// Enqueues on `stream` a copy of every element of `src` into the same position of `dst`
+// (equal sizes and dtypes, any strides on either side, stride 0 in `src` broadcasts).
+// Both views must be device-addressable (their allocation's address is a device address).
+Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream);
+
+}  // namespace strider::cuda

@@ -1,0 +1,133 @@
+// Data-movement kernels on the GPU: Split, Slice, Concat, Transpose, Expand, Reshape and
+// its relatives, Materialize, and Gather of constant indices. As on the CPU, each op is a
+// view of its input (or, for Concat, of its output) followed by strided copies; a pair
+// whose source already is its destination (the planner placed it there) is dropped.
+#include <fmt/format.h>
+
+#include "hal/cuda/copy.h"
+#include "hal/cuda/cuda_kernels.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cuda {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+namespace {
+
+class CopyKernel final : public Kernel {
+ public:
+  CopyKernel(std::string name, std::vector<std::pair<TensorView, TensorView>> copies) : name_(std::move(name)) {
+    for (auto& [dst, src] : copies)
+      if (!same_view(dst, src)) copies_.emplace_back(std::move(dst), std::move(src));
+  }
+  Status run(const QueueContext& context) override {
+    for (const auto& [dst, src] : copies_) STRIDER_RETURN_IF_ERROR(launch_copy(dst, src, stream_of(context)));
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider-cuda:copy:" + name_; }
+
+ private:
+  std::string name_;
+  std::vector<std::pair<TensorView, TensorView>> copies_;
+};
+
+KernelPtr single_copy(const KernelRequest& r, TensorView src) {
+  return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
+}
+
+Result<KernelPtr> make_reshape_copy(const KernelRequest& r, const CudaContext&) {
+  if (auto src = reshape_view(r.inputs[0], r.outputs[0].sizes)) return single_copy(r, *src);
+  if (auto dst = reshape_view(r.outputs[0], r.inputs[0].sizes))
+    return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, r.inputs[0]}}));
+  return unsupported(fmt::format("{} between {} and {} needs a Materialize step", r.node.op_type,
+                                 r.inputs[0].to_string(), r.outputs[0].to_string()));
+}
+
+Result<KernelPtr> make_transpose(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(NodeInputs(r.graph, r.node)));
+  STRIDER_ASSIGN_OR_RETURN(TensorView src, permute_view(r.inputs[0], perm));
+  return single_copy(r, std::move(src));
+}
+
+Result<KernelPtr> make_slice(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(NodeInputs(r.graph, r.node)));
+  TensorView src = r.inputs[0];
+  for (const SliceAxis& a : axes) {
+    STRIDER_ASSIGN_OR_RETURN(src, slice_view(src, a.axis, a.start, a.start + a.step * a.count, a.step));
+  }
+  return single_copy(r, std::move(src));
+}
+
+Result<KernelPtr> make_split(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(SplitParams p, resolve_split(NodeInputs(r.graph, r.node)));
+  std::vector<std::pair<TensorView, TensorView>> copies;
+  int64_t offset = 0;
+  for (size_t i = 0; i < p.sizes.size(); ++i) {
+    if (i < r.outputs.size() && r.outputs[i].allocation) {
+      STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.inputs[0], p.axis, offset, offset + p.sizes[i], 1));
+      copies.emplace_back(r.outputs[i], std::move(part));
+    }
+    offset += p.sizes[i];
+  }
+  return KernelPtr(new CopyKernel("Split", std::move(copies)));
+}
+
+Result<KernelPtr> make_concat(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.require_int("axis"));
+  if (axis < 0) axis += r.outputs[0].rank();
+  std::vector<std::pair<TensorView, TensorView>> copies;
+  int64_t offset = 0;
+  for (const TensorView& in : r.inputs) {
+    int64_t size = in.sizes[size_t(axis)];
+    STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.outputs[0], axis, offset, offset + size, 1));
+    copies.emplace_back(std::move(part), in);
+    offset += size;
+  }
+  return KernelPtr(new CopyKernel("Concat", std::move(copies)));
+}
+
+Result<KernelPtr> make_expand(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(TensorView src, broadcast_view(r.inputs[0], r.outputs[0].sizes));
+  return single_copy(r, std::move(src));
+}
+
+// Gather of constant indices (validated when the kernel is made): one copy per index.
+Result<KernelPtr> make_gather(const KernelRequest& r, const CudaContext&) {
+  const Tensor* indices = r.constant_input(1);
+  if (indices == nullptr) return unsupported("Gather with indices computed at run time");
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.get_int("axis", 0));
+  const TensorView& data = r.inputs[0];
+  if (axis < 0) axis += data.rank();
+  int64_t dim = data.sizes[size_t(axis)];
+  TensorView out = r.outputs[0];
+  // The output seen as [data dims before axis, index positions, data dims after axis].
+  Shape grouped(data.sizes.begin(), data.sizes.begin() + axis);
+  grouped.push_back(indices->num_elements());
+  grouped.insert(grouped.end(), data.sizes.begin() + axis + 1, data.sizes.end());
+  std::optional<TensorView> out_grouped = reshape_view(out, grouped);
+  if (!out_grouped) return unsupported("Gather into an output whose index dims do not merge");
+  std::vector<std::pair<TensorView, TensorView>> copies;
+  for (int64_t j = 0; j < indices->num_elements(); ++j) {
+    int64_t k = indices->element_as_int(j);
+    if (k < -dim || k >= dim) return out_of_range(fmt::format("index {} out of range [{}, {})", k, -dim, dim));
+    if (k < 0) k += dim;
+    STRIDER_ASSIGN_OR_RETURN(TensorView src, slice_view(data, axis, k, k + 1, 1));
+    STRIDER_ASSIGN_OR_RETURN(TensorView dst, slice_view(*out_grouped, axis, j, j + 1, 1));
+    copies.emplace_back(std::move(dst), std::move(src));
+  }
+  return KernelPtr(new CopyKernel("Gather", std::move(copies)));
+}
+
+}  // namespace
+
+void register_copy_kernels(std::vector<KernelEntry>& table) {
+  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Materialize"})
+    table.push_back({op, make_reshape_copy});
+  table.push_back({"Transpose", make_transpose});
+  table.push_back({"Slice", make_slice});
+  table.push_back({"Split", make_split});
+  table.push_back({"Concat", make_concat});
+  table.push_back({"Expand", make_expand});
+  table.push_back({"Gather", make_gather});
+}
+
+}  // namespace strider::cuda

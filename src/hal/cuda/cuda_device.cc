@@ -1,0 +1,167 @@
+#include "hal/cuda/cuda_device.h"
+
+#include <cublasLt.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "hal/cuda/copy.h"
+#include "hal/cuda/cuda_queue.h"
+#include "hal/cuda_device_factory.h"
+#include "hal/host_queue.h"
+
+namespace strider::cuda {
+
+Result<std::unique_ptr<Device>> CudaDevice::create(int ordinal, const DeviceOptions& options) {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0)
+    return device_error(fmt::format("no CUDA device: {}", error == cudaSuccess ? "no GPU found" : cudaGetErrorString(error)));
+  if (ordinal >= count) return device_error(fmt::format("cuda:{} does not exist; this machine has {} GPU(s)", ordinal, count));
+  std::unique_ptr<CudaDevice> device(new CudaDevice(ordinal, options));
+  STRIDER_RETURN_IF_ERROR(device->init());
+  return std::unique_ptr<Device>(std::move(device));
+}
+
+Status CudaDevice::init() {
+  STRIDER_CUDA_RETURN(cudaSetDevice(ordinal_), "cuda device");
+  cudaDeviceProp props{};
+  STRIDER_CUDA_RETURN(cudaGetDeviceProperties(&props, ordinal_), "cuda device");
+  if (options_.storage_mode == StorageMode::kUnified && !props.managedMemory)
+    return device_error("storage mode 'unified': this GPU has no managed memory");
+  cublasLtHandle_t lt = nullptr;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return device_error("cublasLtCreate failed");
+  cudnnHandle_t dnn = nullptr;
+  cudnnStatus_t dnn_status = cudnnCreate(&dnn);
+  if (dnn_status != CUDNN_STATUS_SUCCESS)
+    return device_error(fmt::format("cudnnCreate failed: {}", cudnnGetErrorString(dnn_status)));
+  context_ = {ordinal_, options_.allow_tf32, lt, dnn};
+  auto queue_of = [this](int index) -> Queue& { return queue(index); };
+  queues_.push_back(std::make_unique<HostQueue>(queue_of));
+  for (int i = 1; i <= options_.queues; ++i) {
+    STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<CudaQueue> q, CudaQueue::create(i, ordinal_, queue_of));
+    queues_.push_back(std::move(q));
+  }
+  STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking), "transfer stream");
+  return Status::ok();
+}
+
+CudaDevice::~CudaDevice() {
+  cudaSetDevice(ordinal_);
+  for (auto& q : queues_) (void)q->wait(q->next().value - 1);
+  queues_.clear();
+  if (transfer_stream_) cudaStreamDestroy(transfer_stream_);
+  if (context_.cudnn) cudnnDestroy(static_cast<cudnnHandle_t>(context_.cudnn));
+  if (context_.cublaslt) cublasLtDestroy(static_cast<cublasLtHandle_t>(context_.cublaslt));
+}
+
+Result<Allocation*> CudaDevice::allocate(int64_t size, int64_t alignment, std::string label) {
+  cudaSetDevice(ordinal_);
+  size_t bytes = size_t(std::max<int64_t>(size, 1));
+  void* address = nullptr;
+  bool host_accessible = options_.storage_mode != StorageMode::kDevice;
+  switch (options_.storage_mode) {
+    case StorageMode::kDevice:
+      STRIDER_CUDA_RETURN(cudaMalloc(&address, bytes), label);
+      break;
+    case StorageMode::kUnified: {
+      size_t free = 0, total = 0;
+      STRIDER_CUDA_RETURN(cudaMemGetInfo(&free, &total), label);
+      if (bytes > free)  // never ask for more managed memory than the card has free
+        return device_error(fmt::format("{}: {} bytes of unified memory requested, {} free on the GPU", label, bytes, free));
+      STRIDER_CUDA_RETURN(cudaMallocManaged(&address, bytes, cudaMemAttachGlobal), label);
+      break;
+    }
+    case StorageMode::kHost: {
+      void* host = nullptr;
+      STRIDER_CUDA_RETURN(cudaHostAlloc(&host, bytes, cudaHostAllocMapped), label);
+      STRIDER_CUDA_RETURN(cudaHostGetDevicePointer(&address, host, 0), label);
+      break;
+    }
+  }
+  if (reinterpret_cast<uintptr_t>(address) % uintptr_t(alignment) != 0)
+    return internal_error(fmt::format("{}: CUDA returned memory aligned below {}", label, alignment));
+  return new Allocation(next_id_++, std::move(label), "cuda", static_cast<std::byte*>(address), size, alignment,
+                        options_.storage_mode, host_accessible);
+}
+
+void CudaDevice::release(Allocation* allocation, std::span<const Timepoint> last_uses) {
+  for (const Timepoint& t : last_uses) (void)queue(t.queue).wait(t.value);
+  cudaSetDevice(ordinal_);
+  if (allocation->storage_mode() == StorageMode::kHost) cudaFreeHost(allocation->address());
+  else cudaFree(allocation->address());
+  delete allocation;
+}
+
+Status CudaDevice::synchronize() {
+  Status first;
+  for (auto& q : queues_) {
+    Status s = q->wait(q->next().value - 1);
+    if (!s.is_ok() && first.is_ok()) first = s;
+  }
+  return first;
+}
+
+bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }
+
+Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {
+  cudaSetDevice(ordinal_);
+  return cuda::create_kernel(request, context_);
+}
+
+Status CudaDevice::stage(size_t bytes) {
+  if (staging_.size() >= bytes) return Status::ok();
+  return staging_.allocate(bytes);
+}
+
+Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
+  std::lock_guard lock(transfer_mutex_);
+  cudaSetDevice(ordinal_);
+  size_t bytes = source.byte_size();
+  std::byte* target = destination.allocation->address() + destination.byte_offset;
+  if (destination.is_contiguous()) {
+    STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source.bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_), "upload");
+  } else {
+    STRIDER_RETURN_IF_ERROR(stage(bytes));
+    STRIDER_CUDA_RETURN(cudaMemcpyAsync(staging_.as<void>(), source.bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_),
+                        "upload");
+    Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+    STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, destination.dtype, destination.sizes, "staging"));
+    STRIDER_RETURN_IF_ERROR(launch_copy(destination, dense, transfer_stream_));
+  }
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
+  return Status::ok();
+}
+
+Status CudaDevice::download(const TensorView& source, Tensor* destination) {
+  std::lock_guard lock(transfer_mutex_);
+  cudaSetDevice(ordinal_);
+  Tensor result(source.dtype, source.sizes);
+  const std::byte* origin = source.allocation->address() + source.byte_offset;
+  if (source.is_contiguous()) {
+    STRIDER_CUDA_RETURN(cudaMemcpyAsync(result.bytes(), origin, result.byte_size(), cudaMemcpyDeviceToHost, transfer_stream_),
+                        "download");
+  } else {
+    STRIDER_RETURN_IF_ERROR(stage(result.byte_size()));
+    Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+    STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, source.dtype, source.sizes, "staging"));
+    STRIDER_RETURN_IF_ERROR(launch_copy(dense, source, transfer_stream_));
+    STRIDER_CUDA_RETURN(cudaMemcpyAsync(result.bytes(), staging_.as<void>(), result.byte_size(), cudaMemcpyDeviceToHost,
+                                        transfer_stream_),
+                        "download");
+  }
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "download");
+  *destination = std::move(result);
+  return Status::ok();
+}
+
+}  // namespace strider::cuda
+
+namespace strider {
+
+Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOptions& options) {
+  return cuda::CudaDevice::create(ordinal, options);
+}
+
+}  // namespace strider

@@ -1,0 +1,55 @@
+// The CUDA device: one GPU, its queues (non-blocking streams), its allocations in the
+// chosen storage mode, and the library handles its kernels share.
+//
+// Storage modes (a performance policy, never a correctness knob; every mode passes the
+// same tests): device = cudaMalloc; unified = cudaMallocManaged, never more than the card
+// has free; host = pinned, mapped host memory (cudaHostAlloc), read by kernels over the bus.
+// Uploads and downloads are host-queue commands ordered by the hazard tracker; they copy on
+// a transfer stream of their own and wait for it, staging non-dense views through a
+// device buffer and a strided copy kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/device_buffer.h"
+#include "hal/device.h"
+
+namespace strider::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  static Result<std::unique_ptr<Device>> create(int ordinal, const DeviceOptions& options);
+  ~CudaDevice() override;
+
+  std::string_view name() const override { return "cuda"; }
+  Result<Allocation*> allocate(int64_t size, int64_t alignment, std::string label) override;
+  void release(Allocation* allocation, std::span<const Timepoint> last_uses) override;
+  int num_queues() const override { return int(queues_.size()); }
+  Queue& queue(int index) override { return *queues_.at(size_t(index)); }
+  Status synchronize() override;
+  bool has_kernel(std::string_view op_type) const override;
+  Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
+  Status upload(const Tensor& source, const TensorView& destination) override;
+  Status download(const TensorView& source, Tensor* destination) override;
+
+ private:
+  CudaDevice(int ordinal, const DeviceOptions& options) : ordinal_(ordinal), options_(options) {}
+  Status init();
+  Status stage(size_t bytes);
+
+  int ordinal_;
+  DeviceOptions options_;
+  CudaContext context_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  cudaStream_t transfer_stream_ = nullptr;
+  DeviceBuffer staging_;  // for non-dense uploads and downloads
+  std::mutex transfer_mutex_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace strider::cuda

@@ -1,0 +1,47 @@
+// The CUDA device's kernel table: op type -> factory, like the CPU's. A kernel enqueues
+// its work on the stream of the queue that runs it (QueueContext::native_stream, a
+// cudaStream_t) and never synchronizes: ordering is the hazard tracker's job. A factory
+// returns UNSUPPORTED (naming what) for dtypes, attributes or views it cannot handle at
+// full speed, so the planner can pack the views or the session can list the op.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "hal/kernel.h"
+
+namespace strider::cuda {
+
+// What kernels share per device: library handles and options.
+struct CudaContext {
+  int ordinal = 0;
+  bool allow_tf32 = false;
+  void* cublaslt = nullptr;  // cublasLtHandle_t
+  void* cudnn = nullptr;     // cudnnHandle_t
+};
+
+using KernelFactory = Result<std::unique_ptr<Kernel>> (*)(const KernelRequest&, const CudaContext&);
+
+struct KernelEntry {
+  std::string_view op_type;
+  KernelFactory create;
+};
+
+Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context);
+bool has_kernel(std::string_view op_type);
+
+inline cudaStream_t stream_of(const QueueContext& context) { return static_cast<cudaStream_t>(context.native_stream); }
+
+// One registration function per kernel family file.
+void register_elementwise_kernels(std::vector<KernelEntry>& table);  // elementwise.cu
+void register_copy_kernels(std::vector<KernelEntry>& table);         // copy.cu
+void register_reduce_kernels(std::vector<KernelEntry>& table);       // reduce.cu: reductions, softmax
+void register_pool_kernels(std::vector<KernelEntry>& table);         // pool.cu
+void register_resize_kernels(std::vector<KernelEntry>& table);       // resize.cu
+void register_matmul_kernels(std::vector<KernelEntry>& table);       // matmul.cc (cuBLASLt)
+void register_conv_kernels(std::vector<KernelEntry>& table);         // conv.cc (cuDNN)
+
+}  // namespace strider::cuda

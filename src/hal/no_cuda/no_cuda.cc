@@ -1,0 +1,10 @@
+// The CUDA entry point of a build without nvcc.
+#include "hal/cuda_device_factory.h"
+
+namespace strider {
+
+Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOptions& options) {
+  return device_error("this strider was built without CUDA (no nvcc was found when it was configured)");
+}
+
+}  // namespace strider
