@@ -166,69 +166,12 @@ bool positive_strides(const TensorView& v) {
   return true;
 }
 
-// A 1x1 convolution with unit strides, no padding and one group is a matrix product, so it
-// can run as a oneDNN matmul over strided views at full speed, channel slices of a concat
-// included (DESIGN.md 4a), where oneDNN's convolution would fall back to its reference
-// implementation:
-// - channels-last, when every (batch, spatial) position collapses into one row dim:
-//   [rows, in] x [in, out] -> [rows, out], with the bias as a row [1, out];
-// - channels-first, per batch: [out, in] x [in, positions] -> [out, positions], the weights
-//   broadcast over the batch and the bias a column [1, out, 1].
-struct PointwiseMatMul {
-  MatMulViews views;
-  TensorView bias;  // allocation == nullptr when the node has none
-};
-
-bool is_pointwise(const ConvSetup& c) {
-  const WindowGeometry& g = c.window;
-  if (c.group != 1) return false;
-  for (size_t d = 0; d < g.kernel.size(); ++d)
-    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.pads_begin[d] != 0 || g.pads_end[d] != 0) return false;
-  return true;
-}
-
-std::optional<PointwiseMatMul> channels_last_matmul(const ConvSetup& c) {
-  std::vector<int64_t> order = {0};
-  for (int64_t d = 2; d < c.x.rank(); ++d) order.push_back(d);
-  order.push_back(1);
-  auto as_rows = [&](const TensorView& v) -> std::optional<TensorView> {
-    auto permuted = permute_view(v, order);
-    if (!permuted.is_ok()) return std::nullopt;
-    int64_t channels = std::max<int64_t>(v.sizes[1], 1);
-    return reshape_view(*permuted, std::array<int64_t, 2>{v.num_elements() / channels, v.sizes[1]});
-  };
-  std::optional<TensorView> x = as_rows(c.x), y = as_rows(c.y);
-  if (!x || !y || x->strides[1] != 1 || y->strides[1] != 1) return std::nullopt;
-  TensorView w = c.w;  // [out, in, 1, ...] as [in, out]
-  w.sizes = {c.w.sizes[1], c.w.sizes[0]};
-  w.strides = {c.w.strides[1], c.w.strides[0]};
-  PointwiseMatMul m{{*x, w, *y}, {}};
-  if (c.bias.allocation) m.bias = insert_unit_dim(c.bias, 0);
-  return m;
-}
-
-std::optional<PointwiseMatMul> channels_first_matmul(const ConvSetup& c) {
-  int64_t positions = num_elements(std::span(c.x.sizes).subspan(2));
-  auto as_batches = [&](const TensorView& v) {
-    return reshape_view(v, std::array<int64_t, 3>{v.sizes[0], v.sizes[1], positions});
-  };
-  std::optional<TensorView> x = as_batches(c.x), y = as_batches(c.y);
-  if (!x || !y) return std::nullopt;
-  TensorView w = c.w;  // [out, in, 1, ...] as [1, out, in]
-  w.sizes = {1, c.w.sizes[0], c.w.sizes[1]};
-  w.strides = {c.w.strides[0] * c.w.sizes[0], c.w.strides[0], c.w.strides[1]};
-  PointwiseMatMul m{{w, *x, *y}, {}};
-  if (c.bias.allocation) m.bias = insert_unit_dim(insert_unit_dim(c.bias, 0), 2);
-  return m;
-}
-
-// The matmul kernel for a pointwise convolution over these views, or nullopt.
+// A pointwise convolution over views oneDNN's convolution would read slowly (a channel
+// slice of a concat) runs as a oneDNN matmul over the same views (DESIGN.md 4a).
 std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node) {
-  if (!is_pointwise(c)) return std::nullopt;
-  for (auto make : {channels_last_matmul, channels_first_matmul}) {
-    std::optional<PointwiseMatMul> m = make(c);
-    if (!m) continue;
-    auto kernel = make_matmul_of(m->views, m->bias.allocation ? &m->bias : nullptr, 1.0f, node);
+  for (const PointwiseMatMul& m :
+       pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
+    auto kernel = make_matmul_of(m.views, m.bias.allocation ? &m.bias : nullptr, 1.0f, node);
     if (kernel.is_ok()) return std::move(kernel).value();
   }
   return std::nullopt;

@@ -15,21 +15,6 @@ namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
 
-MatMulViews align_matmul(const TensorView& a_in, const TensorView& b_in, const TensorView& out_in) {
-  MatMulViews v{a_in, b_in, out_in};
-  if (v.a.rank() == 1) {
-    v.a = insert_unit_dim(v.a, 0);
-    v.out = insert_unit_dim(v.out, size_t(v.out.rank()) - (b_in.rank() == 1 ? 0 : 1));
-  }
-  if (v.b.rank() == 1) {
-    v.b = insert_unit_dim(v.b, 1);
-    v.out = insert_unit_dim(v.out, size_t(v.out.rank()));
-  }
-  while (v.a.rank() < v.out.rank()) v.a = insert_unit_dim(v.a, 0);
-  while (v.b.rank() < v.out.rank()) v.b = insert_unit_dim(v.b, 0);
-  return v;
-}
-
 bool onednn_strides_ok(const TensorView& v) {
   for (size_t d = 0; d < v.sizes.size(); ++d)
     if (v.sizes[d] > 1 && v.strides[d] <= 0) return false;
@@ -124,14 +109,6 @@ class NaiveMatMul final : public Kernel {
 };
 
 }  // namespace
-
-TensorView insert_unit_dim(const TensorView& v, size_t at) {
-  TensorView r = v;
-  int64_t stride = at < v.strides.size() ? v.strides[at] * std::max<int64_t>(v.sizes[at], 1) : 1;
-  r.sizes.insert(r.sizes.begin() + long(at), 1);
-  r.strides.insert(r.strides.begin() + long(at), stride);
-  return r;
-}
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
                                  const std::string& node) {
