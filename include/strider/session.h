@@ -53,6 +53,12 @@ struct SessionOptions {
   bool debug_drop_waits = false;
   // The sim device's execution order.
   uint64_t sim_seed = 0;
+  // cuda: where memory lives: "device" (cudaMalloc), "unified" (cudaMallocManaged) or
+  // "host" (pinned, mapped). Empty: the STRIDER_STORAGE_MODE environment variable, else
+  // "device". A performance choice only: every mode computes the same results.
+  std::string storage_mode;
+  // cuda: let f32 matmuls and convolutions use TF32 (faster, no longer true f32).
+  bool allow_tf32 = false;
 };
 
 struct ValueInfo {

@@ -144,6 +144,16 @@ Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given)
   return results;
 }
 
+// The option wins over the environment; an unknown name lists the valid ones.
+Result<StorageMode> resolve_storage_mode(const std::string& option) {
+  const char* env = std::getenv("STRIDER_STORAGE_MODE");
+  std::string name = !option.empty() ? option : env && *env ? env : "device";
+  for (StorageMode mode : {StorageMode::kDevice, StorageMode::kUnified, StorageMode::kHost})
+    if (name == storage_mode_name(mode)) return mode;
+  return invalid_argument(fmt::format("storage mode '{}' is not one of device, unified, host{}", name,
+                                      option.empty() ? " (from STRIDER_STORAGE_MODE)" : ""));
+}
+
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
                                                 const PlanOptions& plan_options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
@@ -156,6 +166,8 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   DeviceOptions device_options;
   device_options.queues = options.queues;
   device_options.sim_seed = options.sim_seed;
+  device_options.allow_tf32 = options.allow_tf32;
+  STRIDER_ASSIGN_OR_RETURN(device_options.storage_mode, resolve_storage_mode(options.storage_mode));
   STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device, device_options));
   STRIDER_RETURN_IF_ERROR(infer_and_fold(graph));
   impl->inputs = describe(graph, graph.inputs());

@@ -35,6 +35,9 @@ Status bind_constant_inputs(Graph& graph, const SessionOptions& options);
 // op's shape input (OpSchema::shape_inputs). Shape and Size read only their input's shape.
 std::vector<std::string> shape_determining_inputs(const Graph& graph);
 
+// The storage mode from the option, else STRIDER_STORAGE_MODE, else device.
+Result<StorageMode> resolve_storage_mode(const std::string& option);
+
 // One UNSUPPORTED error listing every node whose op strider does not know (nullopt if none).
 Status check_ops_known(const Graph& graph);
 

@@ -51,10 +51,13 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--seed", o.seed, "seed of the random inputs (default 0)");
   app.add_option("--shape", o.shapes, "size of an input's dims as NAME:1x3x320x320; repeatable");
   app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--device", o.device, "device to run on: cpu, or sim (CPU kernels in a seeded random order)");
+  app.add_option("--device", o.device, "device to run on: cpu, cuda, cuda:N, or sim (CPU kernels in a seeded random order)");
   app.add_option("--queues", o.queues, "device queues for independent branches (default 1)");
   app.add_flag("--sanitize", o.sanitize, "check that every conflicting pair of accesses is ordered (exit 1 if not)");
   app.add_option("--sim-seed", o.sim_seed, "sim device: seed of the execution order (default 0)");
+  app.add_option("--storage-mode", o.storage_mode,
+                 "cuda: device, unified or host memory (default: STRIDER_STORAGE_MODE, else device)");
+  app.add_flag("--allow-tf32", o.allow_tf32, "cuda: let f32 matmuls and convolutions use TF32");
   app.add_flag("--debug-drop-waits", o.debug_drop_waits,
                "testing aid: drop every cross-queue wait, to see the sim device and the sanitizer catch it");
   app.add_option("--layout", o.layout, "activation layout: nchw, nhwc or auto (nhwc for conv-heavy graphs)")
@@ -173,6 +176,8 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   run.session_options.sanitize = o.sanitize;
   run.session_options.debug_drop_waits = o.debug_drop_waits;
   run.session_options.sim_seed = o.sim_seed;
+  run.session_options.storage_mode = o.storage_mode;
+  run.session_options.allow_tf32 = o.allow_tf32;
   run.session_options.layout = o.layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;

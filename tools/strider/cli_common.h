@@ -45,6 +45,8 @@ struct ModelOptions {
   bool sanitize = false;
   bool debug_drop_waits = false;
   uint64_t sim_seed = 0;
+  std::string storage_mode;
+  bool allow_tf32 = false;
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

@@ -1,8 +1,257 @@
-// Being written: until then the CUDA device has no conv kernels.
+// Conv on the GPU: cuDNN's convolution with descriptors built from the views' real strides
+// (NCHW channel slices in and out at full speed), weights reordered once to KRSC when the
+// activations are channels-last; a 1x1 convolution over views cuDNN refuses (a channel
+// slice in NHWC) runs as a cuBLASLt matmul over the same views. What neither accepts is
+// refused, so the planner gives the node packed operands.
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+
 #include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/device_buffer.h"
+#include "hal/cuda/lt_matmul.h"
+#include "ops/shape_ops.h"
 
 namespace strider::cuda {
+namespace {
 
-void register_conv_kernels(std::vector<KernelEntry>& table) { (void)table; }
+using KernelPtr = std::unique_ptr<Kernel>;
+constexpr size_t kMaxWorkspace = size_t(256) << 20;
+
+Status dnn(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return Status::ok();
+  std::string message = fmt::format("cuDNN: {}: {}", what, cudnnGetErrorString(status));
+  if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) return unsupported(message);
+  return device_error(message);
+}
+
+std::optional<cudnnDataType_t> dnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    default: return std::nullopt;
+  }
+}
+
+struct ConvSetup {
+  TensorView x, w, bias, y;  // bias.allocation is null when absent
+  int64_t group = 1;
+  WindowGeometry window;
+};
+
+// cuDNN wants at least 4 dims: a 1-D convolution gets a unit height.
+TensorView at_least_4d(const TensorView& v) { return v.rank() >= 4 ? v : insert_unit_dim(v, 2); }
+
+Status tensor_descriptor(cudnnTensorDescriptor_t* d, cudnnDataType_t type, const TensorView& v) {
+  std::vector<int> dims, strides;
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    dims.push_back(int(v.sizes[i]));
+    strides.push_back(int(std::max<int64_t>(v.strides[i], 1)));
+  }
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateTensorDescriptor(d), "tensor descriptor"));
+  return dnn(cudnnSetTensorNdDescriptor(*d, type, int(dims.size()), dims.data(), strides.data()), "tensor descriptor");
+}
+
+class CudnnConv final : public Kernel {
+ public:
+  ~CudnnConv() override {
+    for (cudnnTensorDescriptor_t t : {x_, y_, b_})
+      if (t) cudnnDestroyTensorDescriptor(t);
+    if (w_) cudnnDestroyFilterDescriptor(w_);
+    if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+  }
+  Status init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context);
+  Status run(const QueueContext& queue) override {
+    STRIDER_RETURN_IF_ERROR(dnn(cudnnSetStream(handle_, stream_of(queue)), "set stream"));
+    float one = 1.0f, zero = 0.0f;
+    STRIDER_RETURN_IF_ERROR(dnn(cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo_,
+                                                        workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_),
+                                "convolution"));
+    if (b_) STRIDER_RETURN_IF_ERROR(dnn(cudnnAddTensor(handle_, &one, b_, b_ptr_, &one, y_, y_ptr_), "bias"));
+    return Status::ok();
+  }
+  std::string implementation() const override { return fmt::format("cudnn:algo{}", int(algo_)); }
+
+ private:
+  Status filter(const ConvSetup& c, const Tensor* constant_weights, cudnnDataType_t type, bool channels_last);
+  Status choose_algorithm();
+
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_{};
+  const void *x_ptr_ = nullptr, *w_ptr_ = nullptr, *b_ptr_ = nullptr;
+  void* y_ptr_ = nullptr;
+  DeviceBuffer reordered_weights_, workspace_;
+};
+
+// Weights as cuDNN wants them: KCRS (the ONNX order) as they are, or reordered once to
+// KRSC for channels-last activations (cuDNN's fast NHWC kernels want NHWC filters).
+Status CudnnConv::filter(const ConvSetup& c, const Tensor* constant_weights, cudnnDataType_t type, bool channels_last) {
+  TensorView w = at_least_4d(c.w);
+  std::vector<int> dims(w.sizes.begin(), w.sizes.end());
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateFilterDescriptor(&w_), "filter"));
+  if (!channels_last || constant_weights == nullptr) {
+    if (!is_packed(w) || !w.is_contiguous()) return unsupported("cuDNN filters must be dense");
+    w_ptr_ = w.allocation->address() + w.byte_offset;
+    return dnn(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NCHW, int(dims.size()), dims.data()), "filter");
+  }
+  // [K, C, spatial...] -> [K, spatial..., C] on the host, once.
+  int64_t k = w.sizes[0], channels = w.sizes[1], esize = dtype_size(w.dtype);
+  int64_t spatial = num_elements(std::span(w.sizes).subspan(2));
+  std::vector<std::byte> reordered(constant_weights->byte_size());
+  const std::byte* source = constant_weights->bytes();
+  for (int64_t o = 0; o < k; ++o)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t p = 0; p < spatial; ++p)
+        std::memcpy(&reordered[size_t(((o * spatial + p) * channels + ch) * esize)],
+                    source + ((o * channels + ch) * spatial + p) * esize, size_t(esize));
+  STRIDER_RETURN_IF_ERROR(reordered_weights_.upload(reordered));
+  w_ptr_ = reordered_weights_.as<void>();
+  return dnn(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NHWC, int(dims.size()), dims.data()), "filter");
+}
+
+// The fastest algorithm cuDNN ranks first that also runs on these exact views (a trial
+// run at creation: cuDNN reports some stride patterns as unsupported only when it runs).
+Status CudnnConv::choose_algorithm() {
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+  int returned = 0;
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, int(perf.size()),
+                                                                     &returned, perf.data()),
+                              "algorithm"));
+  float one = 1.0f, zero = 0.0f;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[size_t(i)].status != CUDNN_STATUS_SUCCESS || perf[size_t(i)].memory > kMaxWorkspace) continue;
+    STRIDER_RETURN_IF_ERROR(workspace_.allocate(perf[size_t(i)].memory));
+    cudnnSetStream(handle_, nullptr);
+    cudnnStatus_t trial = cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, perf[size_t(i)].algo,
+                                                  workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_);
+    if (trial == CUDNN_STATUS_SUCCESS && cudaDeviceSynchronize() == cudaSuccess) {
+      algo_ = perf[size_t(i)].algo;
+      return Status::ok();
+    }
+  }
+  return unsupported("cuDNN has no convolution algorithm for these views");
+}
+
+Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context) {
+  std::optional<cudnnDataType_t> type = dnn_type(c.y.dtype);
+  if (!type) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
+  const WindowGeometry& g = c.window;
+  std::vector<int> pads, strides, dilations;
+  for (size_t d = 0; d < g.kernel.size(); ++d) {
+    if (g.pads_begin[d] != g.pads_end[d]) return unsupported("cuDNN needs symmetric padding");
+    pads.push_back(int(g.pads_begin[d]));
+    strides.push_back(int(g.strides[d]));
+    dilations.push_back(int(g.dilations[d]));
+  }
+  if (c.x.rank() == 3) {  // the unit height added for 1-D
+    pads.insert(pads.begin(), 0);
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+  }
+  handle_ = static_cast<cudnnHandle_t>(context.cudnn);
+  TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
+  x_ptr_ = x.allocation->address() + x.byte_offset;
+  y_ptr_ = y.allocation->address() + y.byte_offset;
+  STRIDER_RETURN_IF_ERROR(tensor_descriptor(&x_, *type, x));
+  STRIDER_RETURN_IF_ERROR(tensor_descriptor(&y_, *type, y));
+  STRIDER_RETURN_IF_ERROR(filter(c, constant_weights, *type, x.strides[1] == 1 && x.sizes[1] > 1));
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateConvolutionDescriptor(&conv_), "convolution descriptor"));
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnSetConvolutionNdDescriptor(conv_, int(pads.size()), pads.data(), strides.data(),
+                                                              dilations.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                              "convolution descriptor"));
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnSetConvolutionGroupCount(conv_, int(c.group)), "groups"));
+  // f32 stays true f32 (FMA math, no TF32) unless allowed; bf16 and f16 use tensor cores.
+  cudnnMathType_t math = *type != CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH
+                         : context.allow_tf32      ? CUDNN_DEFAULT_MATH
+                                                   : CUDNN_FMA_MATH;
+  STRIDER_RETURN_IF_ERROR(dnn(cudnnSetConvolutionMathType(conv_, math), "math type"));
+  if (c.bias.allocation) {
+    // [C] as [1, C, 1, ...] matching y's rank.
+    TensorView bias = insert_unit_dim(TensorView{c.bias.allocation, c.bias.byte_offset, c.bias.dtype, {c.bias.sizes[0]}, {c.bias.strides[0]}}, 0);
+    while (bias.rank() < y.rank()) bias = insert_unit_dim(bias, size_t(bias.rank()));
+    STRIDER_RETURN_IF_ERROR(tensor_descriptor(&b_, *type, bias));
+    b_ptr_ = bias.allocation->address() + bias.byte_offset;
+  }
+  return choose_algorithm();
+}
+
+// A pointwise convolution as a cuBLASLt matmul; a column bias (channels-first) is added by
+// cuDNN afterwards.
+class PointwiseConv final : public Kernel {
+ public:
+  PointwiseConv(KernelPtr matmul) : matmul_(std::move(matmul)) {}
+  Status add_column_bias(const ConvSetup& c, const CudaContext& context) {
+    handle_ = static_cast<cudnnHandle_t>(context.cudnn);
+    cudnnDataType_t type = *dnn_type(c.y.dtype);
+    TensorView y = at_least_4d(c.y);
+    TensorView bias = insert_unit_dim(TensorView{c.bias.allocation, c.bias.byte_offset, c.bias.dtype, {c.bias.sizes[0]}, {c.bias.strides[0]}}, 0);
+    while (bias.rank() < y.rank()) bias = insert_unit_dim(bias, size_t(bias.rank()));
+    STRIDER_RETURN_IF_ERROR(tensor_descriptor(&y_, type, y));
+    STRIDER_RETURN_IF_ERROR(tensor_descriptor(&b_, type, bias));
+    y_ptr_ = y.allocation->address() + y.byte_offset;
+    b_ptr_ = bias.allocation->address() + bias.byte_offset;
+    return Status::ok();
+  }
+  ~PointwiseConv() override {
+    if (y_) cudnnDestroyTensorDescriptor(y_);
+    if (b_) cudnnDestroyTensorDescriptor(b_);
+  }
+  Status run(const QueueContext& queue) override {
+    STRIDER_RETURN_IF_ERROR(matmul_->run(queue));
+    if (!b_) return Status::ok();
+    float one = 1.0f;
+    STRIDER_RETURN_IF_ERROR(dnn(cudnnSetStream(handle_, stream_of(queue)), "set stream"));
+    return dnn(cudnnAddTensor(handle_, &one, b_, b_ptr_, &one, y_, y_ptr_), "bias");
+  }
+  std::string implementation() const override { return matmul_->implementation() + (b_ ? "+cudnn-bias" : ""); }
+
+ private:
+  KernelPtr matmul_;
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t y_ = nullptr, b_ = nullptr;
+  void* y_ptr_ = nullptr;
+  const void* b_ptr_ = nullptr;
+};
+
+std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const CudaContext& context, const std::string& node) {
+  const TensorView* bias = c.bias.allocation ? &c.bias : nullptr;
+  for (const PointwiseMatMul& m : pointwise_conv_as_matmul(c.x, c.w, bias, c.y, c.group, c.window)) {
+    auto matmul = make_lt_matmul(m.views, bias && m.row_bias ? &m.bias : nullptr, 1.0f, context, node);
+    if (!matmul.is_ok()) continue;
+    auto kernel = std::make_unique<PointwiseConv>(std::move(matmul).value());
+    if (bias && !m.row_bias && !kernel->add_column_bias(c, context).is_ok()) continue;
+    return KernelPtr(std::move(kernel));
+  }
+  return std::nullopt;
+}
+
+Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) {
+  ConvSetup c;
+  c.x = r.inputs[0];
+  c.w = r.inputs[1];
+  if (r.has_input(2)) c.bias = r.inputs[2];
+  c.y = r.outputs[0];
+  STRIDER_ASSIGN_OR_RETURN(c.group, r.node.attributes.get_int("group", 1));
+  std::span<const int64_t> spatial(c.x.sizes.begin() + 2, c.x.sizes.end());
+  std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
+  STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(NodeInputs(r.graph, r.node), spatial, kernel, false));
+  if (!dnn_type(c.y.dtype)) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
+  bool channels_last = c.x.strides[1] == 1 && c.x.sizes[1] > 1;
+  if (!is_packed(c.x) || !is_packed(c.y) || channels_last)
+    if (std::optional<KernelPtr> pointwise = pointwise_kernel(c, context, r.node.name)) return std::move(*pointwise);
+  auto conv = std::make_unique<CudnnConv>();
+  STRIDER_RETURN_IF_ERROR(conv->init(c, r.constant_input(1), context));
+  return KernelPtr(std::move(conv));
+}
+
+}  // namespace
+
+void register_conv_kernels(std::vector<KernelEntry>& table) { table.push_back({"Conv", make_conv}); }
 
 }  // namespace strider::cuda

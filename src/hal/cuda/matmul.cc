@@ -1,8 +1,46 @@
-// Being written: until then the CUDA device has no matmul kernels.
+// MatMul and Gemm on the GPU through cuBLASLt, over the views as they are: Gemm's
+// transposes are permuted views, a column chunk is a leading dimension.
+#include <fmt/format.h>
+
 #include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/lt_matmul.h"
 
 namespace strider::cuda {
+namespace {
 
-void register_matmul_kernels(std::vector<KernelEntry>& table) { (void)table; }
+Result<std::unique_ptr<Kernel>> make_matmul(const KernelRequest& r, const CudaContext& context) {
+  return make_lt_matmul(align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]), nullptr, 1.0f, context, r.node.name);
+}
+
+// Gemm: alpha * A' x B' (+ beta * C). C is fused as cuBLASLt's bias when it is a row added
+// with alpha = beta = 1 (torch's Linear); other forms of C are not supported on CUDA yet.
+Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaContext& context) {
+  const AttributeMap& attrs = r.node.attributes;
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
+  STRIDER_ASSIGN_OR_RETURN(float alpha, attrs.get_float("alpha", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(float beta, attrs.get_float("beta", 1.0f));
+  static constexpr int64_t kSwap[] = {1, 0};
+  MatMulViews v{r.inputs[0], r.inputs[1], r.outputs[0]};
+  if (trans_a) {
+    STRIDER_ASSIGN_OR_RETURN(v.a, permute_view(v.a, kSwap));
+  }
+  if (trans_b) {
+    STRIDER_ASSIGN_OR_RETURN(v.b, permute_view(v.b, kSwap));
+  }
+  if (!r.has_input(2) || beta == 0.0f) return make_lt_matmul(v, nullptr, alpha, context, r.node.name);
+  TensorView c = r.inputs[2];
+  while (c.rank() < 2) c = insert_unit_dim(c, 0);
+  if (alpha != 1.0f || beta != 1.0f || c.sizes[0] != 1)
+    return unsupported(fmt::format("Gemm with C of shape {} (alpha {}, beta {}) on CUDA", shape_to_string(c.sizes), alpha, beta));
+  return make_lt_matmul(v, &c, 1.0f, context, r.node.name);
+}
+
+}  // namespace
+
+void register_matmul_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"MatMul", make_matmul});
+  table.push_back({"Gemm", make_gemm});
+}
 
 }  // namespace strider::cuda

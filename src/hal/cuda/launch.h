@@ -1,0 +1,275 @@
+// Launch functions of strider's own CUDA kernels: elementwise.cu, reduce.cu, pool.cu and
+// resize.cu. A kernel class (*_kernels.cc) prepares its launch once, when it is created:
+// prepare_* picks the compiled instantiation for the operands' dtypes (UNSUPPORTED when
+// there is none) and builds the indexing from the views, so run() only enqueues the
+// prepared launch on the queue's stream. Launches never synchronize.
+//
+// This header is compiled by nvcc as well as by the host compiler, so it includes nothing
+// that includes fmt. Below the launch declarations, a section seen only by nvcc holds the
+// device helpers the .cu files share (storage types, strided offsets).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "hal/cuda/indexer.h"
+#include "memory/tensor_view.h"
+#include "strider/dtype.h"
+#include "strider/status.h"
+
+namespace strider::cuda {
+
+// ---- elementwise.cu ------------------------------------------------------------------
+
+enum class MapOp : uint8_t {
+  // float types
+  kSigmoid, kTanh, kExp, kLog, kSqrt, kErf, kFloor, kCeil, kSin, kCos, kReciprocal,
+  kSoftplus, kHardSwish, kLeakyRelu, kHardSigmoid, kElu, kSelu,
+  // numeric types
+  kRelu, kNeg, kAbs, kAdd, kSub, kMul, kDiv,
+  kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual,  // -> bool; Equal on bool too
+  kAnd, kOr, kXor, kNot,                                    // bool
+  kWhere,      // (bool, T, T) -> T, any T
+  kClip,       // bounds from `bounds` (device scalars of T) or the defaults in scalars
+  kPow,        // base f32 f16 bf16 f64 i64 i32; exponent any numeric dtype
+  kCast,       // any pair of dtypes (equal dtypes are a copy, not a map)
+  kBatchNorm,  // (x, scale, B, mean, var) with scalars[0] = epsilon
+  kSum, kMean, kMin, kMax,  // variadic: up to kMaxMapOperands - 1 inputs per launch
+};
+
+// The output and up to 8 inputs (a variadic op's first 8).
+inline constexpr int kMaxMapOperands = 9;
+
+// What a map kernel reads besides its operands.
+struct MapParams {
+  float scalars[4] = {};               // attributes: alpha, beta, gamma, epsilon, Clip defaults
+  double scale = 0;                    // Mean: 1 / number of inputs (0: not Mean, or not yet)
+  const void* bounds[2] = {};          // Clip's min and max inputs (device scalars) or null
+  DType dynamic = DType::kF32;         // dtype of Pow's exponent / Cast's source
+  int inputs = 0;                      // number of inputs
+};
+
+// out = op(inputs...) at every element of out's sizes. Inputs must already be broadcast
+// to out's sizes (stride 0 on broadcast dims); any strides, negative included.
+struct MapSpec {
+  MapOp op = MapOp::kRelu;
+  TensorView out;
+  std::vector<TensorView> inputs;
+  MapParams params;
+};
+
+struct MapLaunch {
+  using Launcher = cudaError_t (*)(const MapLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  int mode = 0;  // how elements are addressed (elementwise.cu: vector, linear, strided)
+  StridedIndexer<kMaxMapOperands> ix;
+  void* data[kMaxMapOperands] = {};  // [0] the output, then the inputs
+  MapParams params;
+};
+
+Status prepare_map(const MapSpec& spec, MapLaunch* launch);
+Status run_map(const MapLaunch& launch, cudaStream_t stream);
+
+// ---- reduce.cu -----------------------------------------------------------------------
+
+enum class ReduceKind : uint8_t {
+  kSum, kMean, kMax, kMin,
+  kPoolMax,  // max as MaxPool takes it: the first element, then only greater ones
+  kSoftmax, kLogSoftmax,
+};
+
+// Every output row r reads the input elements of row r: rows are the kept dims, the inner
+// dims are reduced (or, for softmax, normalized and written back at the same positions).
+struct ReduceSpec {
+  ReduceKind kind = ReduceKind::kSum;
+  TensorView in, out;  // dtypes and addresses; sizes and strides come from the fields below
+  Shape row_sizes;
+  Strides in_row_strides, out_row_strides;
+  Shape inner_sizes;
+  Strides in_inner_strides, out_inner_strides;  // out_inner_strides: softmax only
+};
+
+struct ReduceLaunch {
+  using Launcher = cudaError_t (*)(const ReduceLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  ReduceKind kind = ReduceKind::kSum;
+  StridedIndexer<2> rows;   // operands: in, out
+  StridedIndexer<2> inner;  // operands: in, out
+  const void* in = nullptr;
+  void* out = nullptr;
+  int block_threads = 0;  // 0: a thread per row; else a block of this many threads per row
+};
+
+Status prepare_reduce(const ReduceSpec& spec, ReduceLaunch* launch);
+Status run_reduce(const ReduceLaunch& launch, cudaStream_t stream);
+
+// ---- pool.cu -------------------------------------------------------------------------
+
+inline constexpr int kMaxPoolDims = 3;
+
+// A window pool over NC + 1 to 3 spatial dims. Spatial parameters are given for the
+// view's spatial dims, outermost first, as resolve_window returns them.
+struct PoolSpec {
+  bool max = true;
+  bool count_include_pad = false;
+  bool column_major_indices = false;  // MaxPool storage_order = 1
+  TensorView x, y;
+  TensorView indices;  // allocation null when MaxPool's Indices output is absent
+  std::vector<int64_t> kernel, strides, dilations, pads_begin;
+  std::vector<int64_t> pads_end;
+};
+
+// Geometry with the spatial dims padded to kMaxPoolDims by leading size-1 dims.
+struct PoolArgs {
+  int64_t count = 0;  // output elements
+  int64_t channels = 0;
+  int64_t in[kMaxPoolDims], out[kMaxPoolDims];
+  int64_t kernel[kMaxPoolDims], stride[kMaxPoolDims], dilation[kMaxPoolDims];
+  int64_t pad_begin[kMaxPoolDims], pad_end[kMaxPoolDims];
+  int64_t x_strides[2 + kMaxPoolDims], y_strides[2 + kMaxPoolDims], i_strides[2 + kMaxPoolDims];
+  const void* x = nullptr;
+  void* y = nullptr;
+  int64_t* indices = nullptr;
+  bool count_include_pad = false;
+  bool column_major_indices = false;
+};
+
+struct PoolLaunch {
+  using Launcher = cudaError_t (*)(const PoolArgs&, cudaStream_t);
+  Launcher launcher = nullptr;
+  PoolArgs args;
+};
+
+Status prepare_pool(const PoolSpec& spec, PoolLaunch* launch);
+Status run_pool(const PoolLaunch& launch, cudaStream_t stream);
+
+// ---- resize.cu -----------------------------------------------------------------------
+
+// One output dim of a resize, in the kernel's loop order (outermost first).
+struct ResizeAxis {
+  int64_t size = 1;        // output length
+  int64_t out_stride = 0;  // elements
+  int64_t in_stride = 0;   // elements; used when `identity`
+  int64_t width = 1;       // taps per output coordinate
+  int64_t table = 0;       // first entry of this dim in the tap tables
+  bool identity = false;   // output coordinate x reads input x: no table
+};
+
+// Tap tables (device memory the kernel owns): per dim and output coordinate, `width`
+// element offsets into the input (already multiplied by its stride) and weights (float,
+// double for f64), and one byte per coordinate saying it is extrapolated.
+struct ResizeSpec {
+  TensorView x, y;
+  std::vector<ResizeAxis> axes;  // loop order: the output's innermost memory dim last
+  const int64_t* offsets = nullptr;
+  const void* weights = nullptr;   // null: every dim has one tap of weight 1 (a gather)
+  const uint8_t* outside = nullptr;  // null: nothing is extrapolated
+  double extrapolation = 0;
+};
+
+struct ResizeArgs {
+  int rank = 0;
+  int64_t count = 0;
+  ResizeAxis axes[kMaxDims];
+  const int64_t* offsets = nullptr;
+  const void* weights = nullptr;
+  const uint8_t* outside = nullptr;
+  const void* x = nullptr;
+  void* y = nullptr;
+  double extrapolation = 0;
+  uint64_t fill_bits = 0;  // the extrapolation value in the output dtype (gathers)
+};
+
+struct ResizeLaunch {
+  using Launcher = cudaError_t (*)(const ResizeArgs&, cudaStream_t);
+  Launcher launcher = nullptr;
+  ResizeArgs args;
+};
+
+// `fill_bits`: the extrapolation value stored as the output dtype (the caller converts).
+Status prepare_resize(const ResizeSpec& spec, uint64_t fill_bits, ResizeLaunch* launch);
+Status run_resize(const ResizeLaunch& launch, cudaStream_t stream);
+
+}  // namespace strider::cuda
+
+#if defined(__CUDACC__)
+// ---- device helpers shared by the .cu files (nvcc only) ------------------------------
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+namespace strider::cuda::device {
+
+inline constexpr int kThreads = 256;
+
+// Storage type -> compute type (bf16 and f16 compute in f32) and the bits in memory
+// (bool is one byte holding 0 or 1).
+template <typename T> struct Traits { using Compute = T; using Bits = T; };
+template <> struct Traits<__half> { using Compute = float; using Bits = __half; };
+template <> struct Traits<__nv_bfloat16> { using Compute = float; using Bits = __nv_bfloat16; };
+template <> struct Traits<bool> { using Compute = bool; using Bits = uint8_t; };
+template <typename T> using Compute = typename Traits<T>::Compute;
+template <typename T> using Bits = typename Traits<T>::Bits;
+
+template <typename T>
+__device__ __forceinline__ Compute<T> to_compute(Bits<T> v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, bool>) return v != 0;
+  else return v;
+}
+// Rounds to nearest even for bf16 and f16, as src/base/float16.h does.
+template <typename T>
+__device__ __forceinline__ Bits<T> to_bits(Compute<T> v) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
+  else if constexpr (std::is_same_v<T, bool>) return uint8_t(v ? 1 : 0);
+  else return v;
+}
+template <typename T>
+__device__ __forceinline__ Compute<T> load(const void* base, int64_t offset) {
+  return to_compute<T>(static_cast<const Bits<T>*>(base)[offset]);
+}
+template <typename T>
+__device__ __forceinline__ void store(void* base, int64_t offset, Compute<T> v) {
+  static_cast<Bits<T>*>(base)[offset] = to_bits<T>(v);
+}
+
+// Element offsets of element `linear` (row-major over ix.sizes) in the first N operands.
+// 32-bit division when the index space allows: 64-bit division is slow on the GPU.
+template <int N, int M>
+__device__ __forceinline__ void strided_offsets(const StridedIndexer<M>& ix, int64_t linear, int64_t (&out)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = 0;
+  if (ix.count <= int64_t(UINT32_MAX)) {
+    uint32_t rest = uint32_t(linear);
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d >= ix.rank) continue;
+      uint32_t size = uint32_t(ix.sizes[d]);
+      uint32_t quotient = rest / size;
+      int64_t index = int64_t(rest - quotient * size);
+      rest = quotient;
+#pragma unroll
+      for (int k = 0; k < N; ++k) out[k] += index * ix.strides[k][d];
+    }
+    return;
+  }
+#pragma unroll
+  for (int d = kMaxDims - 1; d >= 0; --d) {
+    if (d >= ix.rank) continue;
+    int64_t index = linear % ix.sizes[d];
+    linear /= ix.sizes[d];
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] += index * ix.strides[k][d];
+  }
+}
+
+__device__ __forceinline__ int64_t global_thread() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t grid_threads() { return int64_t(gridDim.x) * blockDim.x; }
+
+}  // namespace strider::cuda::device
+#endif  // __CUDACC__

@@ -1,0 +1,191 @@
+#include "hal/cuda/lt_matmul.h"
+
+#include <cublasLt.h>
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "hal/cuda/device_buffer.h"
+#include "memory/collapse.h"
+
+namespace strider::cuda {
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t(32) << 20;
+
+// One operand as cuBLASLt sees it: column-major rows x cols with leading dimension ld,
+// used transposed or not.
+struct LtMatrix {
+  bool transposed = false;
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+
+// Our logical matrix X [r, c] with strides (sr, sc) as a cuBLASLt operand L with
+// op(L) = X^T: row-major storage (unit column stride) read as column-major already is X^T
+// ([c, r], ld sr, no transpose); column-major storage (unit row stride) is X ([r, c],
+// ld sc), transposed by cuBLASLt. nullopt when neither stride is unit.
+std::optional<LtMatrix> as_lt(int64_t r, int64_t c, int64_t sr, int64_t sc) {
+  if (sc == 1 || c == 1) return LtMatrix{false, c, r, std::max<int64_t>(r == 1 ? c : sr, c)};
+  if (sr == 1 || r == 1) return LtMatrix{true, r, c, std::max<int64_t>(c == 1 ? r : sc, r)};
+  return std::nullopt;
+}
+
+cudaDataType_t lt_type(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+int64_t pointer_alignment(const void* p) {
+  auto address = reinterpret_cast<uintptr_t>(p);
+  int64_t alignment = 256;
+  while (alignment > 1 && address % uintptr_t(alignment) != 0) alignment /= 2;
+  return alignment;
+}
+
+Status lt(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return unsupported(fmt::format("cuBLASLt: {}: not supported", what));
+  return device_error(fmt::format("cuBLASLt: {} failed with status {}", what, int(status)));
+}
+
+struct Batch {
+  int64_t count = 1, a = 0, b = 0, out = 0;  // element strides between batches
+};
+
+std::optional<Batch> collapse_batch(const MatMulViews& v) {
+  size_t dims = size_t(v.out.rank()) - 2;
+  Shape sizes(v.out.sizes.begin(), v.out.sizes.begin() + long(dims));
+  auto batch_strides = [&](const TensorView& t) {
+    Strides s(t.strides.begin(), t.strides.begin() + long(dims));
+    for (size_t d = 0; d < dims; ++d)
+      if (t.sizes[d] == 1) s[d] = 0;  // a broadcast batch dim
+    return s;
+  };
+  CollapsedDims c = collapse_dims(sizes, {batch_strides(v.a), batch_strides(v.b), batch_strides(v.out)});
+  if (c.sizes.size() > 1) return std::nullopt;
+  Batch b;
+  if (c.sizes.empty()) return b;
+  return Batch{c.sizes[0], c.strides[0][0], c.strides[1][0], c.strides[2][0]};
+}
+
+class LtMatMul final : public Kernel {
+ public:
+  ~LtMatMul() override {
+    for (cublasLtMatrixLayout_t layout : {a_, b_, d_})
+      if (layout) cublasLtMatrixLayoutDestroy(layout);
+    if (op_) cublasLtMatmulDescDestroy(op_);
+  }
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context);
+  Status run(const QueueContext& queue) override {
+    float beta = 0.0f;
+    return lt(cublasLtMatmul(handle_, op_, &scale_, b_ptr_, a_, a_ptr_, b_, &beta, d_ptr_, d_, d_ptr_, d_, &algo_,
+                             workspace_.as<void>(), workspace_.size(), stream_of(queue)),
+              "cublasLtMatmul");
+  }
+  std::string implementation() const override { return "cublasLt"; }
+
+ private:
+  Status layout(cublasLtMatrixLayout_t* layout, DType dtype, const LtMatrix& m, const Batch& batch, int64_t stride);
+  Status choose_algorithm(const MatMulViews& v);
+
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;  // cuBLASLt's A (our b), B (our a), D
+  cublasLtMatmulAlgo_t algo_{};
+  const void *a_ptr_ = nullptr, *b_ptr_ = nullptr;  // our a and b
+  void* d_ptr_ = nullptr;
+  float scale_ = 1.0f;
+  DeviceBuffer workspace_;
+};
+
+Status LtMatMul::layout(cublasLtMatrixLayout_t* layout, DType dtype, const LtMatrix& m, const Batch& batch,
+                        int64_t stride) {
+  STRIDER_RETURN_IF_ERROR(lt(cublasLtMatrixLayoutCreate(layout, lt_type(dtype), uint64_t(m.rows), uint64_t(m.cols), m.ld),
+                             "matrix layout"));
+  int32_t count = int32_t(batch.count);
+  STRIDER_RETURN_IF_ERROR(
+      lt(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), "batch"));
+  return lt(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+            "batch stride");
+}
+
+Status LtMatMul::choose_algorithm(const MatMulViews& v) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmulPreferenceCreate(&preference), "preference"));
+  uint64_t workspace = kMaxWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  // Slices start at whatever offset they start: tell cuBLASLt the real alignments.
+  uint32_t align_a = uint32_t(pointer_alignment(b_ptr_)), align_b = uint32_t(pointer_alignment(a_ptr_)),
+           align_d = uint32_t(pointer_alignment(d_ptr_));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  Status s = lt(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, d_, d_, preference, 1, &result, &found), "heuristic");
+  cublasLtMatmulPreferenceDestroy(preference);
+  STRIDER_RETURN_IF_ERROR(s);
+  if (found == 0)
+    return unsupported(fmt::format("cuBLASLt has no algorithm for {} x {} -> {}", v.a.to_string(), v.b.to_string(),
+                                   v.out.to_string()));
+  algo_ = result.algo;
+  return workspace_.allocate(result.workspaceSize);
+}
+
+Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context) {
+  size_t r = size_t(v.out.rank());
+  int64_t m = v.out.sizes[r - 2], n = v.out.sizes[r - 1], k = v.a.sizes[r - 1];
+  std::optional<Batch> batch = collapse_batch(v);
+  // D = C^T [N, M] col-major needs the output row-major; A^T and B^T from either storage.
+  std::optional<LtMatrix> lt_a = as_lt(k, n, v.b.strides[r - 2], v.b.strides[r - 1]);
+  std::optional<LtMatrix> lt_b = as_lt(m, k, v.a.strides[r - 2], v.a.strides[r - 1]);
+  bool row_major_out = v.out.strides[r - 1] == 1 || n == 1;
+  if (!batch || !lt_a || !lt_b || !row_major_out)
+    return unsupported(fmt::format("cuBLASLt cannot take views {} x {} -> {}", v.a.to_string(), v.b.to_string(),
+                                   v.out.to_string()));
+  handle_ = static_cast<cublasLtHandle_t>(context.cublaslt);
+  scale_ = scale;
+  a_ptr_ = v.a.allocation->address() + v.a.byte_offset;
+  b_ptr_ = v.b.allocation->address() + v.b.byte_offset;
+  d_ptr_ = v.out.allocation->address() + v.out.byte_offset;
+  bool f32 = v.out.dtype == DType::kF32;
+  cublasComputeType_t compute = f32 && context.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), "matmul descriptor"));
+  cublasOperation_t trans_a = lt_a->transposed ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b = lt_b->transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
+  cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  if (bias) {
+    if (bias->sizes[size_t(bias->rank()) - 1] > 1 && bias->strides[size_t(bias->rank()) - 1] != 1)
+      return unsupported("cuBLASLt bias must be a dense row");
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const void* bias_ptr = bias->allocation->address() + bias->byte_offset;
+    cudaDataType_t bias_type = lt_type(bias->dtype);
+    cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
+    cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
+  }
+  LtMatrix lt_d{false, n, m, std::max<int64_t>(m == 1 ? n : v.out.strides[r - 2], n)};
+  STRIDER_RETURN_IF_ERROR(layout(&a_, v.b.dtype, *lt_a, *batch, batch->b));
+  STRIDER_RETURN_IF_ERROR(layout(&b_, v.a.dtype, *lt_b, *batch, batch->a));
+  STRIDER_RETURN_IF_ERROR(layout(&d_, v.out.dtype, lt_d, *batch, batch->out));
+  return choose_algorithm(v);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
+                                               const CudaContext& context, const std::string& node) {
+  DType dtype = views.out.dtype;
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
+    return unsupported(fmt::format("node '{}': MatMul on {} on CUDA", node, dtype_name(dtype)));
+  auto kernel = std::make_unique<LtMatMul>();
+  Status s = kernel->init(views, row_bias, scale, context);
+  if (!s.is_ok()) return s.with_context(fmt::format("node '{}'", node));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+}  // namespace strider::cuda

@@ -1,0 +1,22 @@
+// Matrix products through cuBLASLt on strided views: a column chunk of a matrix is a
+// leading dimension, a transposed operand a transpose flag, a batch a strided batch, never
+// a copy. f32 stays true f32 (CUBLAS_COMPUTE_32F) unless the device allows TF32; bf16 and
+// f16 accumulate in f32.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "hal/cuda/cuda_kernels.h"
+#include "hal/matmul_views.h"
+
+namespace strider::cuda {
+
+// out = scale * a x b (+ bias, a row [..., 1, N] added to every row, when given).
+// UNSUPPORTED when a matrix has neither unit row nor unit column stride, when the output
+// is not row-major, when batch dims do not collapse into one strided batch, or when
+// cuBLASLt has no algorithm: the planner then packs the operands.
+Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
+                                               const CudaContext& context, const std::string& node);
+
+}  // namespace strider::cuda
