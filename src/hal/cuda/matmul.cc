@@ -31,7 +31,8 @@ Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaCont
   if (!r.has_input(2) || beta == 0.0f) return make_lt_matmul(v, nullptr, alpha, context, r.node.name);
   TensorView c = r.inputs[2];
   while (c.rank() < 2) c = insert_unit_dim(c, 0);
-  if (alpha != 1.0f || beta != 1.0f || c.sizes[0] != 1)
+  // The bias epilogue adds a full row [1, N]; a broadcast scalar or column is not one.
+  if (alpha != 1.0f || beta != 1.0f || c.sizes[0] != 1 || c.sizes[1] != v.out.sizes[1])
     return unsupported(fmt::format("Gemm with C of shape {} (alpha {}, beta {}) on CUDA", shape_to_string(c.sizes), alpha, beta));
   return make_lt_matmul(v, &c, 1.0f, context, r.node.name);
 }
