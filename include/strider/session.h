@@ -59,6 +59,8 @@ struct SessionOptions {
   std::string storage_mode;
   // cuda: let f32 matmuls and convolutions use TF32 (faster, no longer true f32).
   bool allow_tf32 = false;
+  // cuda: with one queue, capture the whole plan once as a CUDA graph and replay it.
+  bool cuda_graph = true;
 };
 
 struct ValueInfo {
@@ -84,6 +86,7 @@ class Session {
   struct Impl;
   explicit Session(std::unique_ptr<Impl> impl);
   const Impl& impl() const { return *impl_; }
+  Impl& impl() { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -36,6 +36,29 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::vector<std::
   if (options.sanitize) sanitizer_ = std::make_unique<Sanitizer>(device.num_queues());
   describe_steps();
   assign_queues();
+  if (options.graphs && !options.poison && device.num_queues() == 2) try_capture();
+}
+
+Status Executor::run_all_kernels(const QueueContext& context) const {
+  for (size_t s = 0; s < kernels_.size(); ++s)
+    if (kernels_[s]) STRIDER_RETURN_IF_ERROR(kernels_[s]->run(context));
+  return Status::ok();
+}
+
+// A queue that cannot capture (the CPU's) keeps per-step commands; so does a failed capture.
+void Executor::try_capture() {
+  auto graph = device_.queue(1).capture([this](const QueueContext& context) { return run_all_kernels(context); });
+  if (!graph.is_ok()) return;
+  captured_ = std::move(graph).value();
+  for (const auto& accesses : step_accesses_)
+    captured_accesses_.insert(captured_accesses_.end(), accesses.begin(), accesses.end());
+}
+
+Result<double> Executor::time_steps() {
+  if (captured_) return device_.queue(1).time(captured_);
+  for (int queue : queue_of_step_)
+    if (queue != 1) return unsupported("timing steps spread over several queues");
+  return device_.queue(1).time([this](const QueueContext& context) { return run_all_kernels(context); });
 }
 
 void Executor::describe_steps() {
@@ -119,7 +142,8 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
     submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
            [this, &input, &view](const QueueContext&) { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
   }
-  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+  if (captured_) submit(1, "graph of every step", captured_, captured_accesses_);
+  for (size_t s = 0; s < plan_.steps.size() && !captured_; ++s) {
     if (!kernels_[s]) continue;
     if (options_.poison)
       for (int b : buffers_first_written_at_[s]) submit_poison(plan_.buffers[size_t(b)], queue_of_step_[s]);

@@ -12,6 +12,9 @@
 // busy queue; so independent branches (a detection head's box and class branches) run on
 // different queues. With --debug-drop-waits (a testing aid) every cross-queue wait is
 // dropped; the sanitizer, when on, checks the waits actually submitted.
+//
+// With one device queue that can capture (CUDA), the steps are captured once as a graph
+// and each run submits that graph as one command whose accesses are all the steps'.
 #pragma once
 
 #include <memory>
@@ -28,6 +31,7 @@ struct ExecutorOptions {
   bool sanitize = false;
   bool drop_waits = false;  // testing aid: drop every cross-queue wait
   bool poison = false;      // poison each buffer before its first writer
+  bool graphs = true;       // capture all steps once as one replayable unit where the device can
 };
 
 class Executor {
@@ -42,6 +46,12 @@ class Executor {
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
 
   const std::vector<int>& queue_of_step() const { return queue_of_step_; }
+  // True when the steps run as one captured graph (one device queue, capture supported).
+  bool uses_graph() const { return static_cast<bool>(captured_); }
+
+  // Runs just the steps once more on the inputs already uploaded, leaving the outputs on
+  // the device, and returns the device time in ms (the benchmark's figure).
+  Result<double> time_steps();
 
  private:
   Timepoint submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,
@@ -49,6 +59,8 @@ class Executor {
   void assign_queues();
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);
+  void try_capture();
+  Status run_all_kernels(const QueueContext& context) const;
 
   const Graph& graph_;
   const Plan& plan_;
@@ -59,6 +71,8 @@ class Executor {
   std::vector<std::vector<MemoryAccess>> step_accesses_;
   std::vector<std::string> step_labels_;
   std::vector<std::vector<int>> buffers_first_written_at_;  // per step: arena buffers first written there
+  std::function<Status(const QueueContext&)> captured_;  // the captured steps, when there is one
+  std::vector<MemoryAccess> captured_accesses_;          // every step's accesses
   HazardTracker tracker_;
   std::unique_ptr<Sanitizer> sanitizer_;
 };

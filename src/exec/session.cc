@@ -179,6 +179,7 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   executor_options.sanitize = options.sanitize || (sanitize_env && std::string(sanitize_env) == "1");
   executor_options.drop_waits = options.debug_drop_waits;
   executor_options.poison = options.poison_memory || impl->device->poisons_memory();
+  executor_options.graphs = options.cuda_graph;
   impl->executor =
       std::make_unique<Executor>(impl->graph, impl->plan, impl->kernels, *impl->device, executor_options);
   return std::make_unique<Session>(std::move(impl));
@@ -192,11 +193,14 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   return create_session(std::move(graph), options, plan_options);
 }
 
+Result<double> time_device_steps(Session& session) { return session.impl().executor->time_steps(); }
+
 SessionPlanView inspect_session(const Session& session) {
   const Session::Impl& impl = session.impl();
   SessionPlanView view{&impl.graph, &impl.plan, {}};
   for (const auto& kernel : impl.kernels) view.kernel_names.push_back(kernel ? kernel->implementation() : "");
   view.queue_of_step = impl.executor->queue_of_step();
+  view.uses_graph = impl.executor->uses_graph();
   return view;
 }
 

@@ -20,8 +20,13 @@ struct SessionPlanView {
   const Plan* plan;
   std::vector<std::string> kernel_names;  // per step; empty for steps that run nothing
   std::vector<int> queue_of_step;         // per step
+  bool uses_graph = false;                // the steps run as one captured CUDA graph
 };
 SessionPlanView inspect_session(const Session& session);
+
+// Runs the session's steps once more on the inputs of its last run and returns the device
+// time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.
+Result<double> time_device_steps(Session& session);
 
 // Shapes every graph input must have, from the model and `options.input_shapes`. An input
 // with a dynamic dimension the options do not give is an INVALID_ARGUMENT naming it.

@@ -48,6 +48,17 @@ class Queue {
   // Blocks until this queue has reached `value`. Returns the first error any of its
   // commands up to there returned (a failed command still counts as completed).
   virtual Status wait(uint64_t value) = 0;
+
+  // Records what `work` enqueues, without running it, as one replayable unit (a CUDA
+  // graph), and returns the work that replays it. UNSUPPORTED where the queue cannot.
+  virtual Result<std::function<Status(const QueueContext&)>> capture(
+      const std::function<Status(const QueueContext&)>& work) {
+    return unsupported("this queue cannot capture work");
+  }
+
+  // Runs `work` on this queue after everything submitted so far and returns how long the
+  // queue spent on it, in milliseconds: CUDA events on a GPU, the host clock elsewhere.
+  virtual Result<double> time(const std::function<Status(const QueueContext&)>& work);
 };
 
 }  // namespace strider

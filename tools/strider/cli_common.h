@@ -47,6 +47,7 @@ struct ModelOptions {
   uint64_t sim_seed = 0;
   std::string storage_mode;
   bool allow_tf32 = false;
+  std::string cuda_graph = "on";
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

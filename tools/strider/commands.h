@@ -33,6 +33,16 @@ struct InspectOptions {
 void add_inspect_command(CLI::App& app, InspectOptions& options);
 int inspect_command(const InspectOptions& options);
 
+struct BenchOptions {
+  ModelOptions model;
+  int warmup = 20;
+  int iterations = 200;
+  std::string json_file;
+  bool selected = false;
+};
+void add_bench_command(CLI::App& app, BenchOptions& options);
+int bench_command(const BenchOptions& options);
+
 // "strider 0.1.0 (commit ...)" and the versions of the libraries it uses.
 std::string version_text();
 

@@ -1,4 +1,4 @@
-// The `strider` command line: run, check, inspect.
+// The `strider` command line: run, check, inspect, bench.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -17,9 +17,11 @@ int main(int argc, char** argv) {
   RunOptions run;
   CheckOptions check;
   InspectOptions inspect;
+  BenchOptions bench;
   add_run_command(app, run);
   add_check_command(app, check);
   add_inspect_command(app, inspect);
+  add_bench_command(app, bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   if (run.selected) return run_command(run);
   if (check.selected) return check_command(check);
   if (inspect.selected) return inspect_command(inspect);
+  if (bench.selected) return bench_command(bench);
   fmt::print("{}", app.help());
   return kExitUsage;
 }

@@ -87,3 +87,56 @@ Status CudaQueue::wait(uint64_t value) {
 }
 
 }  // namespace strider::cuda
+
+namespace strider::cuda {
+
+Result<std::function<Status(const QueueContext&)>> CudaQueue::capture(
+    const std::function<Status(const QueueContext&)>& work) {
+  cudaSetDevice(ordinal_);
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(stream_), "capture");
+  STRIDER_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture");
+  Status recorded = work(QueueContext{index_, stream_});
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (!recorded.is_ok() || ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture leaves a sticky launch error behind
+    return recorded.is_ok() ? cuda_status(ended, "cudaStreamEndCapture", "capture") : recorded;
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  STRIDER_CUDA_RETURN(instantiated, "capture");
+  auto owned = std::shared_ptr<CUgraphExec_st>(exec, [](cudaGraphExec_t e) { cudaGraphExecDestroy(e); });
+  return std::function<Status(const QueueContext&)>([owned](const QueueContext& context) {
+    return cuda_status(cudaGraphLaunch(owned.get(), static_cast<cudaStream_t>(context.native_stream)),
+                       "cudaGraphLaunch");
+  });
+}
+
+}  // namespace strider::cuda
+
+namespace strider::cuda {
+
+Result<double> CudaQueue::time(const std::function<Status(const QueueContext&)>& work) {
+  cudaSetDevice(ordinal_);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  STRIDER_CUDA_RETURN(cudaEventCreate(&start), "timing");
+  STRIDER_CUDA_RETURN(cudaEventCreate(&stop), "timing");
+  auto destroy = [&] {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  };
+  cudaEventRecord(start, stream_);
+  Status status = work(QueueContext{index_, stream_});
+  cudaEventRecord(stop, stream_);
+  cudaError_t synced = cudaEventSynchronize(stop);
+  float ms = 0;
+  if (status.is_ok() && synced == cudaSuccess) cudaEventElapsedTime(&ms, start, stop);
+  destroy();
+  STRIDER_RETURN_IF_ERROR(status);
+  STRIDER_CUDA_RETURN(synced, "timing");
+  return double(ms);
+}
+
+}  // namespace strider::cuda

@@ -27,6 +27,11 @@ class CudaQueue final : public Queue {
   Timepoint next() const override;
   Timepoint submit(Command command) override;
   Status wait(uint64_t value) override;
+  // CUDA events around `work` on this stream.
+  Result<double> time(const std::function<Status(const QueueContext&)>& work) override;
+  // A CUDA graph of what `work` enqueues on this stream, replayed with cudaGraphLaunch.
+  Result<std::function<Status(const QueueContext&)>> capture(
+      const std::function<Status(const QueueContext&)>& work) override;
 
   cudaStream_t stream() const { return stream_; }
   // The event that completes `value`, or nullptr when it is known complete.
