@@ -366,10 +366,31 @@ def generate(out_dir):
           % (len(manifest), model_total, total))
 
 
+def generate_bench(out_dir, modules, batches):
+    """Benchmark-sized models (not committed): `<module>_b<batch>.onnx`, split lowering,
+    opset 17, the batch dim of the seed input replaced by `batch`."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name in modules:
+        module, x = build(name, "split")
+        for batch in batches:
+            shape = (batch,) + tuple(x.shape[1:])
+            sample = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+            path = os.path.join(out_dir, "%s_b%d.onnx" % (name, batch))
+            with open(path, "wb") as f:
+                f.write(export(module, sample, 17))
+            print("wrote", path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed"))
-    generate(p.parse_args().out)
+    p.add_argument("--bench", metavar="MODULES", help="comma-separated modules to export at --batches instead")
+    p.add_argument("--batches", default="1,32")
+    args = p.parse_args()
+    if args.bench:
+        generate_bench(args.out, args.bench.split(","), [int(b) for b in args.batches.split(",")])
+    else:
+        generate(args.out)
 
 
 if __name__ == "__main__":
