@@ -1,6 +1,6 @@
 // The real models (models/real/*: the YOLOv8-style detector, MobileNetV2, the WaveNet stack and
-// the gated chains, CI-sized) end to end: every model x device (cpu; sim with two queues and the
-// sanitizer) x layout (nchw, nhwc) x dtype (f32, bf16).
+// the gated chains, CI-sized) end to end: every model x device (cpu; sim and cuda with two queues
+// and the sanitizer; cuda skips without a GPU) x layout (nchw, nhwc) x dtype (f32, bf16).
 //   f32: every output within 1e-4 of its scale of torch's f32 output and of the float64 reference;
 //   bf16: every output's cosine to the float64 reference at most 0.002 below the cosine torch's own
 //         bf16 run reaches on the same input (torch_bf16/ beside the model);
@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <numeric>
 
 #include "check/compare.h"
 #include "exec/session_internal.h"
+#include "hal/cuda_device_factory.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
 #include "reference/reference.h"
@@ -24,7 +26,12 @@ namespace strider {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path real_models_dir() { return fs::path(STRIDER_SOURCE_DIR) / "models/real"; }
+// STRIDER_REAL_MODELS names another folder of the same form (generate.py --real --full's
+// --full-out) to sweep the full-size exports too.
+fs::path real_models_dir() {
+  const char* other = std::getenv("STRIDER_REAL_MODELS");
+  return other && *other ? fs::path(other) : fs::path(STRIDER_SOURCE_DIR) / "models/real";
+}
 
 std::vector<std::string> real_models() {
   std::vector<std::string> names;
@@ -89,7 +96,7 @@ SessionOptions options_for(const RealCase& c, DType dtype) {
   options.layout = c.layout;
   options.dtype = dtype;
   options.poison_memory = true;  // an element no kernel writes stays NaN and fails the check
-  if (c.device == "sim") {
+  if (c.device != "cpu") {
     options.queues = 2;
     options.sanitize = true;
     options.sim_seed = 7;
@@ -119,7 +126,13 @@ bool is_classifier(const ModelData& data) {
   return data.reference.size() == 1 && data.graph.value(data.graph.outputs()[0]).shape.size() == 2;
 }
 
-class RealModel : public ::testing::TestWithParam<RealCase> {};
+class RealModel : public ::testing::TestWithParam<RealCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().device == "cuda" && !create_cuda_device(0, DeviceOptions{}).is_ok())
+      GTEST_SKIP() << "no CUDA device: the cuda rows run on a GPU only";
+  }
+};
 
 TEST_P(RealModel, F32MatchesTorchAndTheFloat64Reference) {
   const ModelData& data = model_data(GetParam().model);
@@ -163,7 +176,7 @@ TEST_P(RealModel, BF16CosineWithin0002OfTorchBf16) {
 std::vector<RealCase> cases() {
   std::vector<RealCase> all;
   for (const std::string& model : real_models())
-    for (const char* device : {"cpu", "sim"})
+    for (const char* device : {"cpu", "sim", "cuda"})
       for (const char* layout : {"nchw", "nhwc"}) all.push_back({model, device, layout});
   return all;
 }
