@@ -61,10 +61,11 @@ def torch_figures(name, dtype, batch):
     return figures
 
 
-def strider_figures(binary, name, dtype, batch):
+def strider_figures(binary, name, dtype, batch, layout):
     model = os.path.join(HERE, "models", "%s_b%d.onnx" % (name, batch))
-    out = "/tmp/strider-bench-%s-%s-%d.json" % (name, dtype, batch)
-    cmd = [binary, "bench", model, "--device", "cuda", "--dtype", dtype, "--json", out, "--iterations", "200"]
+    out = "/tmp/strider-bench-%s-%s-%d-%s.json" % (name, dtype, batch, layout)
+    cmd = [binary, "bench", model, "--device", "cuda", "--dtype", dtype, "--layout", layout, "--json", out,
+           "--iterations", "200"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         return {"error": (result.stderr or result.stdout).strip().splitlines()[-1]}
@@ -79,6 +80,7 @@ def main():
     p.add_argument("--strider", required=True)
     p.add_argument("--models", default="C2f,PointwiseC2f,LinearChunkLastDim")
     p.add_argument("--batches", default="1,32")
+    p.add_argument("--layouts", default="nchw,nhwc", help="strider's activation layouts to time")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -88,20 +90,21 @@ def main():
         for dtype in DTYPES:
             for batch in (int(b) for b in args.batches.split(",")):
                 t = torch_figures(name, dtype, batch)
-                s = strider_figures(args.strider, name, dtype, batch)
-                rows.append((name, dtype, batch, t, s))
-                print(name, dtype, batch, json.dumps({"torch": t, "strider": s}), flush=True)
+                for layout in args.layouts.split(","):
+                    s = strider_figures(args.strider, name, dtype, batch, layout)
+                    rows.append((name, dtype, batch, layout, t, s))
+                    print(name, dtype, batch, layout, json.dumps({"torch": t, "strider": s}), flush=True)
     print()
     print("=== strider vs PyTorch (median ms per call, device time; ratio = strider / peer) ===")
-    print("%-20s %-5s %5s %10s %10s %10s %9s %9s" % ("model", "dtype", "batch", "eager", "compile", "strider",
-                                                      "/eager", "/compile"))
-    for name, dtype, batch, t, s in rows:
+    print("%-20s %-5s %5s %-6s %10s %10s %10s %9s %9s" % ("model", "dtype", "batch", "layout", "eager", "compile",
+                                                           "strider", "/eager", "/compile"))
+    for name, dtype, batch, layout, t, s in rows:
         if "error" in s:
-            print("%-20s %-5s %5d %10.4f %10.4f %10s  %s" % (name, dtype, batch, t["eager"]["median"],
-                                                            t["compile"]["median"], "error", s["error"]))
+            print("%-20s %-5s %5d %-6s %10.4f %10.4f %10s  %s" % (name, dtype, batch, layout, t["eager"]["median"],
+                                                                 t["compile"]["median"], "error", s["error"]))
             continue
-        print("%-20s %-5s %5d %10.4f %10.4f %10.4f %9.2f %9.2f" % (
-            name, dtype, batch, t["eager"]["median"], t["compile"]["median"], s["median"],
+        print("%-20s %-5s %5d %-6s %10.4f %10.4f %10.4f %9.2f %9.2f" % (
+            name, dtype, batch, layout, t["eager"]["median"], t["compile"]["median"], s["median"],
             s["median"] / t["eager"]["median"], s["median"] / t["compile"]["median"]))
 
 
