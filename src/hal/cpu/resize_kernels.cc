@@ -7,198 +7,24 @@
 // elements, so run() only gathers. Nearest mode has one tap per axis and becomes a plain
 // indexed copy.
 //
-// The tap formulas follow the ONNX reference implementation (onnx/reference/ops/
-// op_resize.py), which produced the ONNX node tests: x_original comes from the coordinate
-// transformation; with base = ceil(x_original) - 1 and ratio = x_original - base in (0, 1]
-// the taps are base + i for a window of i around 0, their positions clamped into the input
-// (edge padding). Where the reference departs from the spec text, the spec wins:
-// pytorch_half_pixel maps a length-1 output to 0 (the reference: -0.5), tf_crop_and_resize
-// uses the integer output length. Weights of 0 are dropped only on axes that then need a
-// single tap (so NaN or Inf inputs under a zero weight do not reach those outputs).
+// The taps are computed by src/ops/resize_taps.h, shared with the CUDA kernel.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
-#include "ops/resize_params.h"
+#include "ops/resize_taps.h"
 
 namespace strider::cpu {
 namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
 
-// One axis: the output length, the input length and what the coordinate transformation
-// needs to know about it.
-struct AxisGeometry {
-  int64_t in = 1;
-  int64_t out = 1;
-  double scale = 1.0;
-  double roi_start = 0.0;
-  double roi_end = 1.0;
-  bool legacy_downscale = false;  // Resize-10 nearest on a downscaled axis rounds up
-};
-
-// The taps of one axis: `width` per output coordinate, positions already clamped into the
-// input and multiplied by its stride.
-struct AxisTaps {
-  int64_t width = 1;
-  std::vector<int64_t> offsets;  // [out * width], element offsets into the input
-  std::vector<double> weights;   // [out * width]
-  std::vector<uint8_t> outside;  // [out]; tf_crop_and_resize: the element is extrapolated
-  // Output coordinate x reads input x alone (an axis not resized): the run loop then reads
-  // with a plain stride, which vectorizes for the channels of a channels-last tensor.
-  bool identity = false;
-  int64_t in_stride = 0;
-};
-
-double original_coordinate(const ResizeParams& p, const AxisGeometry& a, int64_t x_int) {
-  const double x = double(x_int), in = double(a.in);
-  // The output length before flooring: the reference uses it for align_corners (and the
-  // node test for downscaling with align_corners depends on it) and the spec for
-  // half_pixel_symmetric.
-  const double length = a.scale * in;
-  switch (p.coordinate_mode) {
-    case CoordinateMode::kHalfPixel: return (x + 0.5) / a.scale - 0.5;
-    case CoordinateMode::kHalfPixelSymmetric: {
-      double adjustment = double(a.out) / length;
-      double offset = in / 2 * (1 - adjustment);
-      return offset + (x + 0.5) / a.scale - 0.5;
-    }
-    case CoordinateMode::kPytorchHalfPixel: return a.out > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
-    case CoordinateMode::kAlignCorners: return length == 1 ? 0.0 : x * (in - 1) / (length - 1);
-    case CoordinateMode::kAsymmetric: return x / a.scale;
-    case CoordinateMode::kTfHalfPixelForNearest: return (x + 0.5) / a.scale;
-    case CoordinateMode::kTfCropAndResize: {
-      // The spec's lengths: the crop is mapped onto the whole integer output.
-      double extent = a.roi_end - a.roi_start;
-      if (a.out == 1) return 0.5 * (a.roi_start + a.roi_end) * (in - 1);
-      return a.roi_start * (in - 1) + x * extent * (in - 1) / double(a.out - 1);
-    }
-  }
-  return x;
-}
-
-int64_t nearest_position(const ResizeParams& p, const AxisGeometry& a, double x) {
-  double base = std::ceil(x) - 1;
-  double ratio = x - base;  // (0, 1]; 1 when x is an integer, which then is the answer
-  bool upper = true;
-  if (ratio < 1) {
-    switch (p.nearest_mode) {
-      case NearestMode::kRoundPreferFloor: upper = ratio > 0.5; break;
-      case NearestMode::kRoundPreferCeil: upper = ratio >= 0.5; break;
-      case NearestMode::kFloor: upper = false; break;
-      case NearestMode::kCeil: upper = true; break;
-    }
-    // Before opset 11 there was no nearest_mode: floor when upscaling, ceil when
-    // downscaling (the behaviour of that era's test data and of ONNX Runtime).
-    if (a.legacy_downscale) upper = true;
-  }
-  return int64_t(base) + (upper ? 1 : 0);
-}
-
-// Keys' cubic convolution kernel with parameter A, at distance |s|.
-double cubic_weight(double s, double a) {
-  s = std::abs(s);
-  if (s <= 1) return ((a + 2) * s - (a + 3)) * s * s + 1;
-  if (s < 2) return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
-  return 0.0;
-}
-
-// Linear and cubic taps of one coordinate: first tap index (relative to base) and weights.
-// Antialiasing stretches the filter by 1/scale when downscaling and normalizes it.
-int64_t filter_taps(const ResizeParams& p, double scale, double ratio, std::vector<double>& w) {
-  const bool cubic = p.mode == ResizeMode::kCubic;
-  const double s = p.antialias ? std::min(scale, 1.0) : 1.0;
-  const double support = cubic ? 2.0 : 1.0;
-  const int64_t start = int64_t(std::floor(-support / s)) + 1;
-  const int64_t count = 2 - 2 * start;
-  w.resize(size_t(count));
-  for (int64_t i = 0; i < count; ++i) {
-    double d = s * (double(start + i) - ratio);
-    w[size_t(i)] = cubic ? cubic_weight(d, p.cubic_coeff_a) : std::clamp(1 - std::abs(d), 0.0, 1.0);
-  }
-  if (p.antialias) {
-    double sum = std::accumulate(w.begin(), w.end(), 0.0);
-    if (sum != 0)
-      for (double& v : w) v /= sum;
-  }
-  return start;
-}
-
-// Zeroes the weights of taps outside [0, in) and renormalizes the rest to sum 1.
-void exclude_outside(int64_t first, int64_t in, std::vector<double>& w) {
-  double sum = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    int64_t pos = first + int64_t(i);
-    if (pos < 0 || pos >= in) w[i] = 0;
-    sum += w[i];
-  }
-  if (sum != 0)
-    for (double& v : w) v /= sum;
-}
-
-// A coordinate with one tap of weight 1 everywhere needs no weights at run time; taps of
-// weight 0 are dropped to find those axes (identity axes of linear and cubic resizes).
-void collapse_single_taps(AxisTaps& t, int64_t out) {
-  if (t.width == 1) return;
-  std::vector<int64_t> offsets(static_cast<size_t>(out), 0);
-  for (int64_t x = 0; x < out; ++x) {
-    int nonzero = 0;
-    for (int64_t k = 0; k < t.width; ++k) {
-      double w = t.weights[size_t(x * t.width + k)];
-      if (w == 0) continue;
-      if (w != 1 || ++nonzero > 1) return;
-      offsets[size_t(x)] = t.offsets[size_t(x * t.width + k)];
-    }
-    if (nonzero == 0) return;
-  }
-  t.width = 1;
-  t.offsets = std::move(offsets);
-  t.weights.assign(size_t(out), 1.0);
-}
-
-Result<AxisTaps> axis_taps(const ResizeParams& p, const AxisGeometry& a, int64_t in_stride) {
-  AxisTaps t;
-  t.outside.assign(size_t(a.out), 0);
-  std::vector<double> w;
-  for (int64_t x = 0; x < a.out; ++x) {
-    double xo = original_coordinate(p, a, x);
-    if (!std::isfinite(xo))
-      return invalid_argument(
-          fmt::format("output coordinate {} maps to input coordinate {}", x, xo));
-    if (p.coordinate_mode == CoordinateMode::kTfCropAndResize && (xo < 0 || xo > double(a.in - 1)))
-      t.outside[size_t(x)] = 1;
-    // Valid parameters keep xo inside (-1, in); a wild roi must not overflow the indices.
-    xo = std::clamp(xo, -2.0, double(a.in) + 1);
-    int64_t first = 0;
-    if (p.mode == ResizeMode::kNearest) {
-      first = nearest_position(p, a, xo);
-      w.assign(1, 1.0);
-    } else {
-      double base = std::ceil(xo) - 1;
-      first = int64_t(base) + filter_taps(p, a.scale, xo - base, w);
-      if (p.exclude_outside) exclude_outside(first, a.in, w);
-    }
-    if (x == 0) t.width = int64_t(w.size());
-    for (size_t k = 0; k < w.size(); ++k) {
-      int64_t pos = std::clamp<int64_t>(first + int64_t(k), 0, a.in - 1);
-      t.offsets.push_back(pos * in_stride);
-      t.weights.push_back(w[k]);
-    }
-  }
-  collapse_single_taps(t, a.out);
-  t.in_stride = in_stride;
-  t.identity = t.width == 1 && a.in == a.out;
-  for (int64_t x = 0; x < a.out && t.identity; ++x)
-    t.identity = t.offsets[size_t(x)] == x * in_stride && t.outside[size_t(x)] == 0;
-  return t;
-}
-
 // Everything run() needs, in loop order: dims sorted so the output's innermost memory
 // dimension (of size > 1) is visited last, which makes the NHWC gather a contiguous copy.
 struct ResizePlan {
-  std::vector<AxisTaps> taps;        // per loop dim
+  std::vector<ResizeTaps> taps;        // per loop dim
   std::vector<int64_t> out_sizes;    // per loop dim
   std::vector<int64_t> out_strides;  // per loop dim, elements
   double extrapolation = 0.0;
@@ -218,9 +44,8 @@ Result<ResizePlan> make_plan(const ResizeParams& p, const TensorView& x, const T
   ResizePlan plan;
   plan.extrapolation = p.extrapolation_value;
   for (size_t d : order) {
-    AxisGeometry g{x.sizes[d],     y.sizes[d],   p.scales[d],
-                   p.roi_start[d], p.roi_end[d], legacy && p.scales[d] < 1};
-    STRIDER_ASSIGN_OR_RETURN(AxisTaps taps, axis_taps(p, g, x.strides[d]));
+    ResizeAxisGeometry g = resize_axis_geometry(p, x.sizes[d], y.sizes[d], d, legacy);
+    STRIDER_ASSIGN_OR_RETURN(ResizeTaps taps, resize_axis_taps(p, g, x.strides[d]));
     plan.taps.push_back(std::move(taps));
     plan.out_sizes.push_back(y.sizes[d]);
     plan.out_strides.push_back(y.strides[d]);
@@ -246,7 +71,7 @@ void combine_outer(const ResizePlan& plan, const std::vector<int64_t>& index, Ou
   o.weights.assign(1, Acc(1));
   o.outside = false;
   for (size_t d = 0; d + 1 < plan.taps.size(); ++d) {
-    const AxisTaps& t = plan.taps[d];
+    const ResizeTaps& t = plan.taps[d];
     const size_t at = size_t(index[d] * t.width);
     o.outside = o.outside || t.outside[size_t(index[d])] != 0;
     if (t.width == 1) {
@@ -272,7 +97,7 @@ class ResizeKernel final : public Kernel {
  public:
   ResizeKernel(TensorView x, TensorView y, ResizePlan plan, std::string name)
       : x_(std::move(x)), y_(std::move(y)), plan_(std::move(plan)), name_(std::move(name)) {
-    for (const AxisTaps& t : plan_.taps)
+    for (const ResizeTaps& t : plan_.taps)
       inner_weights_.push_back(std::vector<Acc>(t.weights.begin(), t.weights.end()));
   }
 
@@ -302,7 +127,7 @@ class ResizeKernel final : public Kernel {
  private:
   // One tap per axis: a strided indexed copy (nearest, and axes that are not resized).
   void gather_row(const T* in, T* out, const OuterTaps<Acc>& o) const {
-    const AxisTaps& t = plan_.taps.back();
+    const ResizeTaps& t = plan_.taps.back();
     const int64_t n = plan_.out_sizes.back(), stride = plan_.out_strides.back();
     const T* src = in + o.offsets[0];
     if (!plan_.any_outside) {
@@ -321,7 +146,7 @@ class ResizeKernel final : public Kernel {
   // Adds weight * (the inner axis' interpolation of the row at `src`) to acc, with loops
   // specialized for the common tap counts so they stay simple enough to vectorize.
   void accumulate(const T* src, Acc weight, Acc* acc) const {
-    const AxisTaps& t = plan_.taps.back();
+    const ResizeTaps& t = plan_.taps.back();
     const int64_t n = plan_.out_sizes.back();
     if (t.identity) {
       for (int64_t i = 0; i < n; ++i) acc[i] += weight * Acc(load(src[i * t.in_stride]));
@@ -351,7 +176,7 @@ class ResizeKernel final : public Kernel {
 
   void interpolate_row(const T* in, T* out, const OuterTaps<Acc>& o, std::vector<Acc>& acc) const {
     if constexpr (is_float_storage_v<T>) {
-      const AxisTaps& t = plan_.taps.back();
+      const ResizeTaps& t = plan_.taps.back();
       const int64_t n = plan_.out_sizes.back(), stride = plan_.out_strides.back();
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (size_t c = 0; c < o.offsets.size(); ++c)
@@ -414,7 +239,7 @@ Result<KernelPtr> make_resize_kernel(const KernelRequest& r) {
   const TensorView& x = r.inputs[0];
   const TensorView& y = r.outputs[0];
   const bool nearest = p.mode == ResizeMode::kNearest;
-  const bool legacy = nearest && (r.node.op_type == "Upsample" || r.node.opset < 11);
+  const bool legacy = resize_legacy_nearest(p, r.node);
   const std::string name = fmt::format("resize_{}", mode_name(p.mode));
   return dispatch_dtype(x.dtype, [&]<typename T>() -> Result<KernelPtr> {
     // Only nearest is a pure gather; interpolating integers is not supported.

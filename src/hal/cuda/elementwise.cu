@@ -1,8 +1,581 @@
-// Being written: until then the CUDA device has no elementwise kernels.
-#include "hal/cuda/cuda_kernels.h"
+// Elementwise CUDA kernels: out = fn(in...) over views of any strides, as the CPU's
+// MapKernel computes them (same functors, same compute types: f32 for f32/f16/bf16, f64
+// for f64, the type itself for integers; bool is one byte 0/1).
+//
+// One kernel template serves every op; each instantiation (op functor x dtypes) is made
+// only for the dtype combinations the op supports, listed in select_launcher. Elements
+// are addressed in one of three ways, chosen when the launch is prepared:
+//  - vector: the innermost collapsed dim is a multiple of 4 elements, contiguous in the
+//    output and in every input that does not broadcast along it, and 4-element aligned:
+//    each thread takes 4 neighbouring elements with one index computation and 16-byte
+//    (4-element) loads and stores (dense tensors, and channel slices in channels-last);
+//  - linear: the index space collapsed to one dim: offset = i * stride per operand;
+//  - strided: the general case through the collapsed StridedIndexer.
+#include <cuda/std/limits>
+#include <cuda/std/tuple>
+#include <utility>
+
+#include "hal/cuda/launch.h"
 
 namespace strider::cuda {
+namespace {
 
-void register_elementwise_kernels(std::vector<KernelEntry>& table) { (void)table; }
+using namespace device;
+
+enum : int { kModeVector = 0, kModeLinear = 1, kModeStrided = 2 };
+
+template <int N>
+struct MapArgs {
+  int mode;
+  uint32_t inner_broadcast;  // vector mode: bit k set when operand k broadcasts along the innermost dim
+  StridedIndexer<N> ix;      // vector mode: over groups of 4 innermost elements
+  FastDivisor div[kMaxDims];
+  void* data[N];
+  MapParams params;
+};
+
+// Operands whose dtype is only known at run time (Pow's exponent, Cast's source), read
+// as double (floating sources, and Pow's integer exponents) or int64 (integer sources).
+struct AnyAsDouble {};
+struct AnyAsInt {};
+
+template <typename T> struct Operand {
+  static constexpr bool kDynamic = false;
+  __device__ static Compute<T> load(const MapParams&, const void* base, int64_t offset) {
+    return device::load<T>(base, offset);
+  }
+};
+
+__device__ __forceinline__ int64_t load_int64(DType dtype, const void* base, int64_t offset) {
+  switch (dtype) {
+    case DType::kI64: return device::load<int64_t>(base, offset);
+    case DType::kI32: return device::load<int32_t>(base, offset);
+    case DType::kI8: return device::load<int8_t>(base, offset);
+    case DType::kU8: return device::load<uint8_t>(base, offset);
+    default: return device::load<bool>(base, offset) ? 1 : 0;
+  }
+}
+__device__ __forceinline__ double load_double(DType dtype, const void* base, int64_t offset) {
+  switch (dtype) {
+    case DType::kF32: return device::load<float>(base, offset);
+    case DType::kF16: return device::load<__half>(base, offset);
+    case DType::kBF16: return device::load<__nv_bfloat16>(base, offset);
+    case DType::kF64: return device::load<double>(base, offset);
+    default: return double(load_int64(dtype, base, offset));
+  }
+}
+
+template <> struct Operand<AnyAsDouble> {
+  static constexpr bool kDynamic = true;
+  __device__ static double load(const MapParams& p, const void* base, int64_t offset) {
+    return load_double(p.dynamic, base, offset);
+  }
+};
+template <> struct Operand<AnyAsInt> {
+  static constexpr bool kDynamic = true;
+  __device__ static int64_t load(const MapParams& p, const void* base, int64_t offset) {
+    return load_int64(p.dynamic, base, offset);
+  }
+};
+
+// ---- math in the compute type --------------------------------------------------------
+#define STRIDER_MATH_PAIR(name, f32, f64)                                  \
+  __device__ __forceinline__ float name(float x) { return f32(x); }       \
+  __device__ __forceinline__ double name(double x) { return f64(x); }
+STRIDER_MATH_PAIR(m_exp, expf, exp)
+STRIDER_MATH_PAIR(m_log, logf, log)
+STRIDER_MATH_PAIR(m_log1p, log1pf, log1p)
+STRIDER_MATH_PAIR(m_sqrt, sqrtf, sqrt)
+STRIDER_MATH_PAIR(m_tanh, tanhf, tanh)
+STRIDER_MATH_PAIR(m_erf, erff, erf)
+STRIDER_MATH_PAIR(m_floor, floorf, floor)
+STRIDER_MATH_PAIR(m_ceil, ceilf, ceil)
+STRIDER_MATH_PAIR(m_sin, sinf, sin)
+STRIDER_MATH_PAIR(m_cos, cosf, cos)
+#undef STRIDER_MATH_PAIR
+__device__ __forceinline__ float m_pow(float b, float e) { return powf(b, e); }
+__device__ __forceinline__ double m_pow(double b, double e) { return pow(b, e); }
+// std::min / std::max exactly (the CPU kernels use them, and NaN handling follows them).
+template <class C> __device__ __forceinline__ C s_min(C a, C b) { return b < a ? b : a; }
+template <class C> __device__ __forceinline__ C s_max(C a, C b) { return a < b ? b : a; }
+
+// ---- functors: each is made in the kernel from the launch's MapParams ---------------
+struct NoParams {
+  __device__ explicit NoParams(const MapParams&) {}
+};
+
+struct Sigmoid : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C x) const { return C(1) / (C(1) + m_exp(-x)); } };
+struct Tanh : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_tanh(x); } };
+struct Exp : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_exp(x); } };
+struct Log : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_log(x); } };
+struct Sqrt : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_sqrt(x); } };
+struct Erf : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_erf(x); } };
+struct Floor : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_floor(x); } };
+struct Ceil : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_ceil(x); } };
+struct Sin : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_sin(x); } };
+struct Cos : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_cos(x); } };
+struct Reciprocal : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return C(1) / x; } };
+struct Softplus : NoParams { using NoParams::NoParams;
+  // log(1 + e^x), exact for large x where e^x would overflow.
+  template <class C> __device__ C operator()(C x) const { return x > C(20) ? x : m_log1p(m_exp(x)); } };
+struct HardSwish : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C x) const { return x * s_max(C(0), s_min(C(1), x / C(6) + C(0.5))); } };
+
+struct Alpha {
+  float alpha, beta;
+  __device__ explicit Alpha(const MapParams& p) : alpha(p.scalars[0]), beta(p.scalars[1]) {}
+};
+struct LeakyRelu : Alpha { using Alpha::Alpha;
+  template <class C> __device__ C operator()(C x) const { return x < C(0) ? C(alpha) * x : x; } };
+struct HardSigmoid : Alpha { using Alpha::Alpha;
+  template <class C> __device__ C operator()(C x) const { return s_max(C(0), s_min(C(1), C(alpha) * x + C(beta))); } };
+struct Elu : Alpha { using Alpha::Alpha;
+  template <class C> __device__ C operator()(C x) const { return x < C(0) ? C(alpha) * (m_exp(x) - C(1)) : x; } };
+struct Selu : Alpha { using Alpha::Alpha;  // beta holds gamma
+  template <class C> __device__ C operator()(C x) const { return C(beta) * (x > C(0) ? x : C(alpha) * (m_exp(x) - C(1))); } };
+
+struct Relu : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return x > C(0) ? x : C(0); } };
+struct Neg : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return C(-x); } };
+struct Abs : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) return x;
+    else return x < C(0) ? C(-x) : x;
+  } };
+
+struct Add : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a + b); } };
+struct Sub : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a - b); } };
+struct Mul : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a * b); } };
+struct Div : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      // Division by zero and MIN / -1 are defined instead of trapping, as on the CPU.
+      if (b == 0) return C(0);
+      if (std::is_signed_v<C> && b == C(-1)) return C(-a);
+    }
+    return C(a / b);
+  } };
+struct Min : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C a, C b) const { return isnan(double(a)) || a < b ? a : b; } };
+struct Max : NoParams { using NoParams::NoParams;
+  template <class C> __device__ C operator()(C a, C b) const { return isnan(double(a)) || a > b ? a : b; } };
+struct Equal : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a == b; } };
+struct Less : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a < b; } };
+struct Greater : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a > b; } };
+struct LessOrEqual : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a <= b; } };
+struct GreaterOrEqual : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a >= b; } };
+struct And : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a && b; } };
+struct Or : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a || b; } };
+struct Xor : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a != b; } };
+struct Not : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a) const { return !a; } };
+// Where on raw words of the element size: a select needs no arithmetic.
+struct Select : NoParams { using NoParams::NoParams;
+  template <class W> __device__ W operator()(bool c, W a, W b) const { return c ? a : b; } };
+
+// Clip: min(max(x, low), high), so low > high gives high everywhere, as ONNX says. The
+// bounds are the inputs when given (read on the device at each run), else the
+// attributes (float types) or the type's limits (integers).
+template <typename T>
+struct Clip {
+  using C = Compute<T>;
+  C low, high;
+  __device__ explicit Clip(const MapParams& p) {
+    if constexpr (std::is_integral_v<C>) {
+      low = ::cuda::std::numeric_limits<C>::lowest();
+      high = ::cuda::std::numeric_limits<C>::max();
+    } else {
+      low = C(p.scalars[0]);
+      high = C(p.scalars[1]);
+    }
+    if (p.bounds[0]) low = device::load<T>(p.bounds[0], 0);
+    if (p.bounds[1]) high = device::load<T>(p.bounds[1], 0);
+  }
+  __device__ C operator()(C x) const {
+    C raised = x < low ? low : x;
+    return raised > high ? high : raised;
+  }
+};
+
+// An integer power by squaring when the exponent is a small non-negative integer: exact
+// where the product is (std::pow on the CPU is exact there too).
+__device__ __forceinline__ double integral_pow(double base, double exponent) {
+  if (exponent >= 0 && exponent <= 64 && exponent == floor(exponent)) {
+    double result = 1;
+    for (int e = int(exponent); e != 0; e >>= 1, base *= base)
+      if (e & 1) result *= base;
+    return result;
+  }
+  return pow(base, exponent);
+}
+
+// Pow: the base's type computes; the exponent is read as double whatever its dtype.
+template <typename B>
+struct Pow : NoParams {
+  using NoParams::NoParams;
+  using C = Compute<B>;
+  __device__ C operator()(C base, double exponent) const {
+    if constexpr (std::is_integral_v<C>) return C(integral_pow(double(base), exponent));
+    else return C(m_pow(base, C(exponent)));
+  }
+};
+
+// Cast as the CPU's CastTo: float to integer truncates toward zero, NaN becomes 0 and
+// out-of-range values saturate; integers wrap; to bool is x != 0.
+template <typename TOut>
+struct CastTo : NoParams {
+  using NoParams::NoParams;
+  using R = Compute<TOut>;
+  template <class C>
+  __device__ R operator()(C x) const {
+    if constexpr (std::is_same_v<R, bool>) {
+      return x != C(0);
+    } else if constexpr (std::is_integral_v<R> && !std::is_integral_v<C>) {
+      if (isnan(x)) return R(0);
+      if (double(x) >= double(::cuda::std::numeric_limits<R>::max())) return ::cuda::std::numeric_limits<R>::max();
+      if (double(x) <= double(::cuda::std::numeric_limits<R>::lowest())) return ::cuda::std::numeric_limits<R>::lowest();
+      return R(x);
+    } else {
+      return R(x);
+    }
+  }
+};
+
+// BatchNormalization (inference): x * a + (B - mean * a) with a = scale / sqrt(var + eps),
+// the CPU's coefficients, computed per element from the broadcast parameter views.
+struct BatchNorm {
+  float epsilon;
+  __device__ explicit BatchNorm(const MapParams& p) : epsilon(p.scalars[0]) {}
+  template <class C>
+  __device__ C operator()(C x, C scale, C bias, C mean, C var) const {
+    C a = scale / m_sqrt(var + C(epsilon));
+    return x * a + (bias - mean * a);
+  }
+};
+
+// ---- the map kernel ------------------------------------------------------------------
+template <typename T>
+struct alignas(4 * sizeof(Bits<T>)) Vec4 {
+  Bits<T> v[4];
+};
+
+// Elements i..i+3, or element i four times when the operand broadcasts along them.
+template <typename T>
+__device__ __forceinline__ Vec4<T> load4(const void* base, int64_t i, bool broadcast) {
+  const Bits<T>* p = static_cast<const Bits<T>*>(base) + i;
+  if (broadcast) {
+    Vec4<T> r;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r.v[j] = p[0];
+    return r;
+  }
+  return *reinterpret_cast<const Vec4<T>*>(p);
+}
+
+// Elements per thread and loop step on the linear and strided paths.
+constexpr int kUnroll = 4;
+
+template <typename T>
+using Loaded = decltype(Operand<T>::load(std::declval<const MapParams&>(), nullptr, 0));
+
+template <int N>
+__device__ __forceinline__ void map_offsets(const MapArgs<N>& a, int64_t i, int64_t (&off)[N]) {
+  if (a.mode == kModeStrided) {
+    strided_offsets(a.ix, a.div, i, off);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = i * a.ix.strides[k][0];
+  }
+}
+
+template <class Fn, class TOut, class... TIns>
+struct Map {
+  static constexpr int N = sizeof...(TIns) + 1;
+  static constexpr bool kDynamic = (Operand<TIns>::kDynamic || ...);
+  using Args = MapArgs<N>;
+
+  // Elements first, first + step, ... (kUnroll of them, those below the count): every load
+  // is issued before the first store, so each thread keeps several requests in flight.
+  template <size_t... K>
+  __device__ static void some(const Fn& fn, const Args& a, int64_t first, int64_t step, std::index_sequence<K...>) {
+    int64_t off[kUnroll][N];
+    ::cuda::std::tuple<Loaded<TIns>...> in[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (first + u * step >= a.ix.count) break;
+      map_offsets(a, first + u * step, off[u]);
+      in[u] = ::cuda::std::tuple<Loaded<TIns>...>(Operand<TIns>::load(a.params, a.data[K + 1], off[u][K + 1])...);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (first + u * step >= a.ix.count) break;
+      store<TOut>(a.data[0], off[u][0], fn(::cuda::std::get<K>(in[u])...));
+    }
+  }
+  // The 4 innermost elements from offsets `off` on: contiguous, or broadcast along them.
+  template <size_t... K>
+  __device__ static void four(const Fn& fn, const Args& a, const int64_t (&off)[N], std::index_sequence<K...>) {
+    ::cuda::std::tuple<Vec4<TIns>...> in{
+        load4<TIns>(a.data[K + 1], off[K + 1], ((a.inner_broadcast >> (K + 1)) & 1u) != 0)...};
+    Vec4<TOut> out;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out.v[j] = to_bits<TOut>(fn(to_compute<TIns>(::cuda::std::get<K>(in).v[j])...));
+    *reinterpret_cast<Vec4<TOut>*>(static_cast<Bits<TOut>*>(a.data[0]) + off[0]) = out;
+  }
+};
+
+template <class Fn, class TOut, class... TIns>
+__global__ void __launch_bounds__(kThreads) map_kernel(const MapArgs<sizeof...(TIns) + 1> a) {
+  using M = Map<Fn, TOut, TIns...>;
+  const Fn fn(a.params);
+  const auto seq = std::index_sequence_for<TIns...>{};
+  const int64_t first = global_thread(), step = grid_threads();
+  if constexpr (!M::kDynamic) {
+    if (a.mode == kModeVector) {
+      for (int64_t v = first; v < a.ix.count; v += step) {
+        int64_t off[M::N];
+        if (a.ix.rank == 1) {
+#pragma unroll
+          for (int k = 0; k < M::N; ++k) off[k] = v * a.ix.strides[k][0];
+        } else {
+          strided_offsets(a.ix, a.div, v, off);
+        }
+        M::four(fn, a, off, seq);
+      }
+      return;
+    }
+  }
+  for (int64_t i = first; i < a.ix.count; i += step * kUnroll) M::some(fn, a, i, step, seq);
+}
+
+// Sum, Mean, Min, Max over params.inputs inputs (at most kMaxMapOperands - 1), folded in
+// input order in the compute type; Mean scales at the end as the CPU does.
+template <class Fn, class T>
+__global__ void __launch_bounds__(kThreads) variadic_kernel(const MapArgs<kMaxMapOperands> a) {
+  using C = Compute<T>;
+  const Fn fn(a.params);
+  for (int64_t i = global_thread(); i < a.ix.count; i += grid_threads()) {
+    int64_t off[kMaxMapOperands];
+    map_offsets(a, i, off);
+    C acc = device::load<T>(a.data[1], off[1]);
+#pragma unroll
+    for (int k = 2; k < kMaxMapOperands; ++k)
+      if (k <= a.params.inputs) acc = fn(acc, device::load<T>(a.data[k], off[k]));
+    if (a.params.scale != 0) acc = C(double(acc) * a.params.scale);
+    store<T>(a.data[0], off[0], acc);
+  }
+}
+
+// ---- host side -----------------------------------------------------------------------
+template <int N>
+MapArgs<N> args_of(const MapLaunch& l) {
+  MapArgs<N> a;
+  a.mode = l.mode;
+  a.inner_broadcast = l.inner_broadcast;
+  a.ix.rank = l.ix.rank;
+  a.ix.count = l.ix.count;
+  for (int d = 0; d < kMaxDims; ++d) {
+    a.div[d] = l.div[d];
+    a.ix.sizes[d] = l.ix.sizes[d];
+    for (int k = 0; k < N; ++k) a.ix.strides[k][d] = l.ix.strides[k][d];
+  }
+  for (int k = 0; k < N; ++k) a.data[k] = l.data[k];
+  a.params = l.params;
+  return a;
+}
+
+template <class Fn, class TOut, class... TIns>
+cudaError_t launch_map(const MapLaunch& l, cudaStream_t stream) {
+  int64_t work = l.mode == kModeVector ? l.ix.count : (l.ix.count + kUnroll - 1) / kUnroll;
+  map_kernel<Fn, TOut, TIns...><<<grid_for(work, kThreads), kThreads, 0, stream>>>(args_of<sizeof...(TIns) + 1>(l));
+  return cudaGetLastError();
+}
+
+template <class Fn, class T>
+cudaError_t launch_variadic(const MapLaunch& l, cudaStream_t stream) {
+  variadic_kernel<Fn, T><<<grid_for(l.ix.count, kThreads), kThreads, 0, stream>>>(args_of<kMaxMapOperands>(l));
+  return cudaGetLastError();
+}
+
+template <typename T> struct Type { using type = T; };
+
+Status use(MapLaunch* l, MapLaunch::Launcher launcher) {
+  l->launcher = launcher;
+  return Status::ok();
+}
+
+Status no_kernel(DType dtype) { return unsupported("no CUDA kernel for " + std::string(dtype_name(dtype))); }
+
+// Calls f(Type<T>{}) for the storage type T of `dtype` among the float / numeric / all types.
+template <class F> Status float_types(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: return f(Type<float>{});
+    case DType::kF16: return f(Type<__half>{});
+    case DType::kBF16: return f(Type<__nv_bfloat16>{});
+    case DType::kF64: return f(Type<double>{});
+    default: return no_kernel(dtype);
+  }
+}
+template <class F> Status numeric_types(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kI64: return f(Type<int64_t>{});
+    case DType::kI32: return f(Type<int32_t>{});
+    case DType::kI8: return f(Type<int8_t>{});
+    case DType::kU8: return f(Type<uint8_t>{});
+    default: return float_types(dtype, f);
+  }
+}
+template <class F> Status all_types(DType dtype, F&& f) {
+  if (dtype == DType::kBool) return f(Type<bool>{});
+  return numeric_types(dtype, f);
+}
+// Raw words of each element size (Where).
+template <class F> Status word_types(DType dtype, F&& f) {
+  switch (dtype_size(dtype)) {
+    case 1: return f(Type<uint8_t>{});
+    case 2: return f(Type<uint16_t>{});
+    case 4: return f(Type<uint32_t>{});
+    default: return f(Type<uint64_t>{});
+  }
+}
+
+#define STRIDER_PICK(dispatch, dtype, ...)                                      \
+  dispatch(dtype, [&](auto tag) {                                               \
+    using T = typename decltype(tag)::type;                                     \
+    l->launcher = &__VA_ARGS__;                                                 \
+    return Status::ok();                                                        \
+  })
+
+template <class Fn> Status unary_float(DType t, MapLaunch* l) { return STRIDER_PICK(float_types, t, launch_map<Fn, T, T>); }
+template <class Fn> Status unary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, T, T>); }
+template <class Fn> Status binary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, T, T, T>); }
+template <class Fn> Status compare(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, bool, T, T>); }
+template <class Fn> Status variadic(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_variadic<Fn, T>); }
+
+Status pick_cast(const MapSpec& s, MapLaunch* l) {
+  bool float_source = is_floating(s.inputs[0].dtype);
+  return all_types(s.out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    l->launcher = float_source ? &launch_map<CastTo<T>, T, AnyAsDouble> : &launch_map<CastTo<T>, T, AnyAsInt>;
+    return Status::ok();
+  });
+}
+
+Status pick_pow(const MapSpec& s, MapLaunch* l) {
+  DType base = s.inputs[0].dtype;
+  if (base == DType::kI8 || base == DType::kU8 || s.inputs[1].dtype == DType::kBool) return no_kernel(base);
+  return STRIDER_PICK(numeric_types, base, launch_map<Pow<T>, T, T, AnyAsDouble>);
+}
+
+Status select_launcher(const MapSpec& s, MapLaunch* l) {
+  const DType t = s.inputs[0].dtype;
+  switch (s.op) {
+    case MapOp::kSigmoid: return unary_float<Sigmoid>(t, l);
+    case MapOp::kTanh: return unary_float<Tanh>(t, l);
+    case MapOp::kExp: return unary_float<Exp>(t, l);
+    case MapOp::kLog: return unary_float<Log>(t, l);
+    case MapOp::kSqrt: return unary_float<Sqrt>(t, l);
+    case MapOp::kErf: return unary_float<Erf>(t, l);
+    case MapOp::kFloor: return unary_float<Floor>(t, l);
+    case MapOp::kCeil: return unary_float<Ceil>(t, l);
+    case MapOp::kSin: return unary_float<Sin>(t, l);
+    case MapOp::kCos: return unary_float<Cos>(t, l);
+    case MapOp::kReciprocal: return unary_float<Reciprocal>(t, l);
+    case MapOp::kSoftplus: return unary_float<Softplus>(t, l);
+    case MapOp::kHardSwish: return unary_float<HardSwish>(t, l);
+    case MapOp::kLeakyRelu: return unary_float<LeakyRelu>(t, l);
+    case MapOp::kHardSigmoid: return unary_float<HardSigmoid>(t, l);
+    case MapOp::kElu: return unary_float<Elu>(t, l);
+    case MapOp::kSelu: return unary_float<Selu>(t, l);
+    case MapOp::kRelu: return unary_numeric<Relu>(t, l);
+    case MapOp::kNeg: return unary_numeric<Neg>(t, l);
+    case MapOp::kAbs: return unary_numeric<Abs>(t, l);
+    case MapOp::kAdd: return binary_numeric<Add>(t, l);
+    case MapOp::kSub: return binary_numeric<Sub>(t, l);
+    case MapOp::kMul: return binary_numeric<Mul>(t, l);
+    case MapOp::kDiv: return binary_numeric<Div>(t, l);
+    case MapOp::kEqual:
+      if (t == DType::kBool) return use(l, &launch_map<Equal, bool, bool, bool>);
+      return compare<Equal>(t, l);
+    case MapOp::kLess: return compare<Less>(t, l);
+    case MapOp::kGreater: return compare<Greater>(t, l);
+    case MapOp::kLessOrEqual: return compare<LessOrEqual>(t, l);
+    case MapOp::kGreaterOrEqual: return compare<GreaterOrEqual>(t, l);
+    case MapOp::kAnd: return use(l, &launch_map<And, bool, bool, bool>);
+    case MapOp::kOr: return use(l, &launch_map<Or, bool, bool, bool>);
+    case MapOp::kXor: return use(l, &launch_map<Xor, bool, bool, bool>);
+    case MapOp::kNot: return use(l, &launch_map<Not, bool, bool>);
+    case MapOp::kWhere: return STRIDER_PICK(word_types, s.out.dtype, launch_map<Select, T, bool, T, T>);
+    case MapOp::kClip: return STRIDER_PICK(numeric_types, t, launch_map<Clip<T>, T, T>);
+    case MapOp::kPow: return pick_pow(s, l);
+    case MapOp::kCast: return pick_cast(s, l);
+    case MapOp::kBatchNorm: return STRIDER_PICK(float_types, t, launch_map<BatchNorm, T, T, T, T, T, T>);
+    case MapOp::kSum:
+    case MapOp::kMean: return variadic<Add>(t, l);
+    case MapOp::kMin: return variadic<Min>(t, l);
+    case MapOp::kMax: return variadic<Max>(t, l);
+  }
+  return no_kernel(t);
+}
+#undef STRIDER_PICK
+
+bool is_variadic(MapOp op) { return op == MapOp::kSum || op == MapOp::kMean || op == MapOp::kMin || op == MapOp::kMax; }
+
+// Vector mode (see the top of this file): turns `l->ix` into the index space of groups of
+// 4 innermost elements. Otherwise linear (one dim) or strided.
+int choose_mode(const MapSpec& s, MapLaunch* l) {
+  StridedIndexer<kMaxMapOperands>& ix = l->ix;
+  const int inner = ix.rank - 1;
+  bool vector = ix.rank >= 1 && ix.sizes[inner] % 4 == 0 && s.op != MapOp::kPow && s.op != MapOp::kCast &&
+                !is_variadic(s.op);
+  uint32_t broadcast = 0;
+  for (size_t k = 0; k <= s.inputs.size() && vector; ++k) {
+    const int64_t stride = ix.strides[k][inner];
+    const int64_t vector_bytes = 4 * dtype_size(k == 0 ? s.out.dtype : s.inputs[k - 1].dtype);
+    if (stride == 0 && k > 0) {
+      broadcast |= 1u << k;
+      continue;
+    }
+    vector = stride == 1 && reinterpret_cast<uintptr_t>(l->data[k]) % uintptr_t(vector_bytes) == 0;
+    for (int d = 0; d < inner && vector; ++d) vector = ix.strides[k][d] % 4 == 0;
+  }
+  if (!vector) return ix.rank > 1 ? kModeStrided : kModeLinear;
+  ix.sizes[inner] /= 4;
+  ix.count /= 4;
+  for (int k = 0; k < kMaxMapOperands; ++k) ix.strides[k][inner] *= 4;
+  l->inner_broadcast = broadcast;
+  return kModeVector;
+}
+
+}  // namespace
+
+Status prepare_map(const MapSpec& s, MapLaunch* l) {
+  if (s.inputs.empty() || s.inputs.size() + 1 > size_t(kMaxMapOperands))
+    return internal_error("elementwise launch with " + std::to_string(s.inputs.size()) + " inputs");
+  std::vector<Strides> strides{s.out.strides};
+  for (const TensorView& in : s.inputs) {
+    if (in.sizes != s.out.sizes)
+      return internal_error("elementwise input " + in.to_string() + " is not broadcast to " + s.out.to_string());
+    strides.push_back(in.strides);
+  }
+  while (strides.size() < size_t(kMaxMapOperands)) strides.push_back(Strides(s.out.sizes.size(), 0));
+  Shape sizes = s.out.sizes;
+  order_dims_by(s.out.strides, sizes, strides);
+  *l = MapLaunch{};
+  STRIDER_RETURN_IF_ERROR(make_indexer<kMaxMapOperands>(sizes, strides, &l->ix));
+  l->data[0] = device_data<std::byte>(s.out);
+  for (size_t k = 0; k < s.inputs.size(); ++k) l->data[k + 1] = device_data<std::byte>(s.inputs[k]);
+  l->params = s.params;
+  l->params.inputs = int(s.inputs.size());
+  l->mode = choose_mode(s, l);
+  make_fast_divisors(l->ix, l->div);
+  return select_launcher(s, l);
+}
+
+Status run_map(const MapLaunch& l, cudaStream_t stream) {
+  if (l.ix.count == 0) return Status::ok();
+  cudaError_t error = l.launcher(l, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("elementwise kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 }  // namespace strider::cuda

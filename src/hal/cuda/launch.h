@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,51 @@
 #include "strider/status.h"
 
 namespace strider::cuda {
+
+// Division by a divisor fixed at launch preparation as a multiply-high, an add and a
+// shift (valid for dividends below 2^31): kernels split linear indices into coordinates
+// with these, since the GPU has no fast integer divide.
+struct FastDivisor {
+  uint32_t divisor = 1;
+  uint32_t magic = 1;
+  uint32_t shift = 0;
+};
+
+inline FastDivisor make_fast_divisor(int64_t divisor) {
+  FastDivisor f;
+  f.divisor = uint32_t(divisor < 1 ? 1 : divisor);
+  while (f.shift < 31 && (uint64_t(1) << f.shift) < f.divisor) ++f.shift;
+  f.magic = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - f.divisor)) / f.divisor + 1);
+  return f;
+}
+
+// Divisors for the dims of an indexer (used when its count is below 2^31).
+template <int N>
+void make_fast_divisors(const StridedIndexer<N>& ix, FastDivisor (&out)[kMaxDims]) {
+  for (int d = 0; d < kMaxDims; ++d) out[d] = make_fast_divisor(d < ix.rank ? ix.sizes[d] : 1);
+}
+
+// Reorders the dims of an index space shared by several operands so that `key`'s
+// strides decrease (by magnitude; size-1 dims first): kernels then number elements in
+// the key operand's memory order, so neighbouring threads touch neighbouring addresses.
+// Only for kernels whose elements are independent of the order they are visited in.
+inline void order_dims_by(const Strides& key, Shape& sizes, std::vector<Strides>& strides) {
+  std::vector<size_t> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  auto magnitude = [&](size_t d) { return key[d] < 0 ? -key[d] : key[d]; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((sizes[a] == 1) != (sizes[b] == 1)) return sizes[a] == 1;
+    return magnitude(a) > magnitude(b);
+  });
+  Shape sorted_sizes;
+  for (size_t d : order) sorted_sizes.push_back(sizes[d]);
+  for (Strides& s : strides) {
+    Strides sorted;
+    for (size_t d : order) sorted.push_back(s[d]);
+    s = std::move(sorted);
+  }
+  sizes = std::move(sorted_sizes);
+}
 
 // ---- elementwise.cu ------------------------------------------------------------------
 
@@ -64,7 +110,9 @@ struct MapLaunch {
   using Launcher = cudaError_t (*)(const MapLaunch&, cudaStream_t);
   Launcher launcher = nullptr;
   int mode = 0;  // how elements are addressed (elementwise.cu: vector, linear, strided)
-  StridedIndexer<kMaxMapOperands> ix;
+  uint32_t inner_broadcast = 0;        // vector mode: operands broadcast along the innermost dim
+  StridedIndexer<kMaxMapOperands> ix;  // dims in the output's memory order
+  FastDivisor div[kMaxDims];
   void* data[kMaxMapOperands] = {};  // [0] the output, then the inputs
   MapParams params;
 };
@@ -97,6 +145,7 @@ struct ReduceLaunch {
   ReduceKind kind = ReduceKind::kSum;
   StridedIndexer<2> rows;   // operands: in, out
   StridedIndexer<2> inner;  // operands: in, out
+  FastDivisor rows_div[kMaxDims], inner_div[kMaxDims];
   const void* in = nullptr;
   void* out = nullptr;
   int block_threads = 0;  // 0: a thread per row; else a block of this many threads per row
@@ -129,11 +178,13 @@ struct PoolArgs {
   int64_t kernel[kMaxPoolDims], stride[kMaxPoolDims], dilation[kMaxPoolDims];
   int64_t pad_begin[kMaxPoolDims], pad_end[kMaxPoolDims];
   int64_t x_strides[2 + kMaxPoolDims], y_strides[2 + kMaxPoolDims], i_strides[2 + kMaxPoolDims];
+  FastDivisor out_div[kMaxPoolDims], channels_div;
   const void* x = nullptr;
   void* y = nullptr;
   int64_t* indices = nullptr;
   bool count_include_pad = false;
   bool column_major_indices = false;
+  bool channels_last = false;  // output elements are numbered N, spatial..., C (coalesced NHWC writes)
 };
 
 struct PoolLaunch {
@@ -153,7 +204,8 @@ struct ResizeAxis {
   int64_t out_stride = 0;  // elements
   int64_t in_stride = 0;   // elements; used when `identity`
   int64_t width = 1;       // taps per output coordinate
-  int64_t table = 0;       // first entry of this dim in the tap tables
+  int64_t table = 0;       // first entry of this dim in the offset and weight tables
+  int64_t flags = 0;       // first entry of this dim in the outside table
   bool identity = false;   // output coordinate x reads input x: no table
 };
 
@@ -173,6 +225,7 @@ struct ResizeArgs {
   int rank = 0;
   int64_t count = 0;
   ResizeAxis axes[kMaxDims];
+  FastDivisor div[kMaxDims];
   const int64_t* offsets = nullptr;
   const void* weights = nullptr;
   const uint8_t* outside = nullptr;
@@ -180,6 +233,12 @@ struct ResizeArgs {
   void* y = nullptr;
   double extrapolation = 0;
   uint64_t fill_bits = 0;  // the extrapolation value in the output dtype (gathers)
+  bool small = false;      // count and every element offset fit in int32: 32-bit indexing
+  // Gathers of 4 neighbouring outputs per thread (innermost dim contiguous, a multiple of
+  // 4 and aligned): `inner` is the last axis, `inner_div` its size / 4.
+  bool vector = false;
+  ResizeAxis inner;
+  FastDivisor inner_div;
 };
 
 struct ResizeLaunch {
@@ -238,20 +297,25 @@ __device__ __forceinline__ void store(void* base, int64_t offset, Compute<T> v) 
   static_cast<Bits<T>*>(base)[offset] = to_bits<T>(v);
 }
 
-// Element offsets of element `linear` (row-major over ix.sizes) in the first N operands.
-// 32-bit division when the index space allows: 64-bit division is slow on the GPU.
+// Quotient and remainder of n < 2^31 by a FastDivisor.
+__device__ __forceinline__ uint32_t fast_divide(uint32_t n, const FastDivisor& d) {
+  return (__umulhi(n, d.magic) + n) >> d.shift;
+}
+
+// Element offsets of element `linear` (row-major over ix.sizes) in the first N operands;
+// `div` holds ix's dims as FastDivisors (for counts below 2^31).
 template <int N, int M>
-__device__ __forceinline__ void strided_offsets(const StridedIndexer<M>& ix, int64_t linear, int64_t (&out)[N]) {
+__device__ __forceinline__ void strided_offsets(const StridedIndexer<M>& ix, const FastDivisor (&div)[kMaxDims],
+                                                int64_t linear, int64_t (&out)[N]) {
 #pragma unroll
   for (int k = 0; k < N; ++k) out[k] = 0;
-  if (ix.count <= int64_t(UINT32_MAX)) {
+  if (ix.count <= int64_t(INT32_MAX)) {
     uint32_t rest = uint32_t(linear);
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
       if (d >= ix.rank) continue;
-      uint32_t size = uint32_t(ix.sizes[d]);
-      uint32_t quotient = rest / size;
-      int64_t index = int64_t(rest - quotient * size);
+      uint32_t quotient = fast_divide(rest, div[d]);
+      int64_t index = int64_t(rest - quotient * div[d].divisor);
       rest = quotient;
 #pragma unroll
       for (int k = 0; k < N; ++k) out[k] += index * ix.strides[k][d];

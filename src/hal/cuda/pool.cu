@@ -1,8 +1,174 @@
-// Being written: until then the CUDA device has no pool kernels.
-#include "hal/cuda/cuda_kernels.h"
+// MaxPool (with its optional Indices output) and AveragePool on the GPU: one thread per
+// output element walks its window, exactly as the CPU's PoolKernel::pool_one does, over
+// views of any strides. Spatial dims are padded to three by leading size-1 dims, which
+// change neither the window nor the flat indices. Output elements are numbered in the
+// output's memory order (channels innermost for channels-last views) so that
+// neighbouring threads write neighbouring addresses.
+#include <cuda/std/limits>
+
+#include "hal/cuda/launch.h"
 
 namespace strider::cuda {
+namespace {
 
-void register_pool_kernels(std::vector<KernelEntry>& table) { (void)table; }
+using namespace device;
+
+constexpr int D = kMaxPoolDims;
+
+template <typename T>
+using PoolAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// i % size, leaving i / size in i (`div`: size as a FastDivisor, for i below 2^31).
+__device__ __forceinline__ int64_t next_coordinate(int64_t& i, int64_t size, const FastDivisor& div, bool fast) {
+  if (fast) {
+    uint32_t q = fast_divide(uint32_t(i), div);
+    int64_t r = int64_t(uint32_t(i) - q * div.divisor);
+    i = q;
+    return r;
+  }
+  int64_t r = i % size;
+  i /= size;
+  return r;
+}
+
+// Output element i as (n, c, o[]).
+__device__ __forceinline__ void output_index(const PoolArgs& a, int64_t i, int64_t& n, int64_t& c, int64_t (&o)[D]) {
+  const bool fast = a.count <= int64_t(INT32_MAX);
+  if (a.channels_last) c = next_coordinate(i, a.channels, a.channels_div, fast);
+#pragma unroll
+  for (int d = D - 1; d >= 0; --d) o[d] = next_coordinate(i, a.out[d], a.out_div[d], fast);
+  if (!a.channels_last) c = next_coordinate(i, a.channels, a.channels_div, fast);
+  n = i;
+}
+
+template <typename T, bool kMax>
+__global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
+  using A = PoolAcc<T>;
+  for (int64_t i = global_thread(); i < a.count; i += grid_threads()) {
+    int64_t n, c, o[D], start[D];
+    output_index(a, i, n, c, o);
+    int64_t padded = 1;  // window positions inside the padded input (count_include_pad)
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      start[d] = o[d] * a.stride[d] - a.pad_begin[d];
+      const int64_t window_end = start[d] + (a.kernel[d] - 1) * a.dilation[d] + 1;
+      const int64_t end = window_end < a.in[d] + a.pad_end[d] ? window_end : a.in[d] + a.pad_end[d];
+      padded *= (end - start[d] + a.dilation[d] - 1) / a.dilation[d];
+    }
+    A acc = kMax ? -::cuda::std::numeric_limits<A>::infinity() : A(0);
+    int64_t best = -1, valid = 0;
+    const int64_t base = n * a.x_strides[0] + c * a.x_strides[1];
+    for (int64_t k0 = 0; k0 < a.kernel[0]; ++k0) {
+      const int64_t p0 = start[0] + k0 * a.dilation[0];
+      if (p0 < 0 || p0 >= a.in[0]) continue;
+      for (int64_t k1 = 0; k1 < a.kernel[1]; ++k1) {
+        const int64_t p1 = start[1] + k1 * a.dilation[1];
+        if (p1 < 0 || p1 >= a.in[1]) continue;
+        for (int64_t k2 = 0; k2 < a.kernel[2]; ++k2) {
+          const int64_t p2 = start[2] + k2 * a.dilation[2];
+          if (p2 < 0 || p2 >= a.in[2]) continue;
+          A v = A(load<T>(a.x, base + p0 * a.x_strides[2] + p1 * a.x_strides[3] + p2 * a.x_strides[4]));
+          ++valid;
+          if constexpr (!kMax) {
+            acc += v;
+          } else if (v > acc || best < 0) {
+            acc = v;
+            best = a.column_major_indices ? p0 + a.in[0] * (p1 + a.in[1] * p2) : (p0 * a.in[1] + p1) * a.in[2] + p2;
+          }
+        }
+      }
+    }
+    if constexpr (!kMax) {
+      int64_t divisor = a.count_include_pad ? padded : valid;
+      acc = divisor > 0 ? acc / A(divisor) : A(0);
+    }
+    int64_t y = n * a.y_strides[0] + c * a.y_strides[1];
+#pragma unroll
+    for (int d = 0; d < D; ++d) y += o[d] * a.y_strides[d + 2];
+    store<T>(a.y, y, Compute<T>(acc));
+    if (kMax && a.indices) {
+      int64_t at = n * a.i_strides[0] + c * a.i_strides[1];
+#pragma unroll
+      for (int d = 0; d < D; ++d) at += o[d] * a.i_strides[d + 2];
+      a.indices[at] = (n * a.channels + c) * (a.in[0] * a.in[1] * a.in[2]) + best;
+    }
+  }
+}
+
+template <typename T, bool kMax>
+cudaError_t launch_pool(const PoolArgs& a, cudaStream_t stream) {
+  pool_kernel<T, kMax><<<grid_for(a.count, kThreads), kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+Status select_launcher(const PoolSpec& s, PoolLaunch* l) {
+  const bool m = s.max;
+  switch (s.x.dtype) {
+    case DType::kF32: l->launcher = m ? &launch_pool<float, true> : &launch_pool<float, false>; break;
+    case DType::kF16: l->launcher = m ? &launch_pool<__half, true> : &launch_pool<__half, false>; break;
+    case DType::kBF16: l->launcher = m ? &launch_pool<__nv_bfloat16, true> : &launch_pool<__nv_bfloat16, false>; break;
+    case DType::kF64: l->launcher = m ? &launch_pool<double, true> : &launch_pool<double, false>; break;
+    case DType::kI8:
+      if (!m) return unsupported("no CUDA average pool for i8");
+      l->launcher = &launch_pool<int8_t, true>;
+      break;
+    case DType::kU8:
+      if (!m) return unsupported("no CUDA average pool for u8");
+      l->launcher = &launch_pool<uint8_t, true>;
+      break;
+    default: return unsupported("no CUDA pool for " + std::string(dtype_name(s.x.dtype)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status prepare_pool(const PoolSpec& s, PoolLaunch* l) {
+  const size_t spatial = s.kernel.size();
+  if (spatial < 1 || spatial > size_t(D) || s.x.rank() != int64_t(spatial) + 2 || s.y.rank() != s.x.rank())
+    return unsupported("CUDA pools take 1 to 3 spatial dims, got " + s.x.to_string() + " -> " + s.y.to_string());
+  if (s.x.dtype != s.y.dtype) return internal_error("pool from " + s.x.to_string() + " to " + s.y.to_string());
+  *l = PoolLaunch{};
+  PoolArgs& a = l->args;
+  a.count = s.y.num_elements();
+  a.channels = s.y.sizes[1];
+  a.channels_div = make_fast_divisor(a.channels);
+  const size_t lead = size_t(D) - spatial;  // leading size-1 dims
+  for (size_t d = 0; d < size_t(D); ++d) {
+    const bool real = d >= lead;
+    const size_t j = d - lead;  // index among the real spatial dims
+    a.in[d] = real ? s.x.sizes[j + 2] : 1;
+    a.out[d] = real ? s.y.sizes[j + 2] : 1;
+    a.out_div[d] = make_fast_divisor(a.out[d]);
+    a.kernel[d] = real ? s.kernel[j] : 1;
+    a.stride[d] = real ? s.strides[j] : 1;
+    a.dilation[d] = real ? s.dilations[j] : 1;
+    a.pad_begin[d] = real ? s.pads_begin[j] : 0;
+    a.pad_end[d] = real ? s.pads_end[j] : 0;
+    a.x_strides[d + 2] = real ? s.x.strides[j + 2] : 0;
+    a.y_strides[d + 2] = real ? s.y.strides[j + 2] : 0;
+    a.i_strides[d + 2] = real && s.indices.allocation ? s.indices.strides[j + 2] : 0;
+  }
+  for (size_t d = 0; d < 2; ++d) {
+    a.x_strides[d] = s.x.strides[d];
+    a.y_strides[d] = s.y.strides[d];
+    a.i_strides[d] = s.indices.allocation ? s.indices.strides[d] : 0;
+  }
+  a.x = device_data<const std::byte>(s.x);
+  a.y = device_data<std::byte>(s.y);
+  a.indices = s.indices.allocation ? device_data<int64_t>(s.indices) : nullptr;
+  a.count_include_pad = s.count_include_pad;
+  a.column_major_indices = s.column_major_indices;
+  const int64_t innermost = s.y.strides.back() < 0 ? -s.y.strides.back() : s.y.strides.back();
+  a.channels_last = s.y.sizes[1] > 1 && (s.y.strides[1] == 1 || s.y.strides[1] == -1) && innermost > 1;
+  return select_launcher(s, l);
+}
+
+Status run_pool(const PoolLaunch& l, cudaStream_t stream) {
+  if (l.args.count == 0) return Status::ok();
+  cudaError_t error = l.launcher(l.args, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("pool kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 }  // namespace strider::cuda

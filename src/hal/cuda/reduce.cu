@@ -1,8 +1,267 @@
-// Being written: until then the CUDA device has no reduce kernels.
-#include "hal/cuda/cuda_kernels.h"
+// Reductions (ReduceSum/Mean/Max/Min, and the global pools as reductions over the
+// spatial dims) and Softmax / LogSoftmax on the GPU, over views of any strides.
+//
+// The input is seen as rows (the kept dims) of inner elements (the reduced dims). A row
+// of at most kThreadRowMax elements is handled by one thread, so neighbouring threads
+// take neighbouring rows (coalesced when a kept dim is innermost, as for softmax over
+// the channels of a detector head); a longer row gets a block whose threads stride over
+// it and combine their partial results through warp shuffles and shared memory.
+//
+// Accumulation follows the CPU kernels: f32 for f32/f16/bf16, f64 for f64, int64 for
+// integers (and bool, read as 0/1). Max and Min propagate NaN; kPoolMax is max as MaxPool
+// computes it: the first element, then only greater ones (NaN counts only when first).
+// Softmax subtracts the row maximum (NaN ignored there, as std::max does) before exp.
+#include <cuda/std/limits>
+
+#include "hal/cuda/launch.h"
 
 namespace strider::cuda {
+namespace {
 
-void register_reduce_kernels(std::vector<KernelEntry>& table) { (void)table; }
+using namespace device;
+
+// Rows longer than this get a block of threads each.
+constexpr int64_t kThreadRowMax = 32;
+constexpr int kMaxWarps = kThreads / 32;
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double,
+                               std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+
+template <typename A>
+__device__ __forceinline__ bool is_nan(A x) {
+  if constexpr (std::is_integral_v<A>) return false;
+  else return x != x;
+}
+
+template <typename A>
+__device__ __forceinline__ A initial(ReduceKind kind) {
+  using L = ::cuda::std::numeric_limits<A>;
+  switch (kind) {
+    case ReduceKind::kMax: return L::lowest();
+    case ReduceKind::kMin: return L::max();
+    case ReduceKind::kPoolMax: return L::has_infinity ? -L::infinity() : L::lowest();
+    default: return A(0);
+  }
+}
+
+// One more element into a running result, in element order (`first`: no element yet).
+template <typename A>
+__device__ __forceinline__ A step(ReduceKind kind, A acc, A x, bool first) {
+  switch (kind) {
+    case ReduceKind::kMax: return (x > acc || is_nan(x)) ? x : acc;
+    case ReduceKind::kMin: return (x < acc || is_nan(x)) ? x : acc;
+    case ReduceKind::kPoolMax: return (first || x > acc) ? x : acc;
+    default: return A(acc + x);
+  }
+}
+
+// Two partial results, `a` holding elements before `b`'s. kMax and kMin are NaN-sticky
+// from either side; kPoolMax keeps a NaN only in `a`, which in the reductions below is
+// always the partial that holds the row's first element.
+template <typename A>
+__device__ __forceinline__ A merge(ReduceKind kind, A a, A b) {
+  switch (kind) {
+    case ReduceKind::kMax: return (b > a || is_nan(b)) ? b : a;
+    case ReduceKind::kMin: return (b < a || is_nan(b)) ? b : a;
+    case ReduceKind::kPoolMax: return b > a ? b : a;
+    default: return A(a + b);
+  }
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ void finish(const ReduceLaunch& a, int64_t out_offset, A acc) {
+  if (a.kind == ReduceKind::kMean) acc = a.inner.count ? A(acc / A(a.inner.count)) : A(0);
+  store<T>(a.out, out_offset, Compute<T>(acc));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const ReduceLaunch a) {
+  using A = Acc<T>;
+  for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
+    int64_t row[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A acc = initial<A>(a.kind);
+    for (int64_t j = 0; j < a.inner.count; ++j) {
+      int64_t off[1];
+      strided_offsets(a.inner, a.inner_div, j, off);
+      acc = step(a.kind, acc, A(load<T>(a.in, row[0] + off[0])), j == 0);
+    }
+    finish<T>(a, row[1], acc);
+  }
+}
+
+// Combines each thread's `value` over the block in thread order; the result is valid in
+// thread 0. `identity` fills the slots of missing warps.
+template <typename A, typename Merge>
+__device__ A block_combine(A value, A identity, Merge merge_fn) {
+  __shared__ A partial[kMaxWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < int(blockDim.x / 32) ? partial[lane] : identity;
+    for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
+  }
+  __syncthreads();  // `partial` is reused by the next call
+  return value;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) reduce_block_kernel(const ReduceLaunch a) {
+  using A = Acc<T>;
+  const ReduceKind kind = a.kind;
+  for (int64_t r = blockIdx.x; r < a.rows.count; r += gridDim.x) {
+    int64_t row[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A acc = initial<A>(kind);
+    for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) {
+      int64_t off[1];
+      strided_offsets(a.inner, a.inner_div, j, off);
+      acc = step(kind, acc, A(load<T>(a.in, row[0] + off[0])), j == threadIdx.x);
+    }
+    acc = block_combine(acc, initial<A>(kind), [kind](A x, A y) { return merge(kind, x, y); });
+    if (threadIdx.x == 0) finish<T>(a, row[1], acc);
+  }
+}
+
+template <typename A> __device__ __forceinline__ A m_exp(A x) { return exp(x); }
+template <> __device__ __forceinline__ float m_exp(float x) { return expf(x); }
+template <typename A> __device__ __forceinline__ A m_log(A x) { return log(x); }
+template <> __device__ __forceinline__ float m_log(float x) { return logf(x); }
+// std::max(max, v): a NaN element never becomes the maximum.
+template <typename A> __device__ __forceinline__ A max_of(A m, A v) { return m < v ? v : m; }
+
+template <typename T>
+__device__ __forceinline__ void softmax_write(const ReduceLaunch& a, const int64_t (&row)[2], int64_t j, Acc<T> max,
+                                              Acc<T> sum, Acc<T> log_sum) {
+  int64_t off[2];
+  strided_offsets(a.inner, a.inner_div, j, off);
+  Acc<T> v = Acc<T>(load<T>(a.in, row[0] + off[0])) - max;
+  Acc<T> result = a.kind == ReduceKind::kLogSoftmax ? v - log_sum : m_exp(v) / sum;
+  store<T>(a.out, row[1] + off[1], Compute<T>(result));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const ReduceLaunch a) {
+  using A = Acc<T>;
+  for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
+    int64_t row[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A max = -::cuda::std::numeric_limits<A>::infinity(), sum = 0;
+    int64_t off[2];
+    for (int64_t j = 0; j < a.inner.count; ++j) {
+      strided_offsets(a.inner, a.inner_div, j, off);
+      max = max_of(max, A(load<T>(a.in, row[0] + off[0])));
+    }
+    for (int64_t j = 0; j < a.inner.count; ++j) {
+      strided_offsets(a.inner, a.inner_div, j, off);
+      sum += m_exp(A(load<T>(a.in, row[0] + off[0])) - max);
+    }
+    const A log_sum = m_log(sum);
+    for (int64_t j = 0; j < a.inner.count; ++j) softmax_write<T>(a, row, j, max, sum, log_sum);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) softmax_block_kernel(const ReduceLaunch a) {
+  using A = Acc<T>;
+  const A lowest = -::cuda::std::numeric_limits<A>::infinity();
+  for (int64_t r = blockIdx.x; r < a.rows.count; r += gridDim.x) {
+    int64_t row[2], off[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A max = lowest, sum = 0;
+    for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) {
+      strided_offsets(a.inner, a.inner_div, j, off);
+      max = max_of(max, A(load<T>(a.in, row[0] + off[0])));
+    }
+    max = block_combine(max, lowest, [](A x, A y) { return max_of(x, y); });
+    __shared__ A shared_max, shared_sum;
+    if (threadIdx.x == 0) shared_max = max;
+    __syncthreads();
+    max = shared_max;
+    for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) {
+      strided_offsets(a.inner, a.inner_div, j, off);
+      sum += m_exp(A(load<T>(a.in, row[0] + off[0])) - max);
+    }
+    sum = block_combine(sum, A(0), [](A x, A y) { return x + y; });
+    if (threadIdx.x == 0) shared_sum = sum;
+    __syncthreads();
+    sum = shared_sum;
+    const A log_sum = m_log(sum);
+    for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) softmax_write<T>(a, row, j, max, sum, log_sum);
+    __syncthreads();  // shared_max and shared_sum are rewritten for the next row
+  }
+}
+
+bool is_softmax(ReduceKind kind) { return kind == ReduceKind::kSoftmax || kind == ReduceKind::kLogSoftmax; }
+
+template <typename T>
+cudaError_t launch_reduce(const ReduceLaunch& l, cudaStream_t stream) {
+  const bool softmax = is_softmax(l.kind);
+  if (l.block_threads == 0) {
+    unsigned grid = grid_for(l.rows.count, kThreads);
+    if (softmax) softmax_rows_kernel<T><<<grid, kThreads, 0, stream>>>(l);
+    else reduce_rows_kernel<T><<<grid, kThreads, 0, stream>>>(l);
+  } else {
+    unsigned grid = unsigned(std::min<int64_t>(l.rows.count, 1 << 20));
+    if (softmax) softmax_block_kernel<T><<<grid, l.block_threads, 0, stream>>>(l);
+    else reduce_block_kernel<T><<<grid, l.block_threads, 0, stream>>>(l);
+  }
+  return cudaGetLastError();
+}
+
+Status select_launcher(const ReduceSpec& s, ReduceLaunch* l) {
+  const bool floating = is_floating(s.in.dtype);
+  if (is_softmax(s.kind) && !floating) return unsupported("no CUDA softmax for " + std::string(dtype_name(s.in.dtype)));
+  switch (s.in.dtype) {
+    case DType::kF32: l->launcher = &launch_reduce<float>; break;
+    case DType::kF16: l->launcher = &launch_reduce<__half>; break;
+    case DType::kBF16: l->launcher = &launch_reduce<__nv_bfloat16>; break;
+    case DType::kF64: l->launcher = &launch_reduce<double>; break;
+    case DType::kI64: l->launcher = &launch_reduce<int64_t>; break;
+    case DType::kI32: l->launcher = &launch_reduce<int32_t>; break;
+    case DType::kI8: l->launcher = &launch_reduce<int8_t>; break;
+    case DType::kU8:
+    case DType::kBool: l->launcher = &launch_reduce<uint8_t>; break;  // bool: 0/1 bytes
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status prepare_reduce(const ReduceSpec& s, ReduceLaunch* l) {
+  if (s.in.dtype != s.out.dtype) return internal_error("reduction from " + s.in.to_string() + " to " + s.out.to_string());
+  *l = ReduceLaunch{};
+  l->kind = s.kind;
+  // Rows and inner elements are numbered in the input's memory order; MaxPool's maximum
+  // keeps the row-major order of its elements (a NaN counts only as the first element).
+  Shape row_sizes = s.row_sizes, inner_sizes = s.inner_sizes;
+  std::vector<Strides> row_strides{s.in_row_strides, s.out_row_strides};
+  std::vector<Strides> inner_strides{s.in_inner_strides,
+                                     is_softmax(s.kind) ? s.out_inner_strides : Strides(s.inner_sizes.size(), 0)};
+  order_dims_by(s.in_row_strides, row_sizes, row_strides);
+  if (s.kind != ReduceKind::kPoolMax) order_dims_by(s.in_inner_strides, inner_sizes, inner_strides);
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(row_sizes, row_strides, &l->rows));
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(inner_sizes, inner_strides, &l->inner));
+  make_fast_divisors(l->rows, l->rows_div);
+  make_fast_divisors(l->inner, l->inner_div);
+  l->in = device_data<const std::byte>(s.in);
+  l->out = device_data<std::byte>(s.out);
+  if (l->inner.count > kThreadRowMax) {
+    int threads = 32;
+    while (threads < kThreads && threads < l->inner.count) threads *= 2;
+    l->block_threads = threads;
+  }
+  return select_launcher(s, l);
+}
+
+Status run_reduce(const ReduceLaunch& l, cudaStream_t stream) {
+  if (l.rows.count == 0) return Status::ok();
+  cudaError_t error = l.launcher(l, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("reduction kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 }  // namespace strider::cuda

@@ -1,0 +1,275 @@
+// Elementwise kernels on the GPU: unary math, binary arithmetic and logic with numpy
+// broadcasting, comparisons, Where, Clip, Pow, the variadic Sum/Mean/Min/Max, Cast and
+// CastLike, and BatchNormalization (inference). Same ops, dtypes and attribute handling
+// as the CPU's elementwise kernels; the launches themselves live in elementwise.cu.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "hal/cuda/copy.h"
+#include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/launch.h"
+
+namespace strider::cuda {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+namespace {
+
+// One or more prepared map launches run in order on the queue's stream.
+class MapKernel final : public Kernel {
+ public:
+  MapKernel(std::string name, std::vector<MapLaunch> launches) : name_(std::move(name)), launches_(std::move(launches)) {}
+  Status run(const QueueContext& context) override {
+    for (const MapLaunch& l : launches_) STRIDER_RETURN_IF_ERROR(run_map(l, stream_of(context)));
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider-cuda:" + name_; }
+
+ private:
+  std::string name_;
+  std::vector<MapLaunch> launches_;
+};
+
+// Cast between equal dtypes: a strided copy.
+class CopyCastKernel final : public Kernel {
+ public:
+  CopyCastKernel(TensorView out, TensorView in) : out_(std::move(out)), in_(std::move(in)) {}
+  Status run(const QueueContext& context) override { return launch_copy(out_, in_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:copy:Cast"; }
+
+ private:
+  TensorView out_, in_;
+};
+
+Status unsupported_dtype(const KernelRequest& r, DType dtype) {
+  return unsupported(fmt::format("{} on {} is not supported", r.node.op_type, dtype_name(dtype)));
+}
+
+Status check_dtype(const KernelRequest& r, const TensorView& view, DType expected, std::string_view what) {
+  if (view.dtype == expected) return Status::ok();
+  return invalid_argument(fmt::format("{} {} is {}, expected {}", r.node.op_type, what, dtype_name(view.dtype),
+                                      dtype_name(expected)));
+}
+
+// Broadcasts `inputs` to the output's sizes and prepares the launch. An UNSUPPORTED
+// answer from the launcher (no instantiation for these dtypes) names the op and dtype.
+Result<MapLaunch> prepare(const KernelRequest& r, MapOp op, const TensorView& out, const std::vector<TensorView>& inputs,
+                          const MapParams& params) {
+  MapSpec spec{op, out, {}, params};
+  for (const TensorView& in : inputs) {
+    STRIDER_ASSIGN_OR_RETURN(TensorView b, broadcast_view(in, out.sizes));
+    spec.inputs.push_back(std::move(b));
+  }
+  MapLaunch launch;
+  Status s = prepare_map(spec, &launch);
+  if (s.code() == StatusCode::kUnsupported)
+    return unsupported(fmt::format("{} on {} is not supported: {}", r.node.op_type, dtype_name(inputs[0].dtype), s.message()));
+  if (!s.is_ok()) return s;
+  return launch;
+}
+
+Result<KernelPtr> make_map(const KernelRequest& r, MapOp op, std::vector<TensorView> inputs, MapParams params = {}) {
+  STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, op, r.outputs[0], inputs, params));
+  return KernelPtr(new MapKernel(r.node.op_type, {launch}));
+}
+
+// Ops whose output has the dtype of input 0 (or bool, for comparisons).
+Result<KernelPtr> same_dtype_map(const KernelRequest& r, MapOp op, size_t arity, MapParams params = {}) {
+  bool to_bool = op == MapOp::kEqual || op == MapOp::kLess || op == MapOp::kGreater || op == MapOp::kLessOrEqual ||
+                 op == MapOp::kGreaterOrEqual;
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], to_bool ? DType::kBool : r.inputs[0].dtype, "output"));
+  for (size_t i = 1; i < arity; ++i) STRIDER_RETURN_IF_ERROR(check_dtype(r, r.inputs[i], r.inputs[0].dtype, "input"));
+  return make_map(r, op, std::vector<TensorView>(r.inputs.begin(), r.inputs.begin() + long(arity)), params);
+}
+
+template <MapOp kOp, size_t kArity>
+Result<KernelPtr> simple(const KernelRequest& r, const CudaContext&) {
+  return same_dtype_map(r, kOp, kArity);
+}
+
+Result<KernelPtr> make_leaky_relu(const KernelRequest& r, const CudaContext&) {
+  MapParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 0.01f));
+  return same_dtype_map(r, MapOp::kLeakyRelu, 1, p);
+}
+Result<KernelPtr> make_hard_sigmoid(const KernelRequest& r, const CudaContext&) {
+  MapParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 0.2f));
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[1], r.node.attributes.get_float("beta", 0.5f));
+  return same_dtype_map(r, MapOp::kHardSigmoid, 1, p);
+}
+Result<KernelPtr> make_elu(const KernelRequest& r, const CudaContext&) {
+  MapParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 1.0f));
+  return same_dtype_map(r, MapOp::kElu, 1, p);
+}
+Result<KernelPtr> make_selu(const KernelRequest& r, const CudaContext&) {
+  MapParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 1.67326319217681884765625f));
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[1], r.node.attributes.get_float("gamma", 1.05070102214813232421875f));
+  return same_dtype_map(r, MapOp::kSelu, 1, p);
+}
+
+Result<KernelPtr> make_where(const KernelRequest& r, const CudaContext&) {
+  if (r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.inputs[2], r.inputs[1].dtype, "input 2"));
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], r.inputs[1].dtype, "output"));
+  return make_map(r, MapOp::kWhere, {r.inputs[0], r.inputs[1], r.inputs[2]});
+}
+
+// Clip's bounds: optional scalar inputs (opset >= 11), read on the device at each run so
+// computed bounds work too, or attributes (< 11).
+Result<KernelPtr> make_clip(const KernelRequest& r, const CudaContext&) {
+  const AttributeMap& a = r.node.attributes;
+  DType dtype = r.inputs[0].dtype;
+  if (dtype == DType::kBool) return unsupported_dtype(r, dtype);
+  MapParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], a.get_float("min", -std::numeric_limits<float>::infinity()));
+  STRIDER_ASSIGN_OR_RETURN(p.scalars[1], a.get_float("max", std::numeric_limits<float>::infinity()));
+  for (size_t i = 1; i < 3; ++i) {
+    if (!r.has_input(i)) continue;
+    if (r.inputs[i].num_elements() != 1)
+      return invalid_argument(fmt::format("Clip bound {} has {} elements", i, r.inputs[i].num_elements()));
+    STRIDER_RETURN_IF_ERROR(check_dtype(r, r.inputs[i], dtype, i == 1 ? "min" : "max"));
+    p.bounds[i - 1] = device_data<const std::byte>(r.inputs[i]);
+  }
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], dtype, "output"));
+  return make_map(r, MapOp::kClip, {r.inputs[0]}, p);
+}
+
+Result<KernelPtr> make_pow(const KernelRequest& r, const CudaContext&) {
+  DType base = r.inputs[0].dtype, exponent = r.inputs[1].dtype;
+  if (base == DType::kBool || base == DType::kI8 || base == DType::kU8) return unsupported_dtype(r, base);
+  if (exponent == DType::kBool) return unsupported_dtype(r, exponent);
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], base, "output"));
+  MapParams p;
+  p.dynamic = exponent;
+  return make_map(r, MapOp::kPow, {r.inputs[0], r.inputs[1]}, p);
+}
+
+Result<KernelPtr> make_cast(const KernelRequest& r, const CudaContext&) {
+  const TensorView& in = r.inputs[0];
+  const TensorView& out = r.outputs[0];
+  if (in.dtype == out.dtype) return KernelPtr(new CopyCastKernel(out, in));
+  MapParams p;
+  p.dynamic = in.dtype;
+  return make_map(r, MapOp::kCast, {in}, p);
+}
+
+// BatchNormalization (inference): the four parameter vectors are broadcast along dim 1
+// of x and combined per element, so computed parameters need no extra pass.
+Result<KernelPtr> make_batch_norm(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(float epsilon, r.node.attributes.get_float("epsilon", 1e-5f));
+  const TensorView& x = r.inputs[0];
+  if (r.inputs.size() < 5 || x.rank() < 2) return invalid_argument("BatchNormalization needs x of rank >= 2 and 4 parameters");
+  if (!is_floating(x.dtype)) return unsupported_dtype(r, x.dtype);
+  std::vector<TensorView> inputs{x};
+  for (size_t i = 1; i < 5; ++i) {
+    const TensorView& v = r.inputs[i];
+    if (v.dtype != x.dtype)
+      return unsupported(fmt::format("BatchNormalization with {} input {} and {} data", dtype_name(v.dtype), i,
+                                     dtype_name(x.dtype)));
+    if (v.rank() != 1 || v.sizes[0] != x.sizes[1])
+      return invalid_argument(fmt::format("BatchNormalization input {} is {}, expected [{}]", i,
+                                          shape_to_string(v.sizes), x.sizes[1]));
+    Strides strides(size_t(x.rank()), 0);
+    strides[1] = v.strides[0];
+    STRIDER_ASSIGN_OR_RETURN(TensorView along_channels, reinterpret(v, x.sizes, strides, 0, "parameter"));
+    inputs.push_back(std::move(along_channels));
+  }
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], x.dtype, "output"));
+  MapParams p;
+  p.scalars[0] = epsilon;
+  return make_map(r, MapOp::kBatchNorm, std::move(inputs), p);
+}
+
+// Sum, Mean, Min, Max: up to 8 inputs per launch; more are folded into the output by
+// further launches that read it as their first input. Inputs that may share bytes with
+// the output (written in place over a dying input) go first, so that every one of them
+// is read before the output is written.
+Result<KernelPtr> make_variadic(const KernelRequest& r, MapOp op) {
+  const TensorView& out = r.outputs[0];
+  if (out.dtype == DType::kBool) return unsupported_dtype(r, out.dtype);
+  std::vector<TensorView> inputs = r.inputs;
+  for (const TensorView& in : inputs) STRIDER_RETURN_IF_ERROR(check_dtype(r, in, out.dtype, "input"));
+  auto aliased = std::stable_partition(inputs.begin(), inputs.end(), [&](const TensorView& v) { return may_overlap(v, out); });
+  constexpr size_t kChunk = size_t(kMaxMapOperands - 1);
+  if (size_t(aliased - inputs.begin()) > kChunk)
+    return unsupported(fmt::format("{} with more than {} inputs sharing bytes with the output", r.node.op_type, kChunk));
+  std::vector<MapLaunch> launches;
+  for (size_t first = 0; first < inputs.size();) {
+    std::vector<TensorView> chunk;
+    if (first > 0) chunk.push_back(out);
+    while (chunk.size() < kChunk && first < inputs.size()) chunk.push_back(inputs[first++]);
+    MapParams p;
+    if (op == MapOp::kMean && first == inputs.size()) p.scale = 1.0 / double(inputs.size());
+    STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, op, out, chunk, p));
+    launches.push_back(launch);
+  }
+  return KernelPtr(new MapKernel(r.node.op_type, std::move(launches)));
+}
+
+template <MapOp kOp>
+Result<KernelPtr> variadic(const KernelRequest& r, const CudaContext&) {
+  return make_variadic(r, kOp);
+}
+
+Result<KernelPtr> make_equal(const KernelRequest& r, const CudaContext&) { return same_dtype_map(r, MapOp::kEqual, 2); }
+
+// Logic ops take bool only.
+template <MapOp kOp, size_t kArity>
+Result<KernelPtr> logic(const KernelRequest& r, const CudaContext&) {
+  if (r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
+  return same_dtype_map(r, kOp, kArity);
+}
+
+}  // namespace
+
+void register_elementwise_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"Sigmoid", simple<MapOp::kSigmoid, 1>});
+  table.push_back({"Tanh", simple<MapOp::kTanh, 1>});
+  table.push_back({"Exp", simple<MapOp::kExp, 1>});
+  table.push_back({"Log", simple<MapOp::kLog, 1>});
+  table.push_back({"Sqrt", simple<MapOp::kSqrt, 1>});
+  table.push_back({"Erf", simple<MapOp::kErf, 1>});
+  table.push_back({"Floor", simple<MapOp::kFloor, 1>});
+  table.push_back({"Ceil", simple<MapOp::kCeil, 1>});
+  table.push_back({"Sin", simple<MapOp::kSin, 1>});
+  table.push_back({"Cos", simple<MapOp::kCos, 1>});
+  table.push_back({"Reciprocal", simple<MapOp::kReciprocal, 1>});
+  table.push_back({"Softplus", simple<MapOp::kSoftplus, 1>});
+  table.push_back({"HardSwish", simple<MapOp::kHardSwish, 1>});
+  table.push_back({"LeakyRelu", make_leaky_relu});
+  table.push_back({"HardSigmoid", make_hard_sigmoid});
+  table.push_back({"Elu", make_elu});
+  table.push_back({"Selu", make_selu});
+  table.push_back({"Relu", simple<MapOp::kRelu, 1>});
+  table.push_back({"Neg", simple<MapOp::kNeg, 1>});
+  table.push_back({"Abs", simple<MapOp::kAbs, 1>});
+  table.push_back({"Add", simple<MapOp::kAdd, 2>});
+  table.push_back({"Sub", simple<MapOp::kSub, 2>});
+  table.push_back({"Mul", simple<MapOp::kMul, 2>});
+  table.push_back({"Div", simple<MapOp::kDiv, 2>});
+  table.push_back({"Equal", make_equal});
+  table.push_back({"Less", simple<MapOp::kLess, 2>});
+  table.push_back({"Greater", simple<MapOp::kGreater, 2>});
+  table.push_back({"LessOrEqual", simple<MapOp::kLessOrEqual, 2>});
+  table.push_back({"GreaterOrEqual", simple<MapOp::kGreaterOrEqual, 2>});
+  table.push_back({"And", logic<MapOp::kAnd, 2>});
+  table.push_back({"Or", logic<MapOp::kOr, 2>});
+  table.push_back({"Xor", logic<MapOp::kXor, 2>});
+  table.push_back({"Not", logic<MapOp::kNot, 1>});
+  table.push_back({"Where", make_where});
+  table.push_back({"Clip", make_clip});
+  table.push_back({"Pow", make_pow});
+  table.push_back({"Cast", make_cast});
+  table.push_back({"CastLike", make_cast});
+  table.push_back({"BatchNormalization", make_batch_norm});
+  table.push_back({"Sum", variadic<MapOp::kSum>});
+  table.push_back({"Mean", variadic<MapOp::kMean>});
+  table.push_back({"Min", variadic<MapOp::kMin>});
+  table.push_back({"Max", variadic<MapOp::kMax>});
+}
+
+}  // namespace strider::cuda

@@ -1,0 +1,119 @@
+// Throughput of strider's own CUDA kernels on detector-sized tensors (disabled by default:
+// run with --gtest_also_run_disabled_tests --gtest_filter=*Throughput*). Prints the time
+// per run and the bandwidth over the bytes of every input and output element.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "cuda_test_util.h"
+#include "ops/op_registry.h"
+
+namespace strider::cuda_test {
+namespace {
+
+struct BenchCase {
+  std::string name;
+  Graph graph;
+  std::map<std::string, Tensor> inputs;
+  Layout layout;
+};
+
+BenchCase unary(const std::string& op, DType dtype, const Shape& shape, Layout layout) {
+  GraphBuilder b;
+  b.output(b.op(op, {b.input("a", dtype, shape)}));
+  return {op + " " + std::string(dtype_name(dtype)) + " " + shape_to_string(shape), b.build(),
+          {{"a", random_tensor(dtype, shape, 1)}}, layout};
+}
+
+BenchCase binary(const std::string& op, const Shape& a, const Shape& c, Layout layout) {
+  GraphBuilder b;
+  b.output(b.op(op, {b.input("a", DType::kF32, a), b.input("c", DType::kF32, c)}));
+  return {op + " f32 " + shape_to_string(a) + " " + shape_to_string(c), b.build(),
+          {{"a", random_tensor(DType::kF32, a, 1)}, {"c", random_tensor(DType::kF32, c, 2)}}, layout};
+}
+
+BenchCase upsample(const Shape& shape, const char* mode, Layout layout) {
+  GraphBuilder b(13);
+  AttributeMap attrs;
+  attrs.set_string("mode", mode);
+  b.output(b.op("Resize", {b.input("x", DType::kF32, shape), b.constant("roi", Tensor(DType::kF32, {0})),
+                           b.constant("scales", f32({4}, {1, 1, 2, 2}))}, attrs));
+  return {std::string("Resize ") + mode + " 2x f32 " + shape_to_string(shape), b.build(),
+          {{"x", random_tensor(DType::kF32, shape, 1)}}, layout};
+}
+
+BenchCase softmax_dfl() {
+  GraphBuilder b(13);
+  b.output(b.op("Softmax", {b.input("x", DType::kF32, {1, 4, 16, 8400})}, one_int("axis", 2)));
+  return {"Softmax axis 2 f32 [1, 4, 16, 8400]", b.build(), {{"x", random_tensor(DType::kF32, {1, 4, 16, 8400}, 1)}}, Layout::kDense};
+}
+
+BenchCase sppf_pool(Layout layout) {
+  GraphBuilder b(12);
+  AttributeMap a = ints("kernel_shape", {5, 5});
+  a.set_ints("pads", {2, 2, 2, 2});
+  b.output(b.op("MaxPool", {b.input("x", DType::kF32, {1, 256, 20, 20})}, a));
+  return {"MaxPool 5x5 f32 [1, 256, 20, 20]", b.build(), {{"x", random_tensor(DType::kF32, {1, 256, 20, 20}, 1)}}, layout};
+}
+
+BenchCase global_average() {
+  GraphBuilder b;
+  b.output(b.op("GlobalAveragePool", {b.input("x", DType::kF32, {8, 512, 40, 40})}));
+  return {"GlobalAveragePool f32 [8, 512, 40, 40]", b.build(), {{"x", random_tensor(DType::kF32, {8, 512, 40, 40}, 1)}},
+          Layout::kDense};
+}
+
+TEST(CudaKernelBench, DISABLED_Throughput) {
+  STRIDER_REQUIRE_GPU();
+  const Shape big = {1, 64, 320, 320};
+  std::vector<BenchCase> cases;
+  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kDense));
+  cases.push_back(unary("Sigmoid", DType::kBF16, big, Layout::kDense));
+  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kChannelSlice));
+  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kAlignedSlice));
+  cases.push_back(binary("Mul", big, big, Layout::kDense));
+  cases.push_back(binary("Mul", big, big, Layout::kChannelSlice));
+  cases.push_back(binary("Mul", big, big, Layout::kAlignedSlice));
+  cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kDense));
+  cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kChannelsLast));
+  cases.push_back(unary("Relu", DType::kF32, {16}, Layout::kDense));  // the launch floor
+  cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kDense));
+  cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kChannelSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kDense));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kChannelSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kAlignedSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "linear", Layout::kDense));
+  cases.push_back(softmax_dfl());
+  cases.push_back(sppf_pool(Layout::kDense));
+  cases.push_back(sppf_pool(Layout::kAlignedSlice));
+  cases.push_back(global_average());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (BenchCase& c : cases) {
+    InferContext context(c.graph, 0);
+    ASSERT_TRUE(find_op_schema("", c.graph.node(0).op_type)->infer(context).is_ok()) << c.name;
+    auto node = prepare_node(c.graph, c.inputs, c.layout, stream);
+    ASSERT_TRUE(node.is_ok()) << c.name << ": " << node.status().to_string();
+    constexpr int kRuns = 20;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(node->kernel->run(QueueContext{1, stream}).is_ok());
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < kRuns; ++i) (void)node->kernel->run(QueueContext{1, stream});
+    cudaEventRecord(stop, stream);
+    ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    double us = 1000.0 * ms / kRuns;
+    std::printf("%-48s %-22s %9.1f us %8.0f GB/s\n", c.name.c_str(), layout_name(c.layout).c_str(), us,
+                double(node->bytes) / (us * 1e3));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace strider::cuda_test

@@ -1,0 +1,338 @@
+#include "cuda_test_util.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "base/float16.h"
+#include "hal/cuda/cuda_kernels.h"
+#include "ops/op_registry.h"
+#include "reference/reference.h"
+
+namespace strider::cuda_test {
+
+bool have_gpu() {
+  static const bool have = [] {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  }();
+  return have;
+}
+
+std::string layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kDense: return "dense";
+    case Layout::kChannelsLast: return "channels-last padded";
+    case Layout::kReversed: return "reversed";
+    case Layout::kChannelSlice: return "channel slice";
+    case Layout::kAlignedSlice: return "aligned channel slice";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr uint8_t kPoison = 0xA5;
+
+struct Placement {
+  Strides strides;
+  int64_t offset = 0;    // elements
+  int64_t elements = 0;  // the buffer's size in elements
+};
+
+Placement place(const Shape& sizes, Layout layout) {
+  const size_t rank = sizes.size();
+  std::vector<size_t> order(rank);  // storage order, outermost first
+  std::iota(order.begin(), order.end(), 0);
+  Shape extent = sizes;
+  Placement p;
+  int slice_dim = -1;
+  const bool slice = layout == Layout::kChannelSlice || layout == Layout::kAlignedSlice;
+  const int64_t slice_start = layout == Layout::kAlignedSlice ? 4 : 2;
+  if (layout == Layout::kChannelsLast || slice) {
+    if (rank >= 3) {
+      order = {0};
+      for (size_t d = 2; d < rank; ++d) order.push_back(d);
+      order.push_back(1);
+    }
+    if (layout == Layout::kChannelsLast) {
+      for (int64_t& e : extent) e += 1;
+      p.offset = 3;
+    } else if (rank > 0) {
+      slice_dim = rank >= 2 ? 1 : 0;
+      extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 8 : 5;
+    }
+  }
+  p.strides.assign(rank, 0);
+  int64_t span = 1;
+  for (size_t k = rank; k-- > 0;) {
+    p.strides[order[k]] = span;
+    span *= std::max<int64_t>(extent[order[k]], 1);
+  }
+  if (slice_dim >= 0) p.offset += slice_start * p.strides[size_t(slice_dim)];
+  if (layout == Layout::kReversed) {
+    std::set<size_t> reversed;
+    for (size_t d = 0; d < rank; ++d)
+      if (sizes[d] > 1) reversed.insert(d);
+    if (reversed.size() > 2) reversed = {*reversed.begin(), *reversed.rbegin()};
+    for (size_t d : reversed) {
+      p.offset += (sizes[d] - 1) * p.strides[d];
+      p.strides[d] = -p.strides[d];
+    }
+  }
+  p.elements = p.offset + span + 8;
+  return p;
+}
+
+// Calls fn(i, element offset) for every element of the view in row-major order.
+template <typename Fn>
+void for_each_element(const TensorView& v, Fn fn) {
+  std::vector<int64_t> index(v.sizes.size(), 0);
+  for (int64_t i = 0; i < v.num_elements(); ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < index.size(); ++d) offset += index[d] * v.strides[d];
+    fn(i, offset);
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < v.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+void set_element(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kF32: t.data<float>()[i] = float(v); break;
+    case DType::kF16: t.data<uint16_t>()[i] = f16::from_float(float(v)).bits; break;
+    case DType::kBF16: t.data<uint16_t>()[i] = bf16::from_float(float(v)).bits; break;
+    case DType::kF64: t.data<double>()[i] = v; break;
+    case DType::kI64: t.data<int64_t>()[i] = int64_t(v); break;
+    case DType::kI32: t.data<int32_t>()[i] = int32_t(v); break;
+    case DType::kI8: t.data<int8_t>()[i] = int8_t(v); break;
+    case DType::kU8: t.data<uint8_t>()[i] = uint8_t(v); break;
+    case DType::kBool: t.data<uint8_t>()[i] = v != 0 ? 1 : 0; break;
+  }
+}
+
+struct Stream {
+  cudaStream_t stream = nullptr;
+  Stream() { cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); }
+  ~Stream() { cudaStreamDestroy(stream); }
+};
+
+std::vector<double> doubles(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(t.element_as_double(i));
+  return v;
+}
+
+}  // namespace
+
+DeviceTensor::DeviceTensor(DType dtype, const Shape& sizes, Layout layout) {
+  Placement p = place(sizes, layout);
+  const int64_t esize = dtype_size(dtype);
+  const int64_t bytes = p.elements * esize;
+  host_.assign(size_t(bytes), std::byte{kPoison});
+  EXPECT_EQ(cudaMalloc(&device_, size_t(bytes)), cudaSuccess);
+  allocation_ = std::make_unique<Allocation>(9, "test", "cuda", static_cast<std::byte*>(device_), bytes, 256,
+                                             StorageMode::kDevice, false);
+  auto view = make_view(*allocation_, p.offset * esize, dtype, sizes, p.strides, "test view");
+  EXPECT_TRUE(view.is_ok()) << view.status().to_string();
+  if (view.is_ok()) view_ = *view;
+}
+
+DeviceTensor::~DeviceTensor() {
+  if (device_) cudaFree(device_);
+}
+
+void DeviceTensor::upload(const Tensor* t, void* stream) {
+  const int64_t esize = dtype_size(view_.dtype);
+  if (t) {
+    EXPECT_EQ(t->dtype(), view_.dtype);
+    EXPECT_EQ(t->shape(), view_.sizes);
+    for_each_element(view_, [&](int64_t i, int64_t offset) {
+      std::memcpy(host_.data() + view_.byte_offset + offset * esize, t->bytes() + i * esize, size_t(esize));
+    });
+  }
+  EXPECT_EQ(cudaMemcpyAsync(device_, host_.data(), host_.size(), cudaMemcpyHostToDevice, cudaStream_t(stream)), cudaSuccess);
+}
+
+void DeviceTensor::download(void* stream) {
+  EXPECT_EQ(cudaMemcpyAsync(host_.data(), device_, host_.size(), cudaMemcpyDeviceToHost, cudaStream_t(stream)), cudaSuccess);
+}
+
+Tensor DeviceTensor::elements() const {
+  Tensor t(view_.dtype, view_.sizes);
+  const int64_t esize = dtype_size(view_.dtype);
+  for_each_element(view_, [&](int64_t i, int64_t offset) {
+    std::memcpy(t.bytes() + i * esize, host_.data() + view_.byte_offset + offset * esize, size_t(esize));
+  });
+  return t;
+}
+
+std::vector<int64_t> DeviceTensor::clobbered() const {
+  const int64_t esize = dtype_size(view_.dtype);
+  std::vector<bool> mine(host_.size(), false);
+  for_each_element(view_, [&](int64_t, int64_t offset) {
+    for (int64_t b = 0; b < esize; ++b) mine[size_t(view_.byte_offset + offset * esize + b)] = true;
+  });
+  std::vector<int64_t> bad;
+  for (size_t b = 0; b < host_.size(); ++b)
+    if (!mine[b] && uint8_t(host_[b]) != kPoison) bad.push_back(int64_t(b));
+  return bad;
+}
+
+Tolerance tolerance_for(DType dtype) {
+  if (dtype == DType::kBF16 || dtype == DType::kF16) return {2e-2, 1e-3, 0.999};
+  return {1e-5, 1e-6, 0.99999};
+}
+
+Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    double v = 0;
+    switch (dtype) {
+      case DType::kU8: v = double(rng() % 11); break;
+      case DType::kBool: v = double(rng() & 1); break;
+      case DType::kI64:
+      case DType::kI32:
+      case DType::kI8: v = double(int(rng() % 11) - 5); break;
+      default: v = normal(rng);
+    }
+    set_element(t, i, v);
+  }
+  return t;
+}
+
+Tensor tensor_of(DType dtype, const Shape& shape, const std::vector<double>& values) {
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) set_element(t, i, values.at(size_t(i)));
+  return t;
+}
+
+Tensor random_magnitudes(DType dtype, const Shape& shape, uint32_t seed, double low, double high, bool positive) {
+  positive = positive || dtype == DType::kU8;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(low, high);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    double v = uniform(rng);
+    if (!positive && (rng() & 1)) v = -v;
+    set_element(t, i, is_floating(dtype) ? v : std::round(v));
+  }
+  return t;
+}
+
+namespace {
+
+// Downloads the outputs of a prepared node and waits for everything on `stream`.
+Status run_and_download(PreparedNode& node, cudaStream_t stream) {
+  STRIDER_RETURN_IF_ERROR(node.kernel->run(QueueContext{1, stream}));
+  for (auto& out : node.outputs)
+    if (out) out->download(stream);
+  cudaError_t error = cudaStreamSynchronize(stream);
+  if (error != cudaSuccess) return device_error(std::string("kernel failed: ") + cudaGetErrorString(error));
+  return Status::ok();
+}
+
+}  // namespace
+
+void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout, const Graph* reference) {
+  ASSERT_EQ(graph.num_nodes(), 1);
+  InferContext context(graph, 0);
+  const Node& node = graph.node(0);
+  const OpSchema* schema = find_op_schema("", node.op_type);
+  ASSERT_NE(schema, nullptr) << node.op_type;
+  Status inferred = schema->infer(context);
+  ASSERT_TRUE(inferred.is_ok()) << inferred.to_string();
+  auto expected = evaluate_reference(reference ? *reference : graph, inputs);
+  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+  Stream stream;
+  const std::string what = node.op_type + " (" + layout_name(layout) + ")";
+  auto prepared = prepare_node(graph, inputs, layout, stream.stream);
+  ASSERT_TRUE(prepared.is_ok()) << what << ": " << prepared.status().to_string();
+  Status ran = run_and_download(*prepared, stream.stream);
+  ASSERT_TRUE(ran.is_ok()) << what << ": " << ran.to_string();
+  const auto& outputs = prepared->outputs;
+  ASSERT_EQ(graph.outputs().size(), expected->outputs.size());
+  for (size_t i = 0, k = 0; i < outputs.size(); ++i) {
+    if (!outputs[i]) continue;
+    const DeviceTensor& out = *outputs[i];
+    const RefTensor& ref = expected->outputs[k++];
+    std::vector<double> reference;
+    for (int64_t e = 0; e < ref.num_elements(); ++e) reference.push_back(ref.element_as_double(e));
+    DType dtype = out.view().dtype;
+    Comparison c = compare_values(doubles(out.elements()), reference, tolerance_for(dtype), !is_floating(dtype));
+    EXPECT_TRUE(c.passed) << what << " output " << i << ": " << c.reason;
+    std::vector<int64_t> bad = out.clobbered();
+    EXPECT_TRUE(bad.empty()) << what << " output " << i << " wrote " << bad.size() << " bytes outside its view, first "
+                             << (bad.empty() ? 0 : bad[0]);
+  }
+}
+
+void check_node_all_layouts(const Graph& graph, const std::map<std::string, Tensor>& inputs, const Graph* reference) {
+  for (Layout layout : kAllLayouts) check_node(graph, inputs, layout, reference);
+}
+
+Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+                                  void* stream) {
+  const Node& node = graph.node(0);
+  PreparedNode prepared;
+  KernelRequest request{graph, node, {}, {}};
+  for (ValueId id : node.inputs) {
+    if (id == kNoValue) {
+      request.inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(id);
+    auto it = inputs.find(v.name);
+    if (!v.is_constant() && it == inputs.end()) return invalid_argument("no value for input " + v.name);
+    const Tensor& value = v.is_constant() ? *v.constant : it->second;
+    prepared.inputs.push_back(std::make_unique<DeviceTensor>(v.dtype, v.shape, v.is_constant() ? Layout::kDense : layout));
+    prepared.inputs.back()->upload(&value, stream);
+    request.inputs.push_back(prepared.inputs.back()->view());
+  }
+  for (ValueId id : node.outputs) {
+    if (id == kNoValue) {
+      request.outputs.emplace_back();
+      prepared.outputs.push_back(nullptr);
+      continue;
+    }
+    const Value& v = graph.value(id);
+    prepared.outputs.push_back(std::make_unique<DeviceTensor>(v.dtype, v.shape, layout));
+    prepared.outputs.back()->upload(nullptr, stream);  // poison only
+    request.outputs.push_back(prepared.outputs.back()->view());
+  }
+  for (const auto* views : {&request.inputs, &request.outputs})
+    for (const TensorView& v : *views) prepared.bytes += v.allocation ? v.num_elements() * dtype_size(v.dtype) : 0;
+  STRIDER_ASSIGN_OR_RETURN(prepared.kernel, cuda::create_kernel(request, cuda::CudaContext{}));
+  return prepared;
+}
+
+Result<std::vector<Tensor>> run_dense(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
+  Stream stream;
+  STRIDER_ASSIGN_OR_RETURN(PreparedNode prepared, prepare_node(graph, inputs, Layout::kDense, stream.stream));
+  STRIDER_RETURN_IF_ERROR(run_and_download(prepared, stream.stream));
+  std::vector<Tensor> result;
+  for (const auto& out : prepared.outputs) result.push_back(out ? out->elements() : Tensor());
+  return result;
+}
+
+AttributeMap ints(const std::string& name, std::vector<int64_t> v) {
+  AttributeMap a;
+  a.set_ints(name, std::move(v));
+  return a;
+}
+AttributeMap one_int(const std::string& name, int64_t v) {
+  AttributeMap a;
+  a.set_int(name, v);
+  return a;
+}
+Tensor i64(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
+Tensor f32(Shape shape, std::vector<float> v) { return Tensor::from_values<float>(DType::kF32, std::move(shape), v); }
+
+}  // namespace strider::cuda_test
