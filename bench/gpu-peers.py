@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import time
 import subprocess
 import sys
 
@@ -44,8 +45,14 @@ def time_calls(fn, x, warmup=20, iterations=200):
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
+        walls = []  # host wall-clock of one call until the GPU finished it
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            fn(x)
+            torch.cuda.synchronize()
+            walls.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    return statistics.median(times), times[int(len(times) * 0.9)]
+    return statistics.median(times), times[int(len(times) * 0.9)], statistics.median(walls)
 
 
 def torch_figures(name, dtype, batch):
@@ -56,8 +63,9 @@ def torch_figures(name, dtype, batch):
     figures = {}
     for label, fn in (("eager", module), ("compile", torch.compile(module, mode="reduce-overhead"))):
         torch.cuda.reset_peak_memory_stats()
-        median, p90 = time_calls(fn, inputs)
-        figures[label] = {"median": median, "p90": p90, "peak_mib": torch.cuda.max_memory_allocated() / 2**20}
+        median, p90, wall = time_calls(fn, inputs)
+        figures[label] = {"median": median, "p90": p90, "wall_median": wall,
+                          "peak_mib": torch.cuda.max_memory_allocated() / 2**20}
     return figures
 
 
@@ -71,7 +79,8 @@ def strider_figures(binary, name, dtype, batch, layout):
         return {"error": (result.stderr or result.stdout).strip().splitlines()[-1]}
     with open(out) as f:
         j = json.load(f)
-    return {"median": j["device_ms_median"], "p90": j["device_ms_p90"], "planned_mib": j["planned_bytes"] / 2**20,
+    return {"median": j["device_ms_median"], "p90": j["device_ms_p90"], "run_median": j["run_ms_median"],
+            "planned_mib": j["planned_bytes"] / 2**20,
             "layout": j["layout"], "graph": j["cuda_graph"]}
 
 
@@ -95,18 +104,21 @@ def main():
                     rows.append((name, dtype, batch, layout, t, s))
                     print(name, dtype, batch, layout, json.dumps({"torch": t, "strider": s}), flush=True)
     print()
-    print("=== strider vs PyTorch (median ms per call, device time; ratio = strider / peer) ===")
-    print("%-20s %-5s %5s %-6s %10s %10s %10s %9s %9s" % ("model", "dtype", "batch", "layout", "eager", "compile",
-                                                           "strider", "/eager", "/compile"))
+    print("=== strider vs PyTorch (median ms per call; device: CUDA events around the call, inputs on the GPU;")
+    print("    wall: host clock until the GPU is done; strider's wall is run(): upload, steps, download) ===")
+    print("%-19s %-4s %5s %-5s %8s %8s %8s %7s %7s | %8s %8s %7s" % (
+        "model", "dtype", "batch", "layout", "eager", "compile", "strider", "/eager", "/compile",
+        "c.wall", "s.wall", "/c.wall"))
     for name, dtype, batch, layout, t, s in rows:
+        eager, comp = t["eager"], t["compile"]
         if "error" in s:
-            print("%-20s %-5s %5d %-6s %10.4f %10.4f %10s  %s" % (name, dtype, batch, layout, t["eager"]["median"],
-                                                                 t["compile"]["median"], "error", s["error"]))
+            print("%-19s %-4s %5d %-5s %8.4f %8.4f  error: %s" % (name, dtype, batch, layout, eager["median"],
+                                                                comp["median"], s["error"]))
             continue
-        print("%-20s %-5s %5d %-6s %10.4f %10.4f %10.4f %9.2f %9.2f" % (
-            name, dtype, batch, layout, t["eager"]["median"], t["compile"]["median"], s["median"],
-            s["median"] / t["eager"]["median"], s["median"] / t["compile"]["median"]))
-
+        print("%-19s %-4s %5d %-5s %8.4f %8.4f %8.4f %7.2f %7.2f | %8.4f %8.4f %7.2f" % (
+            name, dtype, batch, layout, eager["median"], comp["median"], s["median"],
+            s["median"] / eager["median"], s["median"] / comp["median"],
+            comp["wall_median"], s["run_median"], s["run_median"] / comp["wall_median"]))
 
 if __name__ == "__main__":
     main()

@@ -39,7 +39,21 @@ Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to) {
   if (!is_floating(tensor.dtype()) || !is_floating(to))
     return invalid_argument(fmt::format("cannot convert {} to {}", dtype_name(tensor.dtype()), dtype_name(to)));
   Tensor result(to, tensor.shape());
-  for (int64_t i = 0; i < tensor.num_elements(); ++i) store_float(result, i, tensor.element_as_double(i));
+  const int64_t n = tensor.num_elements();
+  // The pairs a bf16 session converts on every run (its f32 inputs and outputs): typed loops.
+  if (tensor.dtype() == DType::kF32 && to == DType::kBF16) {
+    const float* from = tensor.data<float>();
+    bf16* into = result.data<bf16>();
+    for (int64_t i = 0; i < n; ++i) into[i] = bf16::from_float(from[i]);
+    return result;
+  }
+  if (tensor.dtype() == DType::kBF16 && to == DType::kF32) {
+    const bf16* from = tensor.data<bf16>();
+    float* into = result.data<float>();
+    for (int64_t i = 0; i < n; ++i) into[i] = from[i].to_float();
+    return result;
+  }
+  for (int64_t i = 0; i < n; ++i) store_float(result, i, tensor.element_as_double(i));
   return result;
 }
 
