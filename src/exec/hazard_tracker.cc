@@ -34,11 +34,16 @@ std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const Mem
   for (const MemoryAccess& access : accesses) {
     auto found = history_.find(access.view.allocation);
     if (found == history_.end()) continue;
-    for (const Entry& e : found->second) {
-      if (!e.access.write && !access.write) continue;
-      if (e.at.queue == self.queue || ordered[size_t(e.at.queue)] >= e.at.value) continue;
-      if (e.at.value <= needed[size_t(e.at.queue)] || !may_overlap(e.access.view, access.view)) continue;
-      needed[size_t(e.at.queue)] = e.at.value;
+    for (int q = 0; q < num_queues_; ++q) {
+      if (q == self.queue) continue;  // a queue runs its own commands in order
+      const std::vector<Entry>& entries = found->second[size_t(q)];
+      for (auto e = entries.rbegin(); e != entries.rend(); ++e) {  // newest first
+        if (e->at.value <= std::max(ordered[size_t(q)], needed[size_t(q)])) break;
+        if ((e->access.write || access.write) && may_overlap(e->access.view, access.view)) {
+          needed[size_t(q)] = e->at.value;
+          break;
+        }
+      }
     }
   }
   std::vector<Timepoint> candidates;
@@ -61,8 +66,13 @@ std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const Mem
   clock[size_t(self.queue)] = self.value;
   clocks_[size_t(self.queue)] = clock;
   snapshots_[size_t(self.queue)][self.value] = clock;
-  for (const MemoryAccess& access : accesses) history_[access.view.allocation].push_back({access, self});
-  if (++records_ % 64 == 0) prune();
+  for (const MemoryAccess& access : accesses) {
+    auto& per_queue = history_[access.view.allocation];
+    per_queue.resize(size_t(num_queues_));
+    per_queue[size_t(self.queue)].push_back({access, self});
+  }
+  entries_since_prune_ += accesses.size();
+  if (++records_ % 64 == 0 || entries_since_prune_ >= 1024) prune();
   return waits;
 }
 
@@ -74,11 +84,16 @@ void HazardTracker::prune() {
       if (clock[size_t(t.queue)] < t.value) return false;
     return true;
   };
+  entries_since_prune_ = 0;
   for (auto it = history_.begin(); it != history_.end();) {
-    auto& entries = it->second;
-    entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const Entry& e) { return everyone_after(e.at); }),
-                  entries.end());
-    it = entries.empty() ? history_.erase(it) : std::next(it);
+    bool empty = true;
+    for (auto& entries : it->second) {
+      // Timepoints rise along the list: the ones every queue is ordered after lead it.
+      auto first_kept = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return !everyone_after(e.at); });
+      entries.erase(entries.begin(), first_kept);
+      empty &= entries.empty();
+    }
+    it = empty ? history_.erase(it) : std::next(it);
   }
   for (int q = 0; q < num_queues_; ++q) {
     auto& snapshots = snapshots_[size_t(q)];
@@ -89,7 +104,8 @@ void HazardTracker::prune() {
 
 size_t HazardTracker::history_size() const {
   size_t n = 0;
-  for (const auto& [allocation, entries] : history_) n += entries.size();
+  for (const auto& [allocation, per_queue] : history_)
+    for (const auto& entries : per_queue) n += entries.size();
   return n;
 }
 

@@ -55,8 +55,13 @@ class HazardTracker {
   int num_queues_;
   std::vector<VectorClock> clocks_;                     // per queue, after its latest command
   std::vector<std::map<uint64_t, VectorClock>> snapshots_;  // per queue: value -> clock
-  std::map<const Allocation*, std::vector<Entry>> history_;
+  // Per allocation, per queue: the accesses in submission order, so timepoints rise along
+  // each list. record() walks a list newest first and stops at the first entry the queue
+  // is already ordered after, and never walks the submitting queue's own list: a CUDA graph
+  // submits hundreds of accesses a run, all on one queue.
+  std::map<const Allocation*, std::vector<std::vector<Entry>>> history_;
   uint64_t records_ = 0;
+  size_t entries_since_prune_ = 0;
 };
 
 // The vector clock of a command on `self.queue` that waits for `waits`, given each queue's

@@ -110,6 +110,22 @@ TEST_F(TrackerTest, HistoryStaysBoundedOverManyRuns) {
   EXPECT_LT(t.history_size(), 200u);
 }
 
+// A CUDA graph is one command with every step's accesses: a run is three records (upload,
+// graph, download), so pruning every 64 records would let thousands of entries pile up.
+TEST_F(TrackerTest, HistoryStaysBoundedWhenFewCommandsCarryManyAccesses) {
+  HazardTracker t(2);
+  TensorView input = dense(0, {64}), output = dense(64, {64});
+  std::vector<MemoryAccess> graph{read(input), write(output)};
+  for (int step = 0; step < 500; ++step) graph.push_back(write(dense(128 + 4 * step, {4})));
+  uint64_t host = 0, device = 0;
+  for (int run = 0; run < 100; ++run) {
+    t.record({0, ++host}, std::vector{write(input)});
+    EXPECT_EQ(t.record({1, ++device}, graph).size(), 1u);  // waits for the upload only
+    EXPECT_EQ(t.record({0, ++host}, std::vector{read(output)}).size(), 1u);
+  }
+  EXPECT_LT(t.history_size(), 3 * graph.size());
+}
+
 TEST_F(TrackerTest, SanitizerReportsAMissingWaitAndAcceptsAPresentOne) {
   Sanitizer ordered(3), racy(3);
   TensorView x = dense(0, {64});
