@@ -61,4 +61,20 @@ std::vector<ValueId> GraphBuilder::ops(const std::string& op_type, std::vector<V
 
 void GraphBuilder::output(ValueId value) { graph_.outputs().push_back(value); }
 
+AttributeMap int_attribute(const std::string& name, int64_t value) {
+  AttributeMap a;
+  a.set_int(name, value);
+  return a;
+}
+
+AttributeMap ints_attribute(const std::string& name, std::vector<int64_t> values) {
+  AttributeMap a;
+  a.set_ints(name, std::move(values));
+  return a;
+}
+
+Tensor i64_tensor(std::vector<int64_t> values) {
+  return Tensor::from_values<int64_t>(DType::kI64, {int64_t(values.size())}, values);
+}
+
 }  // namespace strider

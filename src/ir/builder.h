@@ -41,4 +41,9 @@ class GraphBuilder {
   int counter_ = 0;
 };
 
+// Terse pieces for building test nodes: one-attribute maps and a 1-D i64 tensor.
+AttributeMap int_attribute(const std::string& name, int64_t value);
+AttributeMap ints_attribute(const std::string& name, std::vector<int64_t> values);
+Tensor i64_tensor(std::vector<int64_t> values);
+
 }  // namespace strider

@@ -45,13 +45,13 @@ BenchCase upsample(const Shape& shape, const char* mode, Layout layout) {
 
 BenchCase softmax_dfl() {
   GraphBuilder b(13);
-  b.output(b.op("Softmax", {b.input("x", DType::kF32, {1, 4, 16, 8400})}, one_int("axis", 2)));
+  b.output(b.op("Softmax", {b.input("x", DType::kF32, {1, 4, 16, 8400})}, int_attribute("axis", 2)));
   return {"Softmax axis 2 f32 [1, 4, 16, 8400]", b.build(), {{"x", random_tensor(DType::kF32, {1, 4, 16, 8400}, 1)}}, Layout::kDense};
 }
 
 BenchCase sppf_pool(Layout layout) {
   GraphBuilder b(12);
-  AttributeMap a = ints("kernel_shape", {5, 5});
+  AttributeMap a = ints_attribute("kernel_shape", {5, 5});
   a.set_ints("pads", {2, 2, 2, 2});
   b.output(b.op("MaxPool", {b.input("x", DType::kF32, {1, 256, 20, 20})}, a));
   return {"MaxPool 5x5 f32 [1, 256, 20, 20]", b.build(), {{"x", random_tensor(DType::kF32, {1, 256, 20, 20}, 1)}}, layout};

@@ -254,7 +254,7 @@ TEST(CudaCast, EveryDtypePair) {
                                          : random_magnitudes(from, {3, 4, 5}, 2, 0, 100, true);
     for (DType to : kAllDTypes) {
       GraphBuilder b;
-      b.output(b.op("Cast", {b.input("a", from, {3, 4, 5})}, one_int("to", onnx_type_code(to))));
+      b.output(b.op("Cast", {b.input("a", from, {3, 4, 5})}, int_attribute("to", onnx_type_code(to))));
       SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
       Graph g = b.build();
       check_node(g, {{"a", values}}, Layout::kDense);

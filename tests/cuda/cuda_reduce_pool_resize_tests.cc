@@ -29,10 +29,10 @@ TEST_P(CudaReducePoolResize, Reductions) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) {
     for (const Case& c : cases) {
       GraphBuilder b(13);  // axes attribute for all but ReduceSum, which takes an input
-      AttributeMap a = one_int("keepdims", c.keepdims);
+      AttributeMap a = int_attribute("keepdims", c.keepdims);
       std::vector<ValueId> in{b.input("a", dtype(), c.shape)};
       if (std::string(op) == "ReduceSum") {
-        if (!c.axes.empty()) in.push_back(b.constant("axes", i64(c.axes)));
+        if (!c.axes.empty()) in.push_back(b.constant("axes", i64_tensor(c.axes)));
       } else if (!c.axes.empty()) {
         a.set_ints("axes", c.axes);
       }
@@ -42,11 +42,11 @@ TEST_P(CudaReducePoolResize, Reductions) {
     }
   }
   GraphBuilder n(18);  // noop_with_empty_axes: a copy
-  AttributeMap noop = one_int("noop_with_empty_axes", 1);
+  AttributeMap noop = int_attribute("noop_with_empty_axes", 1);
   n.output(n.op("ReduceMax", {n.input("a", dtype(), {2, 3, 4})}, noop));
   check_node_all_layouts(n.build(), {{"a", x({2, 3, 4})}});
   GraphBuilder m(18);  // opset 18: axes as an input
-  m.output(m.op("ReduceMean", {m.input("a", dtype(), {2, 3, 4}), m.constant("axes", i64({0, 2}))}, one_int("keepdims", 0)));
+  m.output(m.op("ReduceMean", {m.input("a", dtype(), {2, 3, 4}), m.constant("axes", i64_tensor({0, 2}))}, int_attribute("keepdims", 0)));
   check_node_all_layouts(m.build(), {{"a", x({2, 3, 4})}});
 }
 
@@ -63,7 +63,7 @@ TEST_P(CudaReducePoolResize, SoftmaxAndLogSoftmax) {
   for (const char* op : {"Softmax", "LogSoftmax"}) {
     for (const Case& c : cases) {
       GraphBuilder b(c.opset);
-      b.output(b.op(op, {b.input("a", dtype(), c.shape)}, one_int("axis", c.axis)));
+      b.output(b.op(op, {b.input("a", dtype(), c.shape)}, int_attribute("axis", c.axis)));
       SCOPED_TRACE(std::string(op) + " opset " + std::to_string(c.opset) + " " + shape_to_string(c.shape));
       check_node_all_layouts(b.build(), {{"a", x(c.shape)}});
     }
@@ -75,20 +75,20 @@ TEST_P(CudaReducePoolResize, MaxPoolWithIndices) {
     Shape shape;
     AttributeMap attributes;
   };
-  AttributeMap basic = ints("kernel_shape", {3, 3});
+  AttributeMap basic = ints_attribute("kernel_shape", {3, 3});
   basic.set_ints("pads", {1, 1, 1, 1});
   basic.set_ints("strides", {2, 2});
   AttributeMap column = basic;
   column.set_int("storage_order", 1);
-  AttributeMap dilated = ints("kernel_shape", {2, 2});
+  AttributeMap dilated = ints_attribute("kernel_shape", {2, 2});
   dilated.set_ints("dilations", {2, 3});
   dilated.set_int("ceil_mode", 1);
   dilated.set_ints("strides", {2, 2});
-  AttributeMap same = ints("kernel_shape", {3, 2});
+  AttributeMap same = ints_attribute("kernel_shape", {3, 2});
   same.set_string("auto_pad", "SAME_UPPER");
-  AttributeMap one_d = ints("kernel_shape", {3});
+  AttributeMap one_d = ints_attribute("kernel_shape", {3});
   one_d.set_ints("strides", {2});
-  AttributeMap three_d = ints("kernel_shape", {2, 2, 2});
+  AttributeMap three_d = ints_attribute("kernel_shape", {2, 2, 2});
   three_d.set_ints("pads", {0, 1, 0, 1, 0, 1});
   const std::vector<Case> cases = {{{1, 3, 7, 6}, basic},     {{2, 3, 7, 6}, column}, {{1, 2, 9, 11}, dilated},
                                    {{1, 4, 5, 7}, same},      {{2, 3, 11}, one_d},    {{1, 2, 4, 5, 6}, three_d}};
@@ -104,7 +104,7 @@ TEST_P(CudaReducePoolResize, MaxPoolWithIndices) {
 
 TEST_P(CudaReducePoolResize, AveragePoolAndGlobalPools) {
   std::vector<AttributeMap> variants;
-  AttributeMap include = ints("kernel_shape", {2, 3});
+  AttributeMap include = ints_attribute("kernel_shape", {2, 3});
   include.set_int("count_include_pad", 1);
   include.set_ints("pads", {0, 1, 1, 1});
   variants.push_back(include);
@@ -113,7 +113,7 @@ TEST_P(CudaReducePoolResize, AveragePoolAndGlobalPools) {
   exclude.set_int("ceil_mode", 1);
   exclude.set_ints("strides", {2, 2});
   variants.push_back(exclude);
-  AttributeMap dilated = ints("kernel_shape", {2, 2});
+  AttributeMap dilated = ints_attribute("kernel_shape", {2, 2});
   dilated.set_ints("dilations", {2, 2});
   dilated.set_ints("pads", {1, 1, 1, 1});
   variants.push_back(dilated);
@@ -172,7 +172,7 @@ TEST_P(CudaReducePoolResize, ResizeCropExtrapolateSizesAndUpsample) {
   attrs.set_float("extrapolation_value", 0.25f);
   Tensor roi = f32({8}, {0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f});
   crop.output(crop.op("Resize", {crop.input("x", dtype(), {1, 2, 5, 6}), crop.constant("roi", roi), kNoValue,
-                                 crop.constant("sizes", i64({1, 2, 7, 4}))}, attrs));
+                                 crop.constant("sizes", i64_tensor({1, 2, 7, 4}))}, attrs));
   check_node_all_layouts(crop.build(), {{"x", x({1, 2, 5, 6})}});
   GraphBuilder cubic(13);  // cubic with exclude_outside and sizes
   AttributeMap c;
@@ -180,7 +180,7 @@ TEST_P(CudaReducePoolResize, ResizeCropExtrapolateSizesAndUpsample) {
   c.set_int("exclude_outside", 1);
   c.set_float("cubic_coeff_a", -0.5f);
   cubic.output(cubic.op("Resize", {cubic.input("x", dtype(), {2, 3, 4, 5}), cubic.constant("roi", Tensor(DType::kF32, {0})),
-                                   kNoValue, cubic.constant("sizes", i64({2, 3, 7, 3}))}, c));
+                                   kNoValue, cubic.constant("sizes", i64_tensor({2, 3, 7, 3}))}, c));
   check_node_all_layouts(cubic.build(), {{"x", x({2, 3, 4, 5})}});
   GraphBuilder up(9);  // Upsample
   up.output(up.op("Upsample", {up.input("x", dtype(), {1, 2, 3, 4}), up.constant("scales", f32({4}, {1, 1, 2, 3}))}));
@@ -196,8 +196,8 @@ TEST(CudaReducePoolResizeInts, IntegerReductionsPoolsAndNearestResize) {
     for (const char* op : {"ReduceSum", "ReduceMax", "ReduceMin"}) {
       GraphBuilder b(13);
       std::vector<ValueId> in{b.input("a", t, {3, 50, 4})};
-      AttributeMap a = one_int("keepdims", 0);
-      if (std::string(op) == "ReduceSum") in.push_back(b.constant("axes", i64({1})));
+      AttributeMap a = int_attribute("keepdims", 0);
+      if (std::string(op) == "ReduceSum") in.push_back(b.constant("axes", i64_tensor({1})));
       else a.set_ints("axes", {1});
       b.output(b.op(op, in, a));
       SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(t)));
@@ -206,7 +206,7 @@ TEST(CudaReducePoolResizeInts, IntegerReductionsPoolsAndNearestResize) {
   }
   for (DType t : {DType::kI8, DType::kU8}) {
     GraphBuilder p(12);
-    AttributeMap k = ints("kernel_shape", {2, 2});
+    AttributeMap k = ints_attribute("kernel_shape", {2, 2});
     k.set_ints("strides", {2, 2});
     p.output(p.op("MaxPool", {p.input("x", t, {1, 3, 6, 5})}, k));
     check_node_all_layouts(p.build(), {{"x", random_tensor(t, {1, 3, 6, 5}, 2)}});
@@ -218,7 +218,7 @@ TEST(CudaReducePoolResizeInts, IntegerReductionsPoolsAndNearestResize) {
     check_node_all_layouts(r.build(), {{"x", random_tensor(t, {1, 3, 4, 5}, 4)}});
   }
   GraphBuilder any;
-  any.output(any.op("ReduceMax", {any.input("a", DType::kBool, {3, 40})}, ints("axes", {1})));
+  any.output(any.op("ReduceMax", {any.input("a", DType::kBool, {3, 40})}, ints_attribute("axes", {1})));
   check_node_all_layouts(any.build(), {{"a", random_tensor(DType::kBool, {3, 40}, 5)}});
 }
 

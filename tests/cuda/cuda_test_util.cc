@@ -322,17 +322,6 @@ Result<std::vector<Tensor>> run_dense(const Graph& graph, const std::map<std::st
   return result;
 }
 
-AttributeMap ints(const std::string& name, std::vector<int64_t> v) {
-  AttributeMap a;
-  a.set_ints(name, std::move(v));
-  return a;
-}
-AttributeMap one_int(const std::string& name, int64_t v) {
-  AttributeMap a;
-  a.set_int(name, v);
-  return a;
-}
-Tensor i64(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
 Tensor f32(Shape shape, std::vector<float> v) { return Tensor::from_values<float>(DType::kF32, std::move(shape), v); }
 
 }  // namespace strider::cuda_test

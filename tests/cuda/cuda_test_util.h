@@ -101,9 +101,6 @@ Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string
 // status of kernel creation or launch.
 Result<std::vector<Tensor>> run_dense(const Graph& graph, const std::map<std::string, Tensor>& inputs);
 
-AttributeMap ints(const std::string& name, std::vector<int64_t> v);
-AttributeMap one_int(const std::string& name, int64_t v);
-Tensor i64(std::vector<int64_t> v);
 Tensor f32(Shape shape, std::vector<float> v);
 
 }  // namespace strider::cuda_test

@@ -161,17 +161,6 @@ class StridedKernels : public ::testing::TestWithParam<Layout> {
   Tensor x(const Shape& shape, uint32_t seed = 1) { return random_tensor(DType::kF32, shape, seed); }
 };
 
-AttributeMap ints(const std::string& name, std::vector<int64_t> v) {
-  AttributeMap a;
-  a.set_ints(name, std::move(v));
-  return a;
-}
-AttributeMap one_int(const std::string& name, int64_t v) {
-  AttributeMap a;
-  a.set_int(name, v);
-  return a;
-}
-Tensor i64(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
 
 TEST_P(StridedKernels, BinaryWithBroadcast) {
   GraphBuilder b;
@@ -192,7 +181,7 @@ TEST_P(StridedKernels, MatMulBatchedAndGemmTransposed) {
   b.output(b.op("MatMul", {b.input("a", DType::kF32, {2, 6, 7}), b.input("w", DType::kF32, {7, 5})}));
   check(b, {{"a", x({2, 6, 7})}, {"w", x({7, 5}, 2)}});
   GraphBuilder g;
-  AttributeMap attrs = one_int("transB", 1);
+  AttributeMap attrs = int_attribute("transB", 1);
   attrs.set_float("alpha", 0.5f);
   g.output(g.op("Gemm", {g.input("a", DType::kF32, {6, 7}), g.input("w", DType::kF32, {5, 7}), g.input("c", DType::kF32, {5})}, attrs));
   check(g, {{"a", x({6, 7})}, {"w", x({5, 7}, 2)}, {"c", x({5}, 3)}});
@@ -204,7 +193,7 @@ TEST_P(StridedKernels, NaiveMatMulAndConvOnF64) {
   b.output(b.op("MatMul", {b.input("a", DType::kF64, {2, 6, 7}), b.input("w", DType::kF64, {7, 5})}));
   check(b, {{"a", random_tensor(DType::kF64, {2, 6, 7}, 1)}, {"w", random_tensor(DType::kF64, {7, 5}, 2)}});
   GraphBuilder c;
-  AttributeMap attrs = ints("pads", {1, 0, 1, 2});
+  AttributeMap attrs = ints_attribute("pads", {1, 0, 1, 2});
   attrs.set_int("group", 2);
   c.output(c.op("Conv", {c.input("x", DType::kF64, {2, 4, 7, 6}), c.input("w", DType::kF64, {6, 2, 3, 3})}, attrs));
   check(c, {{"x", random_tensor(DType::kF64, {2, 4, 7, 6}, 3)}, {"w", random_tensor(DType::kF64, {6, 2, 3, 3}, 4)}});
@@ -256,7 +245,7 @@ TEST(PointwiseConv, ReadsAndWritesChannelSlicesAsAMatmul) {
 
 TEST_P(StridedKernels, ConvGroupedPaddedStrided) {
   GraphBuilder b;
-  AttributeMap attrs = ints("pads", {1, 0, 1, 2});
+  AttributeMap attrs = ints_attribute("pads", {1, 0, 1, 2});
   attrs.set_ints("strides", {2, 1});
   attrs.set_int("group", 2);
   b.output(b.op("Conv", {b.input("x", DType::kF32, {2, 4, 7, 6}), b.input("w", DType::kF32, {6, 2, 3, 3}),
@@ -266,7 +255,7 @@ TEST_P(StridedKernels, ConvGroupedPaddedStrided) {
 
 TEST_P(StridedKernels, Pooling) {
   GraphBuilder b;
-  AttributeMap attrs = ints("kernel_shape", {3, 3});
+  AttributeMap attrs = ints_attribute("kernel_shape", {3, 3});
   attrs.set_ints("pads", {1, 1, 1, 1});
   attrs.set_ints("strides", {2, 2});
   auto outs = b.ops("MaxPool", {b.input("x", DType::kF32, {1, 3, 7, 6})}, 2, attrs);
@@ -274,7 +263,7 @@ TEST_P(StridedKernels, Pooling) {
   b.output(outs[1]);
   check(b, {{"x", x({1, 3, 7, 6})}});
   GraphBuilder a;
-  AttributeMap avg = ints("kernel_shape", {2, 3});
+  AttributeMap avg = ints_attribute("kernel_shape", {2, 3});
   avg.set_int("count_include_pad", 1);
   avg.set_ints("pads", {0, 1, 1, 1});
   a.output(a.op("AveragePool", {a.input("x", DType::kF32, {2, 3, 5, 6})}, avg));
@@ -283,40 +272,40 @@ TEST_P(StridedKernels, Pooling) {
 
 TEST_P(StridedKernels, DataMovement) {
   GraphBuilder c;
-  c.output(c.op("Concat", {c.input("a", DType::kF32, {2, 3, 4}), c.input("b", DType::kF32, {2, 5, 4})}, one_int("axis", 1)));
+  c.output(c.op("Concat", {c.input("a", DType::kF32, {2, 3, 4}), c.input("b", DType::kF32, {2, 5, 4})}, int_attribute("axis", 1)));
   check(c, {{"a", x({2, 3, 4})}, {"b", x({2, 5, 4}, 2)}});
   GraphBuilder s;
-  auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64({2, 4}))}, 2, one_int("axis", 1));
+  auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64_tensor({2, 4}))}, 2, int_attribute("axis", 1));
   s.output(parts[0]);
   s.output(parts[1]);
   check(s, {{"a", x({2, 6, 4})}});
   GraphBuilder l;
-  l.output(l.op("Slice", {l.input("a", DType::kF32, {5, 6, 4}), l.constant("starts", i64({-1, 1})),
-                          l.constant("ends", i64({-6, 6})), l.constant("axes", i64({0, 1})), l.constant("steps", i64({-2, 2}))}));
+  l.output(l.op("Slice", {l.input("a", DType::kF32, {5, 6, 4}), l.constant("starts", i64_tensor({-1, 1})),
+                          l.constant("ends", i64_tensor({-6, 6})), l.constant("axes", i64_tensor({0, 1})), l.constant("steps", i64_tensor({-2, 2}))}));
   check(l, {{"a", x({5, 6, 4})}});
   GraphBuilder t;
-  t.output(t.op("Transpose", {t.input("a", DType::kF32, {2, 3, 4})}, ints("perm", {2, 0, 1})));
+  t.output(t.op("Transpose", {t.input("a", DType::kF32, {2, 3, 4})}, ints_attribute("perm", {2, 0, 1})));
   check(t, {{"a", x({2, 3, 4})}});
   GraphBuilder e;
-  e.output(e.op("Expand", {e.input("a", DType::kF32, {3, 1}), e.constant("shape", i64({2, 3, 4}))}));
+  e.output(e.op("Expand", {e.input("a", DType::kF32, {3, 1}), e.constant("shape", i64_tensor({2, 3, 4}))}));
   check(e, {{"a", x({3, 1})}});
 }
 
 TEST_P(StridedKernels, ReshapeOfAStridedInput) {
   GraphBuilder b;
-  b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64({4, 6}))}));
+  b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64_tensor({4, 6}))}));
   check(b, {{"a", x({2, 3, 4})}});
 }
 
 TEST_P(StridedKernels, GatherWhereCastClip) {
   GraphBuilder g;
-  g.output(g.op("Gather", {g.input("a", DType::kF32, {4, 5, 3}), g.input("i", DType::kI64, {2, 2})}, one_int("axis", 1)));
+  g.output(g.op("Gather", {g.input("a", DType::kF32, {4, 5, 3}), g.input("i", DType::kI64, {2, 2})}, int_attribute("axis", 1)));
   check(g, {{"a", x({4, 5, 3})}, {"i", random_tensor(DType::kI64, {2, 2}, 5)}});
   GraphBuilder w;
   w.output(w.op("Where", {w.input("c", DType::kBool, {3, 4}), w.input("a", DType::kF32, {3, 4}), w.input("b", DType::kF32, {4})}));
   check(w, {{"c", random_tensor(DType::kBool, {3, 4}, 6)}, {"a", x({3, 4})}, {"b", x({4}, 2)}});
   GraphBuilder k;
-  AttributeMap to = one_int("to", 7);  // INT64
+  AttributeMap to = int_attribute("to", 7);  // INT64
   k.output(k.op("Cast", {k.input("a", DType::kF32, {3, 4})}, to));
   check(k, {{"a", x({3, 4})}});
   GraphBuilder p;
@@ -327,19 +316,19 @@ TEST_P(StridedKernels, GatherWhereCastClip) {
 
 TEST_P(StridedKernels, NormalizationAndReductions) {
   GraphBuilder s;
-  s.output(s.op("Softmax", {s.input("a", DType::kF32, {2, 3, 5})}, one_int("axis", 1)));
+  s.output(s.op("Softmax", {s.input("a", DType::kF32, {2, 3, 5})}, int_attribute("axis", 1)));
   check(s, {{"a", x({2, 3, 5})}});
   GraphBuilder r;  // opset 17: axes is an attribute
-  AttributeMap keep = one_int("keepdims", 0);
-  AttributeMap keep_axes = ints("axes", {0, 2});
+  AttributeMap keep = int_attribute("keepdims", 0);
+  AttributeMap keep_axes = ints_attribute("axes", {0, 2});
   keep_axes.set_int("keepdims", 0);
-  r.output(r.op("ReduceSum", {r.input("a", DType::kF32, {2, 3, 5}), r.constant("axes", i64({0, 2}))}, keep));
+  r.output(r.op("ReduceSum", {r.input("a", DType::kF32, {2, 3, 5}), r.constant("axes", i64_tensor({0, 2}))}, keep));
   check(r, {{"a", x({2, 3, 5})}});
   GraphBuilder m;
   m.output(m.op("ReduceMean", {m.input("a", DType::kF32, {2, 3, 5})}, keep_axes));
   check(m, {{"a", x({2, 3, 5})}});
   GraphBuilder r18(18);  // opset 18: ReduceMean's axes is an input
-  r18.output(r18.op("ReduceMean", {r18.input("a", DType::kF32, {2, 3, 5}), r18.constant("axes", i64({0, 2}))}, keep));
+  r18.output(r18.op("ReduceMean", {r18.input("a", DType::kF32, {2, 3, 5}), r18.constant("axes", i64_tensor({0, 2}))}, keep));
   check(r18, {{"a", x({2, 3, 5})}});
   GraphBuilder n;
   std::vector<ValueId> params;

@@ -14,6 +14,7 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/resize_views.h"
 #include "ops/resize_taps.h"
 
 namespace strider::cpu {
@@ -206,30 +207,11 @@ std::string_view mode_name(ResizeMode mode) {
   return "?";
 }
 
-// The views must be the node's input and output as resolved: p was computed from the
-// graph's shapes, and run() trusts the views' sizes.
+// The shared checks, and host access: this kernel reads and writes through host pointers.
 Status check_views(const KernelRequest& r, const ResizeParams& p) {
-  if (!r.has_input(0) || r.outputs.empty() || r.outputs[0].allocation == nullptr)
-    return invalid_argument("Resize needs views of its data input and its output");
-  const TensorView& x = r.inputs[0];
-  const TensorView& y = r.outputs[0];
-  if (x.dtype != y.dtype)
-    return invalid_argument(
-        fmt::format("input is {} but output is {}", dtype_name(x.dtype), dtype_name(y.dtype)));
-  const Shape& declared = NodeInputs(r.graph, r.node).input_shape(0);
-  if (x.sizes != declared)
-    return invalid_argument(fmt::format("input view {} does not match the input shape {}",
-                                        shape_to_string(x.sizes), shape_to_string(declared)));
-  if (y.sizes != p.output)
-    return invalid_argument(fmt::format("output view {} does not match the resized shape {}",
-                                        shape_to_string(y.sizes), shape_to_string(p.output)));
-  if (y.rank() == 0) return invalid_argument("Resize of a scalar");
-  if (!x.allocation->host_accessible() || !y.allocation->host_accessible())
+  STRIDER_RETURN_IF_ERROR(check_resize_views(r, p));
+  if (!r.inputs[0].allocation->host_accessible() || !r.outputs[0].allocation->host_accessible())
     return invalid_argument("Resize on the CPU needs host-accessible views");
-  for (size_t d = 0; d < size_t(x.rank()); ++d)
-    if (x.sizes[d] == 0 && y.sizes[d] != 0)
-      return invalid_argument(
-          fmt::format("dim {} is empty in the input but {} in the output", d, y.sizes[d]));
   return Status::ok();
 }
 

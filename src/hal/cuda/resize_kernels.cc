@@ -15,6 +15,7 @@
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/launch.h"
+#include "hal/resize_views.h"
 #include "ops/resize_taps.h"
 
 namespace strider::cuda {
@@ -110,32 +111,9 @@ uint64_t fill_bits(double v, DType dtype) {
   return bits;
 }
 
-// The views must be the node's input and output as resolved: the taps were computed from
-// the graph's shapes.
-Status check_views(const KernelRequest& r, const ResizeParams& p) {
-  if (!r.has_input(0) || r.outputs.empty() || r.outputs[0].allocation == nullptr)
-    return invalid_argument("Resize needs views of its data input and its output");
-  const TensorView& x = r.inputs[0];
-  const TensorView& y = r.outputs[0];
-  if (x.dtype != y.dtype)
-    return invalid_argument(fmt::format("input is {} but output is {}", dtype_name(x.dtype), dtype_name(y.dtype)));
-  const Shape& declared = NodeInputs(r.graph, r.node).input_shape(0);
-  if (x.sizes != declared)
-    return invalid_argument(fmt::format("input view {} does not match the input shape {}", shape_to_string(x.sizes),
-                                        shape_to_string(declared)));
-  if (y.sizes != p.output)
-    return invalid_argument(fmt::format("output view {} does not match the resized shape {}", shape_to_string(y.sizes),
-                                        shape_to_string(p.output)));
-  if (y.rank() == 0) return invalid_argument("Resize of a scalar");
-  for (size_t d = 0; d < size_t(x.rank()); ++d)
-    if (x.sizes[d] == 0 && y.sizes[d] != 0)
-      return invalid_argument(fmt::format("dim {} is empty in the input but {} in the output", d, y.sizes[d]));
-  return Status::ok();
-}
-
 Result<KernelPtr> make_resize(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(ResizeParams p, resolve_resize(NodeInputs(r.graph, r.node)));
-  STRIDER_RETURN_IF_ERROR(check_views(r, p));
+  STRIDER_RETURN_IF_ERROR(check_resize_views(r, p));
   const TensorView& x = r.inputs[0];
   const TensorView& y = r.outputs[0];
   const char* mode = p.mode == ResizeMode::kNearest ? "nearest" : p.mode == ResizeMode::kLinear ? "linear" : "cubic";
