@@ -159,6 +159,8 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
            [this, &view, output](const QueueContext&) { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
   }
   STRIDER_RETURN_IF_ERROR(device_.synchronize());
+  for (const auto& kernel : kernels_)
+    if (kernel) STRIDER_RETURN_IF_ERROR(kernel->check_completed());
   if (sanitizer_) {
     std::vector<std::string> findings = sanitizer_->take_findings();
     if (!findings.empty()) {

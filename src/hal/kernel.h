@@ -41,6 +41,10 @@ class Kernel {
   virtual Status run(const QueueContext& context) = 0;
   // What implements it, for `strider inspect` ("strider:elementwise", "onednn:jit:avx512").
   virtual std::string implementation() const = 0;
+  // Called once the run's queues are idle: a kernel that can only find an error on the
+  // device (a GPU Gather meeting an index out of range) reports it here, so the run fails
+  // instead of handing out outputs it computed wrong.
+  virtual Status check_completed() { return Status::ok(); }
 };
 
 }  // namespace strider

@@ -259,7 +259,7 @@ void index_graph(PlannerState& s) {
 
 // Inserts a Materialize node (a dense copy) before each dense node for every input whose
 // view is not packed. Returns true if it changed the graph.
-bool materialize_unpacked_inputs(PlannerState& s) {
+Result<bool> materialize_unpacked_inputs(PlannerState& s) {
   bool changed = false;
   for (NodeId id = s.graph.num_nodes(); id-- > 0;) {
     if (!s.dense_node[size_t(id)]) continue;
@@ -267,7 +267,7 @@ bool materialize_unpacked_inputs(PlannerState& s) {
       ValueId in = s.graph.node(id).inputs[i];
       if (in == kNoValue || is_packed(*s.virtual_views[size_t(in)])) continue;
       const Value source = s.graph.value(in);
-      ValueId dense = s.graph.add_value(fmt::format("{}.dense.{}", source.name, s.graph.num_values())).value();
+      STRIDER_ASSIGN_OR_RETURN(ValueId dense, s.graph.add_value(fmt::format("{}.dense.{}", source.name, s.graph.num_values())));
       Value& v = s.graph.value(dense);
       v.has_type = v.has_shape = true;
       v.dtype = source.dtype;
@@ -279,7 +279,7 @@ bool materialize_unpacked_inputs(PlannerState& s) {
       copy.inputs = {in};
       copy.outputs = {dense};
       s.graph.node(id).inputs[i] = dense;
-      s.graph.insert_node(id, std::move(copy));
+      STRIDER_RETURN_IF_ERROR(s.graph.insert_node(id, std::move(copy)).status());
       changed = true;
     }
   }
@@ -294,7 +294,9 @@ Status decide_and_resolve(PlannerState& s) {
     if (s.options.concat_in_place) plan_internal::decide_concats(s);
     if (s.options.in_place) plan_internal::decide_in_place(s);
     STRIDER_RETURN_IF_ERROR(plan_internal::resolve_values(s));
-    if (attempt > 0 || !materialize_unpacked_inputs(s)) return Status::ok();
+    if (attempt > 0) return Status::ok();
+    STRIDER_ASSIGN_OR_RETURN(bool changed, materialize_unpacked_inputs(s));
+    if (!changed) return Status::ok();
   }
 }
 

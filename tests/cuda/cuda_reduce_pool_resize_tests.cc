@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
+#include "ops/op_registry.h"
 
 namespace strider::cuda_test {
 namespace {
@@ -220,6 +221,47 @@ TEST(CudaReducePoolResizeInts, IntegerReductionsPoolsAndNearestResize) {
   GraphBuilder any;
   any.output(any.op("ReduceMax", {any.input("a", DType::kBool, {3, 40})}, ints_attribute("axes", {1})));
   check_node_all_layouts(any.build(), {{"a", random_tensor(DType::kBool, {3, 40}, 5)}});
+}
+
+// Gather with indices read on the GPU: negative ones count from the end, both index dtypes,
+// multi-dim indices, every layout (the indices strided too); an index out of range fails
+// the run with OUT_OF_RANGE naming it.
+TEST(CudaGather, RuntimeIndicesInEveryLayout) {
+  STRIDER_REQUIRE_GPU();
+  for (DType index_type : {DType::kI64, DType::kI32}) {
+    for (int64_t axis : {0, 1, 2}) {
+      const Shape data_shape = {4, 5, 6};
+      const Shape index_shape = {2, 3};
+      int64_t dim = data_shape[size_t(axis)];
+      std::vector<double> k = {0, double(dim - 1), -1, 2, double(-dim), 1};
+      GraphBuilder b;
+      AttributeMap a = int_attribute("axis", axis);
+      b.output(b.op("Gather", {b.input("data", DType::kF32, data_shape), b.input("indices", index_type, index_shape)}, a));
+      SCOPED_TRACE("axis " + std::to_string(axis) + " " + std::string(dtype_name(index_type)));
+      check_node_all_layouts(b.build(), {{"data", random_tensor(DType::kF32, data_shape, 7)},
+                                         {"indices", tensor_of(index_type, index_shape, k)}});
+    }
+  }
+  GraphBuilder bf;
+  bf.output(bf.op("Gather", {bf.input("data", DType::kBF16, {3, 8}), bf.input("indices", DType::kI64, {5})},
+                  int_attribute("axis", 1)));
+  check_node_all_layouts(bf.build(), {{"data", random_tensor(DType::kBF16, {3, 8}, 8)},
+                                      {"indices", tensor_of(DType::kI64, {5}, {7, -8, 3, 3, 0})}});
+}
+
+TEST(CudaGather, IndexOutOfRangeFailsTheRun) {
+  STRIDER_REQUIRE_GPU();
+  GraphBuilder b;
+  b.output(b.op("Gather", {b.input("data", DType::kF32, {4, 5}), b.input("indices", DType::kI64, {3})},
+                int_attribute("axis", 0)));
+  Graph g = b.build();
+  InferContext context(g, 0);
+  ASSERT_TRUE(find_op_schema("", "Gather")->infer(context).is_ok());
+  auto out = run_dense(g, {{"data", random_tensor(DType::kF32, {4, 5}, 9)},
+                           {"indices", tensor_of(DType::kI64, {3}, {1, 4, -2})}});
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kOutOfRange) << out.status().to_string();
+  EXPECT_NE(out.status().message().find("index 4 out of range [-4, 4)"), std::string::npos) << out.status().to_string();
 }
 
 }  // namespace

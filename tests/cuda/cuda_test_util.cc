@@ -236,7 +236,7 @@ Status run_and_download(PreparedNode& node, cudaStream_t stream) {
     if (out) out->download(stream);
   cudaError_t error = cudaStreamSynchronize(stream);
   if (error != cudaSuccess) return device_error(std::string("kernel failed: ") + cudaGetErrorString(error));
-  return Status::ok();
+  return node.kernel->check_completed();
 }
 
 }  // namespace

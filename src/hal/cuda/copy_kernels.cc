@@ -1,11 +1,13 @@
 // Data-movement kernels on the GPU: Split, Slice, Concat, Transpose, Expand, Reshape and
-// its relatives, Materialize, and Gather of constant indices. As on the CPU, each op is a
+// its relatives, Materialize; and Gather (gather.h). As on the CPU, each op is a
 // view of its input (or, for Concat, of its output) followed by strided copies; a pair
 // whose source already is its destination (the planner placed it there) is dropped.
 #include <fmt/format.h>
 
 #include "hal/cuda/copy.h"
+#include "hal/cuda/cuda_check.h"
 #include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/gather.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cuda {
@@ -90,31 +92,54 @@ Result<KernelPtr> make_expand(const KernelRequest& r, const CudaContext&) {
   return single_copy(r, std::move(src));
 }
 
-// Gather of constant indices (validated when the kernel is made): one copy per index.
+// The GatherReport lives in pinned, host-mapped memory: the kernel writes it through its
+// device address, the host reads it after the run without a copy.
+class GatherKernel final : public Kernel {
+ public:
+  ~GatherKernel() override {
+    if (report_) cudaFreeHost(report_);
+  }
+  Status init(const KernelRequest& r, int64_t axis) {
+    STRIDER_CUDA_RETURN(cudaHostAlloc(reinterpret_cast<void**>(&report_), sizeof(GatherReport), cudaHostAllocMapped),
+                        "Gather report");
+    *report_ = GatherReport{};
+    GatherReport* device_report = nullptr;
+    STRIDER_CUDA_RETURN(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_report), report_, 0), "Gather report");
+    node_ = r.node.name;
+    return prepare_gather(r.inputs[0], r.inputs[1], r.outputs[0], axis, device_report, &launch_);
+  }
+  Status run(const QueueContext& context) override { return launch_gather(launch_, stream_of(context)); }
+  Status check_completed() override {
+    if (!report_->flagged) return Status::ok();
+    int64_t bad = report_->bad_index;
+    *report_ = GatherReport{};  // the next run starts clean
+    return out_of_range(fmt::format("node '{}': index {} out of range [{}, {})", node_, bad, -launch_.dim, launch_.dim));
+  }
+  std::string implementation() const override { return "strider-cuda:Gather"; }
+
+ private:
+  GatherReport* report_ = nullptr;
+  GatherLaunch launch_;
+  std::string node_;
+};
+
+// Gather: indices are read on the GPU at run time; constant ones are also checked here, so
+// a bad one fails at session creation.
 Result<KernelPtr> make_gather(const KernelRequest& r, const CudaContext&) {
-  const Tensor* indices = r.constant_input(1);
-  if (indices == nullptr) return unsupported("Gather with indices computed at run time");
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.get_int("axis", 0));
   const TensorView& data = r.inputs[0];
   if (axis < 0) axis += data.rank();
+  if (axis < 0 || axis >= data.rank()) return invalid_argument(fmt::format("axis out of range for rank {}", data.rank()));
   int64_t dim = data.sizes[size_t(axis)];
-  TensorView out = r.outputs[0];
-  // The output seen as [data dims before axis, index positions, data dims after axis].
-  Shape grouped(data.sizes.begin(), data.sizes.begin() + axis);
-  grouped.push_back(indices->num_elements());
-  grouped.insert(grouped.end(), data.sizes.begin() + axis + 1, data.sizes.end());
-  std::optional<TensorView> out_grouped = reshape_view(out, grouped);
-  if (!out_grouped) return unsupported("Gather into an output whose index dims do not merge");
-  std::vector<std::pair<TensorView, TensorView>> copies;
-  for (int64_t j = 0; j < indices->num_elements(); ++j) {
-    int64_t k = indices->element_as_int(j);
-    if (k < -dim || k >= dim) return out_of_range(fmt::format("index {} out of range [{}, {})", k, -dim, dim));
-    if (k < 0) k += dim;
-    STRIDER_ASSIGN_OR_RETURN(TensorView src, slice_view(data, axis, k, k + 1, 1));
-    STRIDER_ASSIGN_OR_RETURN(TensorView dst, slice_view(*out_grouped, axis, j, j + 1, 1));
-    copies.emplace_back(std::move(dst), std::move(src));
+  if (const Tensor* indices = r.constant_input(1)) {
+    for (int64_t j = 0; j < indices->num_elements(); ++j) {
+      int64_t k = indices->element_as_int(j);
+      if (k < -dim || k >= dim) return out_of_range(fmt::format("index {} out of range [{}, {})", k, -dim, dim));
+    }
   }
-  return KernelPtr(new CopyKernel("Gather", std::move(copies)));
+  auto kernel = std::make_unique<GatherKernel>();
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, axis));
+  return KernelPtr(std::move(kernel));
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+// The Gather kernel (gather.h): one thread per output element, the index read per element.
+#include "hal/cuda/gather.h"
+
+namespace strider::cuda {
+namespace {
+
+template <typename Word, typename Index>
+__global__ void gather_kernel(StridedIndexer<3> ix, Word* out, const Word* data, const Index* indices, int64_t dim,
+                              int64_t axis_stride, GatherReport* report) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < ix.count; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset[3];
+    ix.offsets(i, offset);
+    int64_t k = int64_t(indices[offset[2]]);
+    if (k < -dim || k >= dim) {
+      // Racing writers store whole values: the report holds one of the bad indices.
+      report->bad_index = k;
+      report->flagged = 1;
+      continue;
+    }
+    if (k < 0) k += dim;
+    out[offset[0]] = data[offset[1] + k * axis_stride];
+  }
+}
+
+template <typename Word, typename Index>
+void launch_typed(const GatherLaunch& l, cudaStream_t stream) {
+  gather_kernel<Word, Index><<<grid_for(l.ix.count), 256, 0, stream>>>(
+      l.ix, static_cast<Word*>(l.out), static_cast<const Word*>(l.data), static_cast<const Index*>(l.indices), l.dim,
+      l.axis_stride, l.report);
+}
+
+template <typename Word>
+void launch_words(const GatherLaunch& l, cudaStream_t stream) {
+  if (l.indices_i64) launch_typed<Word, int64_t>(l, stream);
+  else launch_typed<Word, int32_t>(l, stream);
+}
+
+}  // namespace
+
+Status prepare_gather(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
+                      GatherReport* report, GatherLaunch* launch) {
+  if (indices.dtype != DType::kI64 && indices.dtype != DType::kI32)
+    return unsupported("Gather indices must be int64 or int32");
+  int64_t index_rank = indices.rank();
+  if (out.rank() != data.rank() - 1 + index_rank) return internal_error("Gather: output rank does not match");
+  // Per output dim: the data's stride (0 across the index dims; the index adds the axis
+  // offset) and the indices' stride (0 outside the index dims).
+  Strides data_strides, index_strides;
+  for (int64_t d = 0; d < out.rank(); ++d) {
+    bool index_dim = d >= axis && d < axis + index_rank;
+    int64_t data_dim = d < axis ? d : d - index_rank + 1;
+    data_strides.push_back(index_dim ? 0 : data.strides[size_t(data_dim)]);
+    index_strides.push_back(index_dim ? indices.strides[size_t(d - axis)] : 0);
+  }
+  GatherLaunch l;
+  STRIDER_RETURN_IF_ERROR(make_indexer<3>(out.sizes, {out.strides, data_strides, index_strides}, &l.ix));
+  l.dim = data.sizes[size_t(axis)];
+  l.axis_stride = data.strides[size_t(axis)];
+  l.element_size = int(dtype_size(data.dtype));
+  l.indices_i64 = indices.dtype == DType::kI64;
+  l.out = device_data<void>(out);
+  l.data = device_data<const void>(data);
+  l.indices = device_data<const void>(indices);
+  l.report = report;
+  *launch = l;
+  return Status::ok();
+}
+
+Status launch_gather(const GatherLaunch& l, cudaStream_t stream) {
+  if (l.ix.count == 0) return Status::ok();
+  switch (l.element_size) {
+    case 1: launch_words<uint8_t>(l, stream); break;
+    case 2: launch_words<uint16_t>(l, stream); break;
+    case 4: launch_words<uint32_t>(l, stream); break;
+    default: launch_words<uint64_t>(l, stream); break;
+  }
+  return launch_status("Gather");
+}
+
+}  // namespace strider::cuda
