@@ -61,6 +61,9 @@ struct SessionOptions {
   bool allow_tf32 = false;
   // cuda: with one queue, capture the whole plan once as a CUDA graph and replay it.
   bool cuda_graph = true;
+  // Fold groups of elementwise ops (SiLU's Sigmoid and Mul, a gated unit) into one kernel
+  // each, so their intermediates are never stored. Off only to rule fusion out.
+  bool fusion = true;
 };
 
 struct ValueInfo {

@@ -13,8 +13,10 @@
 #include "exec/session_internal.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
+#include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
+#include "ops/fused_elementwise.h"
 
 namespace strider {
 
@@ -173,6 +175,8 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
+  if (options.fusion && impl->device->has_kernel(kFusedElementwiseOp))
+    STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   ExecutorOptions executor_options;
   const char* sanitize_env = std::getenv("STRIDER_SANITIZE");

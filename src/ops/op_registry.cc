@@ -74,10 +74,15 @@ Status infer_materialize(InferContext& ctx) {
 }  // namespace
 
 const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type) {
-  // strider's own ops, which only the planner inserts: Materialize copies a view into a
-  // packed value for a kernel that cannot read the view.
+  // strider's own ops, which only strider inserts: Materialize (the planner) copies a view
+  // into a packed value for a kernel that cannot read the view; FusedElementwise (the
+  // fusion pass) runs a group of elementwise ops as one.
   static const OpSchema kMaterialize{"Materialize", infer_materialize};
-  if (domain == kStriderDomain) return op_type == "Materialize" ? &kMaterialize : nullptr;
+  static const OpSchema kFused = fused_elementwise_schema();
+  if (domain == kStriderDomain) {
+    if (op_type == "Materialize") return &kMaterialize;
+    return op_type == kFused.op_type ? &kFused : nullptr;
+  }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   const auto& ops = all_schemas();
   auto it = std::lower_bound(ops.begin(), ops.end(), op_type,

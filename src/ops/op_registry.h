@@ -121,5 +121,7 @@ void register_elementwise_ops(std::vector<OpSchema>& ops);
 void register_tensor_ops(std::vector<OpSchema>& ops);
 void register_nn_ops(std::vector<OpSchema>& ops);
 void register_resize_ops(std::vector<OpSchema>& ops);
+// strider's FusedElementwise (ops/fused_elementwise.h).
+OpSchema fused_elementwise_schema();
 
 }  // namespace strider

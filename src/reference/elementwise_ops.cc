@@ -204,6 +204,46 @@ Result<OpOutputs> sub_op(const OpContext& ctx) { return arithmetic(ctx, Arithmet
 Result<OpOutputs> mul_op(const OpContext& ctx) { return arithmetic(ctx, Arithmetic::kMul); }
 Result<OpOutputs> div_op(const OpContext& ctx) { return arithmetic(ctx, Arithmetic::kDiv); }
 
+// Sum, Mean, Min, Max: every input broadcast against the others, folded in input order.
+// Min and Max propagate NaN; Mean divides the sum by the number of inputs.
+enum class Variadic { kSum, kMean, kMin, kMax };
+
+Result<OpOutputs> variadic(const OpContext& ctx, Variadic op) {
+  if (ctx.num_inputs() < 1) return invalid_model("needs at least 1 input");
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* first, ctx.input(0, "data_0"));
+  STRIDER_RETURN_IF_ERROR(require_numeric(*first, "input 0"));
+  RefTensor acc = *first;
+  auto fold_float = [op](double a, double b) {
+    if (op == Variadic::kMin || op == Variadic::kMax) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+      return op == Variadic::kMin ? std::min(a, b) : std::max(a, b);
+    }
+    return a + b;
+  };
+  auto fold_int = [op](int64_t a, int64_t b) {
+    return op == Variadic::kMin ? std::min(a, b) : op == Variadic::kMax ? std::max(a, b) : wrapping_add(a, b);
+  };
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    STRIDER_ASSIGN_OR_RETURN(const RefTensor* next, ctx.input(i, "data"));
+    STRIDER_RETURN_IF_ERROR(require_same_dtype(acc, *next, "input 0", fmt::format("input {}", i)));
+    STRIDER_ASSIGN_OR_RETURN(acc, broadcast_binary(acc, *next, acc.dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+      if (out.is_floating()) out.floats[io] = fold_float(acc.floats[ia], next->floats[ib]);
+      else out.ints[io] = wrap_to_dtype(fold_int(acc.ints[ia], next->ints[ib]), out.dtype);
+    }));
+  }
+  if (op == Variadic::kMean) {
+    const int64_t n = int64_t(ctx.num_inputs());
+    for (double& v : acc.floats) v /= double(n);
+    for (int64_t& v : acc.ints) v /= n;
+  }
+  return OpOutputs{std::move(acc)};
+}
+
+Result<OpOutputs> sum_op(const OpContext& ctx) { return variadic(ctx, Variadic::kSum); }
+Result<OpOutputs> mean_op(const OpContext& ctx) { return variadic(ctx, Variadic::kMean); }
+Result<OpOutputs> min_op(const OpContext& ctx) { return variadic(ctx, Variadic::kMin); }
+Result<OpOutputs> max_op(const OpContext& ctx) { return variadic(ctx, Variadic::kMax); }
+
 // base^exponent for integers, exactly (wrapping); a negative exponent truncates 1/base^n.
 Result<int64_t> integer_power(int64_t base, int64_t exponent) {
   if (exponent < 0) {
@@ -349,6 +389,10 @@ constexpr OpDefinition kElementwiseOps[] = {
     {"Mul", 7, 27, mul_op},
     {"Div", 7, 27, div_op},
     {"Pow", 7, 27, pow_op},
+    {"Sum", 8, 27, sum_op},
+    {"Mean", 8, 27, mean_op},
+    {"Min", 8, 27, min_op},
+    {"Max", 8, 27, max_op},
     {"Clip", 7, 27, clip_op},
     {"Where", 9, 27, where_op},
 };

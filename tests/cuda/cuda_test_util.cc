@@ -245,7 +245,7 @@ void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout
   ASSERT_EQ(graph.num_nodes(), 1);
   InferContext context(graph, 0);
   const Node& node = graph.node(0);
-  const OpSchema* schema = find_op_schema("", node.op_type);
+  const OpSchema* schema = find_op_schema(node.domain, node.op_type);
   ASSERT_NE(schema, nullptr) << node.op_type;
   Status inferred = schema->infer(context);
   ASSERT_TRUE(inferred.is_ok()) << inferred.to_string();

@@ -41,9 +41,17 @@ inline PlanOptions verified(PlanOptions options = {}) {
   return options;
 }
 
-inline PlannedGraph plan_graph(Graph graph, PlanOptions options = verified()) {
+// Intent tests plan the graph as built: fusion would fold their elementwise chains.
+inline SessionOptions unfused() {
+  SessionOptions options;
+  options.fusion = false;
+  return options;
+}
+
+inline PlannedGraph plan_graph(Graph graph, PlanOptions options = verified(),
+                               const SessionOptions& session_options = unfused()) {
   PlannedGraph planned;
-  auto session = create_session(std::move(graph), SessionOptions{}, options);
+  auto session = create_session(std::move(graph), session_options, options);
   EXPECT_TRUE(session.is_ok()) << session.status().to_string();
   if (!session.is_ok()) return planned;
   planned.session = std::move(session).value();

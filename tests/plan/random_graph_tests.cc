@@ -196,6 +196,7 @@ std::vector<double> values_of(const Tensor& t) {
 // not vacuous).
 struct Coverage {
   int graphs = 0, nodes = 0, views = 0, concat_in_place = 0, in_place = 0, materializations = 0, copies = 0;
+  int fused = 0;  // FusedElementwise nodes
 };
 
 // Runs one seed's graph under each planner configuration; returns a failure description.
@@ -214,6 +215,7 @@ std::string check_seed(uint32_t seed, Coverage& coverage) {
   for (const Config& config : {Config{"planner nchw", nchw}, Config{"planner nhwc", nhwc}, Config{"planner off", off}}) {
     SessionOptions options;
     options.poison_memory = true;
+    options.fusion = config.options.views;  // "planner off" runs every node as built
     PlanOptions debug = config.options;
     if (std::getenv("STRIDER_DEBUG_PLAN")) debug.verify = false;
     auto session = create_session(graph, options, debug);
@@ -230,6 +232,9 @@ std::string check_seed(uint32_t seed, Coverage& coverage) {
       coverage.in_place += stats.in_place;
       coverage.materializations += stats.materializations;
       coverage.copies += stats.copies;
+      const Graph& planned = *inspect_session(**session).graph;
+      for (NodeId id = 0; id < planned.num_nodes(); ++id)
+        coverage.fused += planned.node(id).domain == "strider" && planned.node(id).op_type == "FusedElementwise";
     }
     auto outputs = (*session)->run({inputs.at("x")});
     if (!outputs.is_ok()) return std::string(config.name) + ": " + outputs.status().to_string();
@@ -264,10 +269,11 @@ TEST_P(RandomGraphs, PlannerOnAndOffMatchTheReference) {
     }
   }
   std::printf("%d graphs; planned (nchw + nhwc): %d steps, %d views, %d concat parts in place, %d in place, "
-              "%d materializations, %d copies\n",
+              "%d materializations, %d copies, %d fused elementwise groups\n",
               coverage.graphs, coverage.nodes, coverage.views, coverage.concat_in_place, coverage.in_place,
-              coverage.materializations, coverage.copies);
+              coverage.materializations, coverage.copies, coverage.fused);
   EXPECT_GT(coverage.views, 0);
+  EXPECT_GT(coverage.fused, 0);
   EXPECT_GT(coverage.concat_in_place, 0);
 }
 

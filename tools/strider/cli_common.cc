@@ -60,6 +60,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_flag("--allow-tf32", o.allow_tf32, "cuda: let f32 matmuls and convolutions use TF32");
   app.add_option("--cuda-graph", o.cuda_graph, "cuda: capture the plan once as a CUDA graph (with one queue)")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--fusion", o.fusion, "fold chains of elementwise ops into one kernel (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--debug-drop-waits", o.debug_drop_waits,
                "testing aid: drop every cross-queue wait, to see the sim device and the sanitizer catch it");
   app.add_option("--layout", o.layout, "activation layout: nchw, nhwc or auto (nhwc for conv-heavy graphs)")
@@ -181,6 +183,7 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   run.session_options.storage_mode = o.storage_mode;
   run.session_options.allow_tf32 = o.allow_tf32;
   run.session_options.cuda_graph = o.cuda_graph == "on";
+  run.session_options.fusion = o.fusion == "on";
   run.session_options.layout = o.layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;

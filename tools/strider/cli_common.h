@@ -48,6 +48,7 @@ struct ModelOptions {
   std::string storage_mode;
   bool allow_tf32 = false;
   std::string cuda_graph = "on";
+  std::string fusion = "on";
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

@@ -14,6 +14,7 @@ const std::vector<KernelEntry>& kernel_table() {
   static const std::vector<KernelEntry> table = [] {
     std::vector<KernelEntry> t;
     register_elementwise_kernels(t);
+    register_fused_kernels(t);
     register_copy_kernels(t);
     register_matmul_kernels(t);
     register_conv_kernels(t);

@@ -23,6 +23,7 @@ bool has_kernel(std::string_view op_type);
 
 // One registration function per kernel family file.
 void register_elementwise_kernels(std::vector<KernelEntry>& table);
+void register_fused_kernels(std::vector<KernelEntry>& table);
 void register_copy_kernels(std::vector<KernelEntry>& table);
 void register_matmul_kernels(std::vector<KernelEntry>& table);
 void register_conv_kernels(std::vector<KernelEntry>& table);

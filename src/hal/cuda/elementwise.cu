@@ -252,6 +252,26 @@ struct BatchNorm {
   }
 };
 
+// A FusedElementwise program, interpreted per element in f32 (fused_math.h holds the
+// arithmetic the CPU kernel shares). Registers live in local memory: the program's
+// operands are read from the kernel's parameters, the same for every thread, so the
+// switch in fused_math::apply never diverges.
+struct Fused {
+  const FusedCode& code;
+  __device__ explicit Fused(const MapParams& p) : code(p.fused) {}
+  template <class... C>
+  __device__ float operator()(C... x) const {
+    constexpr int kInputs = int(sizeof...(C));
+    float r[kMaxFusedInputs + kMaxFusedInstructions];
+    int k = 0;
+    ((r[k++] = float(x)), ...);
+    for (int j = 0; j < code.count; ++j)
+      r[kInputs + j] = fused_math::apply(FusedOp(code.op[j]), r[code.a[j]], code.b[j] >= 0 ? r[code.b[j]] : 0.0f,
+                                         code.alpha[j], code.beta[j]);
+    return r[kInputs + code.count - 1];
+  }
+};
+
 // ---- the map kernel ------------------------------------------------------------------
 template <typename T>
 struct alignas(4 * sizeof(Bits<T>)) Vec4 {
@@ -451,6 +471,31 @@ template <class Fn> Status binary_numeric(DType t, MapLaunch* l) { return STRIDE
 template <class Fn> Status compare(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, bool, T, T>); }
 template <class Fn> Status variadic(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_variadic<Fn, T>); }
 
+// launch_map<Fused, T, T x inputs>: one instantiation per operand count and float type.
+template <class T, size_t> using Same = T;
+template <class T, size_t... I>
+constexpr MapLaunch::Launcher fused_launcher(std::index_sequence<I...>) {
+  return &launch_map<Fused, T, Same<T, I>...>;
+}
+template <class T, size_t... N>
+Status pick_fused_arity(size_t inputs, MapLaunch* l, std::index_sequence<N...>) {
+  static constexpr MapLaunch::Launcher kByArity[] = {fused_launcher<T>(std::make_index_sequence<N + 1>{})...};
+  if (inputs < 1 || inputs > sizeof...(N)) return unsupported("fused program with " + std::to_string(inputs) + " inputs");
+  l->launcher = kByArity[inputs - 1];
+  return Status::ok();
+}
+Status pick_fused(const MapSpec& s, MapLaunch* l) {
+  for (const TensorView& in : s.inputs)
+    if (in.dtype != s.out.dtype) return no_kernel(in.dtype);
+  auto arities = std::make_index_sequence<size_t(kMaxFusedInputs)>{};
+  switch (s.out.dtype) {
+    case DType::kF32: return pick_fused_arity<float>(s.inputs.size(), l, arities);
+    case DType::kBF16: return pick_fused_arity<__nv_bfloat16>(s.inputs.size(), l, arities);
+    case DType::kF16: return pick_fused_arity<__half>(s.inputs.size(), l, arities);
+    default: return no_kernel(s.out.dtype);
+  }
+}
+
 Status pick_cast(const MapSpec& s, MapLaunch* l) {
   bool float_source = is_floating(s.inputs[0].dtype);
   return all_types(s.out.dtype, [&](auto tag) {
@@ -513,6 +558,7 @@ Status select_launcher(const MapSpec& s, MapLaunch* l) {
     case MapOp::kMean: return variadic<Add>(t, l);
     case MapOp::kMin: return variadic<Min>(t, l);
     case MapOp::kMax: return variadic<Max>(t, l);
+    case MapOp::kFused: return pick_fused(s, l);
   }
   return no_kernel(t);
 }

@@ -10,6 +10,7 @@
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/launch.h"
+#include "ops/fused_elementwise.h"
 
 namespace strider::cuda {
 
@@ -157,6 +158,24 @@ Result<KernelPtr> make_cast(const KernelRequest& r, const CudaContext&) {
   return make_map(r, MapOp::kCast, {in}, p);
 }
 
+// FusedElementwise: the program travels in the launch's parameters (FusedCode).
+Result<KernelPtr> make_fused(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program(r.node));
+  if (r.inputs.size() != size_t(program.inputs)) return internal_error("fused program and inputs disagree");
+  MapParams params;
+  params.fused.count = int(program.code.size());
+  for (size_t j = 0; j < program.code.size(); ++j) {
+    const FusedInstruction& i = program.code[j];
+    params.fused.op[j] = uint8_t(i.op);
+    params.fused.a[j] = int8_t(i.a);
+    params.fused.b[j] = int8_t(i.b);
+    params.fused.alpha[j] = i.alpha;
+    params.fused.beta[j] = i.beta;
+  }
+  STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, MapOp::kFused, r.outputs[0], r.inputs, params));
+  return KernelPtr(new MapKernel("fused " + describe_fused_program(program), {launch}));
+}
+
 // BatchNormalization (inference): the four parameter vectors are broadcast along dim 1
 // of x and combined per element, so computed parameters need no extra pass.
 Result<KernelPtr> make_batch_norm(const KernelRequest& r, const CudaContext&) {
@@ -270,6 +289,7 @@ void register_elementwise_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Mean", variadic<MapOp::kMean>});
   table.push_back({"Min", variadic<MapOp::kMin>});
   table.push_back({"Max", variadic<MapOp::kMax>});
+  table.push_back({kFusedElementwiseOp, make_fused});
 }
 
 }  // namespace strider::cuda

@@ -17,6 +17,7 @@
 
 #include "hal/cuda/indexer.h"
 #include "memory/tensor_view.h"
+#include "ops/fused_math.h"
 #include "strider/dtype.h"
 #include "strider/status.h"
 
@@ -83,10 +84,20 @@ enum class MapOp : uint8_t {
   kCast,       // any pair of dtypes (equal dtypes are a copy, not a map)
   kBatchNorm,  // (x, scale, B, mean, var) with scalars[0] = epsilon
   kSum, kMean, kMin, kMax,  // variadic: up to kMaxMapOperands - 1 inputs per launch
+  kFused,      // a FusedElementwise program (params.fused) over f32, bf16 or f16 operands
 };
 
 // The output and up to 8 inputs (a variadic op's first 8).
 inline constexpr int kMaxMapOperands = 9;
+
+// A FusedElementwise program (ops/fused_elementwise.h) as kernel parameters: registers
+// 0 .. inputs-1 are the operands, inputs + j instruction j's result.
+struct FusedCode {
+  int count = 0;
+  uint8_t op[kMaxFusedInstructions] = {};
+  int8_t a[kMaxFusedInstructions] = {}, b[kMaxFusedInstructions] = {};
+  float alpha[kMaxFusedInstructions] = {}, beta[kMaxFusedInstructions] = {};
+};
 
 // What a map kernel reads besides its operands.
 struct MapParams {
@@ -95,6 +106,7 @@ struct MapParams {
   const void* bounds[2] = {};          // Clip's min and max inputs (device scalars) or null
   DType dynamic = DType::kF32;         // dtype of Pow's exponent / Cast's source
   int inputs = 0;                      // number of inputs
+  FusedCode fused;                     // kFused only
 };
 
 // out = op(inputs...) at every element of out's sizes. Inputs must already be broadcast

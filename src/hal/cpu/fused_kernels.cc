@@ -1,0 +1,122 @@
+// FusedElementwise on the CPU (ops/fused_elementwise.h). The program runs a tile of up to
+// kTile elements at a time: the inputs of the tile are loaded into f32 rows (any strides,
+// stride 0 for broadcast), each instruction is one loop over the tile with its op chosen
+// once per tile (so the loop vectorizes), and the last row is stored. Intermediates live
+// in the kernel's rows, never in the arena.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/strided_loop.h"
+#include "ops/fused_elementwise.h"
+
+namespace strider::cpu {
+namespace {
+
+constexpr int64_t kTile = 256;
+constexpr size_t kOperands = size_t(kMaxFusedInputs) + 1;  // the output, then the inputs
+
+template <FusedOp kOp>
+void apply_row(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) out[e] = fused_math::apply<kOp>(a[e], b ? b[e] : 0.0f, i.alpha, i.beta);
+}
+
+void run_instruction(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
+  switch (i.op) {
+#define STRIDER_FUSED_ROW(name, arity) \
+  case FusedOp::k##name: return apply_row<FusedOp::k##name>(i, a, b, out, n);
+    STRIDER_FUSED_OPS(STRIDER_FUSED_ROW)
+#undef STRIDER_FUSED_ROW
+  }
+}
+
+template <typename T>
+class FusedKernel final : public Kernel {
+ public:
+  FusedKernel(FusedProgram program, TensorView out, std::vector<TensorView> inputs, std::string expression)
+      : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
+        expression_(std::move(expression)),
+        rows_(size_t(program_.inputs + int(program_.code.size())) * size_t(kTile)) {}
+
+  Status run(const QueueContext&) override {
+    // Unused operand slots repeat the output with zero strides: they never stop dims merging.
+    const Strides zeros(out_.sizes.size(), 0);
+    StridedOperands<kOperands> ops;
+    for (size_t k = 0; k < kOperands; ++k) {
+      const TensorView* view = k == 0 ? &out_ : k <= inputs_.size() ? &inputs_[k - 1] : nullptr;
+      ops.base[k] = view ? view->host_data() : out_.host_data();
+      ops.strides[k] = view ? view->strides.data() : zeros.data();
+      ops.element_size[k] = int64_t(sizeof(T));
+    }
+    for_each_strided(out_.sizes, ops, [this](const auto& p, int64_t n, const auto& s) {
+      for (int64_t first = 0; first < n; first += kTile) tile(p, s, first, std::min(kTile, n - first));
+    });
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:fused " + expression_; }
+
+ private:
+  float* row(int r) { return rows_.data() + size_t(r) * size_t(kTile); }
+
+  void tile(const std::array<std::byte*, kOperands>& p, const std::array<int64_t, kOperands>& s, int64_t first,
+            int64_t n) {
+    for (int k = 0; k < program_.inputs; ++k) {
+      const std::byte* base = p[size_t(k) + 1] + first * s[size_t(k) + 1];
+      const int64_t stride = s[size_t(k) + 1];
+      float* r = row(k);
+      if (stride == int64_t(sizeof(T))) {
+        const T* in = reinterpret_cast<const T*>(base);
+        for (int64_t e = 0; e < n; ++e) r[e] = float(load(in[e]));
+      } else {
+        for (int64_t e = 0; e < n; ++e) r[e] = float(load(*reinterpret_cast<const T*>(base + e * stride)));
+      }
+    }
+    for (size_t j = 0; j < program_.code.size(); ++j) {
+      const FusedInstruction& i = program_.code[j];
+      run_instruction(i, row(i.a), i.b >= 0 ? row(i.b) : nullptr, row(program_.inputs + int(j)), n);
+    }
+    const float* result = row(program_.inputs + int(program_.code.size()) - 1);
+    std::byte* out = p[0] + first * s[0];
+    if (s[0] == int64_t(sizeof(T))) {
+      T* dense = reinterpret_cast<T*>(out);
+      for (int64_t e = 0; e < n; ++e) dense[e] = store<T>(result[e]);
+    } else {
+      for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(out + e * s[0]) = store<T>(result[e]);
+    }
+  }
+
+  FusedProgram program_;
+  TensorView out_;
+  std::vector<TensorView> inputs_;
+  std::string expression_;
+  std::vector<float> rows_;  // one row of kTile per register
+};
+
+Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program(r.node));
+  const TensorView& out = r.outputs[0];
+  if (r.inputs.size() != size_t(program.inputs)) return internal_error("fused program and inputs disagree");
+  std::vector<TensorView> inputs;
+  for (const TensorView& in : r.inputs) {
+    if (in.dtype != out.dtype) return unsupported("fused elementwise over mixed dtypes");
+    STRIDER_ASSIGN_OR_RETURN(TensorView broadcast, broadcast_view(in, out.sizes));
+    inputs.push_back(std::move(broadcast));
+  }
+  std::string expression = describe_fused_program(program);
+  return dispatch_dtype(out.dtype, [&]<typename T>() -> Result<std::unique_ptr<Kernel>> {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+      return std::unique_ptr<Kernel>(new FusedKernel<T>(program, out, std::move(inputs), expression));
+    else
+      return unsupported(fmt::format("fused elementwise on {}", dtype_name(out.dtype)));
+  });
+}
+
+}  // namespace
+
+void register_fused_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({kFusedElementwiseOp, make_fused});
+}
+
+}  // namespace strider::cpu

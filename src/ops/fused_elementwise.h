@@ -1,0 +1,53 @@
+// FusedElementwise (domain "strider"): a chain or tree of elementwise ops that the fusion
+// pass (passes/fuse_elementwise.h) folded into one node, so the intermediate values are
+// never stored: SiLU's Sigmoid and Mul, a gated unit's tanh(a) * sigmoid(b) + h.
+//
+// The node's inputs are the operands the group read from outside; each is broadcast to the
+// output's shape (every fused op's output had that shape). The program is a list of
+// instructions over numbered registers: registers 0 .. inputs-1 hold the node's inputs,
+// register inputs + j holds instruction j's result, and the last instruction's result is
+// the output. Arithmetic is f32 for f32, bf16 and f16 storage (ops/fused_math.h).
+//
+// On the node the program is four attributes of equal length per instruction: `ops`
+// (FusedOp codes), `operands` (two register numbers per instruction, -1 for none),
+// `alphas`, `betas`; `expression` spells it out for `strider inspect` and errors.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/fused_math.h"
+#include "strider/status.h"
+
+namespace strider {
+
+inline constexpr std::string_view kFusedElementwiseOp = "FusedElementwise";
+
+struct FusedInstruction {
+  FusedOp op = FusedOp::kAdd;
+  int a = -1, b = -1;  // register numbers; b is -1 for unary ops
+  float alpha = 0, beta = 0;
+};
+
+struct FusedProgram {
+  int inputs = 0;
+  std::vector<FusedInstruction> code;
+};
+
+// The op's name ("Sigmoid") and number of operands.
+std::string_view fused_op_name(FusedOp op);
+int fused_op_arity(FusedOp op);
+// The op for an ONNX op type, or false when that op cannot be fused.
+bool fused_op_from_onnx(std::string_view op_type, FusedOp* op);
+
+// "Mul(x0, Sigmoid(x0))".
+std::string describe_fused_program(const FusedProgram& program);
+
+// Writes the program's attributes on `node`; reads and validates them (every register read
+// is defined before it, arity matches, limits hold), naming what is wrong.
+void write_fused_program(const FusedProgram& program, Node* node);
+Result<FusedProgram> read_fused_program(const Node& node);
+
+}  // namespace strider

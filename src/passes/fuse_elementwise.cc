@@ -1,0 +1,191 @@
+#include "passes/fuse_elementwise.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <unordered_set>
+
+#include "ops/fused_elementwise.h"
+#include "ops/op_registry.h"
+
+namespace strider {
+namespace {
+
+// One node seen as a fused instruction: its op, attributes and data operands.
+struct Candidate {
+  bool fusable = false;
+  FusedOp op = FusedOp::kAdd;
+  float alpha = 0, beta = 0;
+  std::vector<ValueId> operands;
+};
+
+bool fusable_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+// Clip's bound i (1 low, 2 high): a constant scalar input, an attribute before opset 11,
+// else the widest float. False when the bound is computed at run time.
+bool clip_bound(const Graph& g, const Node& n, size_t i, float* bound) {
+  const float fallback = i == 1 ? std::numeric_limits<float>::lowest() : std::numeric_limits<float>::max();
+  if (n.opset < 11) {
+    auto attr = n.attributes.get_float(i == 1 ? "min" : "max", fallback);
+    *bound = attr.is_ok() ? *attr : fallback;
+    return attr.is_ok();
+  }
+  ValueId v = n.input(i);
+  if (v == kNoValue) {
+    *bound = fallback;
+    return true;
+  }
+  const Value& value = g.value(v);
+  if (!value.is_constant() || value.constant->num_elements() != 1) return false;
+  *bound = float(value.constant->element_as_double(0));
+  return true;
+}
+
+float float_attribute(const Node& n, const char* name, float fallback) {
+  auto value = n.attributes.get_float(name, fallback);
+  return value.is_ok() ? *value : fallback;
+}
+
+Candidate as_candidate(const Graph& g, const Node& n) {
+  Candidate c;
+  if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return c;
+  if (!fused_op_from_onnx(n.op_type, &c.op)) return c;
+  const DType dtype = g.value(n.outputs[0]).dtype;
+  if (!fusable_dtype(dtype)) return c;
+  const size_t arity = size_t(fused_op_arity(c.op));
+  if (c.op == FusedOp::kClip) {
+    if (!clip_bound(g, n, 1, &c.alpha) || !clip_bound(g, n, 2, &c.beta)) return c;
+  } else if (n.inputs.size() != arity) {
+    return c;  // Min and Max are variadic: only their two-operand form is fused
+  }
+  if (c.op == FusedOp::kLeakyRelu) c.alpha = float_attribute(n, "alpha", 0.01f);
+  if (c.op == FusedOp::kElu) c.alpha = float_attribute(n, "alpha", 1.0f);
+  if (c.op == FusedOp::kHardSigmoid) {
+    c.alpha = float_attribute(n, "alpha", 0.2f);
+    c.beta = float_attribute(n, "beta", 0.5f);
+  }
+  for (size_t i = 0; i < arity; ++i) {
+    ValueId v = n.input(i);
+    if (v == kNoValue || g.value(v).dtype != dtype) return c;
+    c.operands.push_back(v);
+  }
+  c.fusable = true;
+  return c;
+}
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g), consumers_(g.consumers()) {
+    for (NodeId id = 0; id < g.num_nodes(); ++id) candidates_.push_back(as_candidate(g, g.node(id)));
+    for (ValueId v : g.outputs()) graph_output_.insert(v);
+    grouped_.assign(size_t(g.num_nodes()), false);
+  }
+
+  Result<FusionStats> run() {
+    FusionStats stats;
+    std::unordered_set<const Node*> absorbed;
+    for (NodeId sink = g_.num_nodes(); sink-- > 0;) {
+      if (!candidates_[size_t(sink)].fusable || grouped_[size_t(sink)]) continue;
+      std::vector<NodeId> members = grow(sink);
+      if (members.size() < 2) continue;
+      for (NodeId m : members) {
+        grouped_[size_t(m)] = true;
+        if (m != sink) absorbed.insert(&g_.node(m));
+      }
+      STRIDER_RETURN_IF_ERROR(replace_with_fused(members, sink));
+      ++stats.groups;
+      stats.nodes += int(members.size());
+    }
+    g_.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
+    return stats;
+  }
+
+ private:
+  // The group's operands from outside it, in order of first use.
+  std::vector<ValueId> external_operands(const std::vector<NodeId>& members) const {
+    std::vector<ValueId> inside, outside;
+    for (NodeId m : members) inside.push_back(g_.node(m).outputs[0]);
+    for (NodeId m : members)
+      for (ValueId v : candidates_[size_t(m)].operands)
+        if (std::find(inside.begin(), inside.end(), v) == inside.end() &&
+            std::find(outside.begin(), outside.end(), v) == outside.end())
+          outside.push_back(v);
+    return outside;
+  }
+
+  bool can_absorb(NodeId producer, ValueId value, const std::vector<NodeId>& members, NodeId sink) const {
+    if (producer == kNoNode || !candidates_[size_t(producer)].fusable || grouped_[size_t(producer)]) return false;
+    if (std::find(members.begin(), members.end(), producer) != members.end()) return false;
+    if (graph_output_.count(value)) return false;
+    const Value& sink_out = g_.value(g_.node(sink).outputs[0]);
+    if (g_.value(value).shape != sink_out.shape || g_.value(value).dtype != sink_out.dtype) return false;
+    for (NodeId reader : consumers_[size_t(value)])
+      if (std::find(members.begin(), members.end(), reader) == members.end()) return false;
+    return true;
+  }
+
+  // Members sorted by node id (a topological order); the sink is the last.
+  std::vector<NodeId> grow(NodeId sink) const {
+    std::vector<NodeId> members{sink};
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t k = 0; k < members.size() && !grew; ++k) {
+        for (ValueId v : candidates_[size_t(members[k])].operands) {
+          NodeId producer = g_.value(v).producer;
+          if (!can_absorb(producer, v, members, sink)) continue;
+          std::vector<NodeId> larger = members;
+          larger.push_back(producer);
+          if (int(larger.size()) > kMaxFusedInstructions || int(external_operands(larger).size()) > kMaxFusedInputs)
+            continue;
+          members = std::move(larger);
+          grew = true;
+          break;
+        }
+      }
+    }
+    std::sort(members.begin(), members.end());
+    return members;
+  }
+
+  Status replace_with_fused(const std::vector<NodeId>& members, NodeId sink) {
+    FusedProgram program;
+    std::vector<ValueId> inputs = external_operands(members);
+    program.inputs = int(inputs.size());
+    std::map<ValueId, int> reg;
+    for (size_t i = 0; i < inputs.size(); ++i) reg[inputs[i]] = int(i);
+    std::string names;
+    for (NodeId m : members) {
+      const Candidate& c = candidates_[size_t(m)];
+      FusedInstruction instruction{c.op, reg.at(c.operands[0]), c.operands.size() > 1 ? reg.at(c.operands[1]) : -1,
+                                   c.alpha, c.beta};
+      reg[g_.node(m).outputs[0]] = program.inputs + int(program.code.size());
+      program.code.push_back(instruction);
+      names += (names.empty() ? "" : ",") + g_.node(m).name;
+    }
+    Node fused;
+    fused.name = g_.node(sink).name + ".fused";
+    fused.op_type = std::string(kFusedElementwiseOp);
+    fused.domain = std::string(kStriderDomain);
+    fused.inputs = std::move(inputs);
+    fused.outputs = g_.node(sink).outputs;
+    write_fused_program(program, &fused);
+    fused.attributes.set_string("nodes", names);
+    STRIDER_RETURN_IF_ERROR(read_fused_program(fused).status());  // the program we wrote is valid
+    g_.node(sink) = std::move(fused);
+    return Status::ok();
+  }
+
+  Graph& g_;
+  std::vector<std::vector<NodeId>> consumers_;
+  std::vector<Candidate> candidates_;
+  std::unordered_set<ValueId> graph_output_;
+  std::vector<bool> grouped_;
+};
+
+}  // namespace
+
+Result<FusionStats> fuse_elementwise(Graph& graph) { return Fuser(graph).run(); }
+
+}  // namespace strider

@@ -1,0 +1,30 @@
+// fuse_elementwise: folds groups of elementwise nodes into one FusedElementwise node
+// (ops/fused_elementwise.h), so their intermediate values are never written to memory and
+// a group costs one pass over its operands instead of one per op.
+//
+// A group is grown backwards from a sink node: a producer joins when it is a fusable op
+// (fused_math.h lists them; float dtypes f32, bf16, f16; Clip only with constant bounds),
+// its output has the sink's shape and dtype, is not a graph output, and every reader of it
+// is already in the group. So each removed value was read only inside its group, and the
+// fused node computes exactly the sink's output from values that exist before the sink:
+// it takes the sink's place in the node order. Groups of one node are left alone; a group
+// stops growing at kMaxFusedInputs operands or kMaxFusedInstructions ops.
+//
+// Runs after shape inference and precision lowering, just before planning, and only for a
+// device that has a FusedElementwise kernel (the session checks). The planner then sees
+// one elementwise node: it may run in place and write into a concat slice like any other.
+#pragma once
+
+#include "ir/graph.h"
+#include "strider/status.h"
+
+namespace strider {
+
+struct FusionStats {
+  int groups = 0;  // FusedElementwise nodes made
+  int nodes = 0;   // elementwise nodes they replaced
+};
+
+Result<FusionStats> fuse_elementwise(Graph& graph);
+
+}  // namespace strider

@@ -1,0 +1,93 @@
+// FusedElementwise on the GPU: groups made by the fusion pass from builder graphs run as
+// one CUDA kernel on every view layout, checked against the float64 reference of the
+// unfused graph; together the programs hold every op a fused program may hold.
+#include <gtest/gtest.h>
+
+#include "cuda_test_util.h"
+#include "ops/fused_elementwise.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/infer_shapes.h"
+
+namespace strider::cuda_test {
+namespace {
+
+class CudaFused : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override { STRIDER_REQUIRE_GPU(); }
+  DType dtype() const { return GetParam(); }
+
+  // Fuses `unfused` (which must become one FusedElementwise node) and checks that node on
+  // every layout against the reference of the unfused graph.
+  void check_fused(const Graph& unfused, const std::map<std::string, Tensor>& inputs) {
+    Graph fused = unfused;
+    ASSERT_TRUE(infer_and_fold(fused).is_ok());
+    auto stats = fuse_elementwise(fused);
+    ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
+    ASSERT_EQ(fused.num_nodes(), 1);
+    ASSERT_EQ(fused.node(0).op_type, kFusedElementwiseOp);
+    SCOPED_TRACE(*fused.node(0).attributes.get_string("expression", ""));
+    check_node_all_layouts(fused, inputs, &unfused);
+  }
+};
+
+AttributeMap floats(std::vector<std::pair<const char*, float>> values) {
+  AttributeMap a;
+  for (auto [name, v] : values) a.set_float(name, v);
+  return a;
+}
+
+TEST_P(CudaFused, SiluWithResidual) {
+  const Shape shape = {2, 12, 5, 7};
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype(), shape), h = b.input("h", dtype(), shape);
+  b.output(b.op("Add", {h, b.op("Mul", {x, b.op("Sigmoid", {x})})}));
+  check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 1)}, {"h", random_tensor(dtype(), shape, 2)}});
+}
+
+TEST_P(CudaFused, GatedUnitWithABroadcastBias) {
+  const Shape shape = {2, 8, 3, 9};
+  GraphBuilder b;
+  ValueId a = b.input("a", dtype(), shape), g = b.input("g", dtype(), shape);
+  ValueId bias = b.input("bias", dtype(), {8, 1, 1});
+  b.output(b.op("Add", {b.op("Mul", {b.op("Tanh", {a}), b.op("Sigmoid", {g})}), bias}));
+  check_fused(b.build(), {{"a", random_tensor(dtype(), shape, 3)},
+                          {"g", random_tensor(dtype(), shape, 4)},
+                          {"bias", random_tensor(dtype(), {8, 1, 1}, 5)}});
+}
+
+// Abs Add Log Sqrt Reciprocal Neg Exp Sub Mul Div Min Max Tanh Sigmoid Erf.
+TEST_P(CudaFused, ArithmeticAndTranscendentals) {
+  const Shape shape = {3, 4, 5, 6};
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype(), shape), y = b.input("y", dtype(), shape);
+  ValueId p = b.op("Add", {b.op("Abs", {x}), y});  // y > 0: p > 0
+  ValueId m = b.op("Div", {b.op("Mul", {b.op("Sub", {b.op("Log", {p}), b.op("Sqrt", {p})}), b.op("Reciprocal", {p})}), p});
+  ValueId lo = b.op("Min", {m, b.op("Exp", {b.op("Neg", {x})})});
+  ValueId hi = b.op("Max", {lo, b.op("Tanh", {x})});
+  b.output(b.op("Add", {b.op("Sigmoid", {hi}), b.op("Erf", {x})}));
+  check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 6)},
+                          {"y", random_magnitudes(dtype(), shape, 7, 0.5, 3, true)}});
+}
+
+// Floor Ceil Softplus HardSwish LeakyRelu HardSigmoid Elu Clip Relu, with attributes.
+TEST_P(CudaFused, ActivationsWithAttributes) {
+  const Shape shape = {2, 6, 7, 4};
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype(), shape), y = b.input("y", dtype(), shape);
+  ValueId lo = b.constant("lo", tensor_of(dtype(), {}, {-0.5}));
+  ValueId hi = b.constant("hi", tensor_of(dtype(), {}, {0.75}));
+  std::vector<ValueId> parts = {
+      b.op("Floor", {x}), b.op("Ceil", {y}), b.op("Softplus", {x}), b.op("HardSwish", {y}),
+      b.op("LeakyRelu", {x}, floats({{"alpha", 0.1f}})), b.op("HardSigmoid", {y}, floats({{"alpha", 0.3f}, {"beta", 0.4f}})),
+      b.op("Elu", {x}, floats({{"alpha", 0.7f}})), b.op("Clip", {y, lo, hi}), b.op("Relu", {x})};
+  ValueId sum = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) sum = b.op("Add", {sum, parts[i]});
+  b.output(sum);
+  check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 8)}, {"y", random_tensor(dtype(), shape, 9)}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace strider::cuda_test

@@ -1,0 +1,266 @@
+// Intent tests of the elementwise fusion pass (passes/fuse_elementwise.h) on builder graphs:
+// what joins a group, what must not, and that the fused kernels compute what the float64
+// reference computes on views of every kind (offsets, broadcast, reversed, transposed).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "check/compare.h"
+#include "ops/fused_elementwise.h"
+#include "passes/lower_precision.h"
+#include "plan_test_util.h"
+#include "reference/reference.h"
+
+namespace strider {
+namespace {
+using testing::plan_graph;
+using testing::random_f32;
+using testing::verified;
+
+Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
+Tensor f32s(Shape shape, std::vector<float> v) { return Tensor::from_values<float>(DType::kF32, std::move(shape), v); }
+
+AttributeMap alpha(float value) {
+  AttributeMap a;
+  a.set_float("alpha", value);
+  return a;
+}
+
+SessionOptions fused(DType dtype = DType::kF32) {
+  SessionOptions o;
+  o.dtype = dtype;
+  o.poison_memory = true;
+  return o;
+}
+
+// The fused nodes of the planned graph, as "expression <- node names".
+std::vector<std::string> fused_groups(const testing::PlannedGraph& p) {
+  std::vector<std::string> groups;
+  for (NodeId id = 0; id < p.graph->num_nodes(); ++id) {
+    const Node& n = p.graph->node(id);
+    if (n.op_type != kFusedElementwiseOp) continue;
+    groups.push_back(*n.attributes.get_string("expression", "") + " <- " + *n.attributes.get_string("nodes", ""));
+  }
+  return groups;
+}
+
+// Runs the planned session on `inputs` (in graph input order) and compares each output with
+// the float64 reference.
+void expect_matches_reference(const Graph& graph, const testing::PlannedGraph& p,
+                              const std::map<std::string, Tensor>& inputs, DType dtype = DType::kF32) {
+  ASSERT_NE(p.session, nullptr);
+  std::vector<Tensor> given;
+  std::map<std::string, Tensor> reference_inputs;
+  for (ValueId id : graph.inputs()) {
+    const Tensor& t = inputs.at(graph.value(id).name);
+    given.push_back(t);
+    Tensor seen = t;  // a bf16 session rounds its inputs; the reference sees the rounded values
+    if (dtype == DType::kBF16) seen = *convert_float_tensor(*convert_float_tensor(t, DType::kBF16), DType::kF32);
+    reference_inputs[graph.value(id).name] = seen;
+  }
+  auto outputs = p.session->run(given);
+  ASSERT_TRUE(outputs.is_ok()) << outputs.status().to_string();
+  auto expected = evaluate_reference(graph, reference_inputs);
+  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    std::vector<double> actual, reference;
+    for (int64_t k = 0; k < (*outputs)[i].num_elements(); ++k) actual.push_back((*outputs)[i].element_as_double(k));
+    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k)
+      reference.push_back(expected->outputs[i].element_as_double(k));
+    Comparison c = compare_values(actual, reference, default_tolerance(dtype), false);
+    EXPECT_TRUE(c.passed) << "output " << i << ": " << c.reason;
+  }
+}
+
+TEST(Fusion, SiluBecomesOneKernelThatRunsInPlace) {
+  GraphBuilder b;
+  ValueId x = b.op("Neg", {b.input("x", DType::kF32, {2, 8, 6, 6})}, {}, "neg");
+  ValueId s = b.op("Sigmoid", {x}, {}, "sig");
+  b.output(b.op("Mul", {x, s}, {}, "silu"));
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  // Neg's output is read twice, both times inside the group: it joins too.
+  EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Mul(Neg(x0), Sigmoid(Neg(x0))) <- neg,sig,silu"}));
+  expect_matches_reference(g, p, {{"x", random_f32({2, 8, 6, 6}, 1)}});
+}
+
+TEST(Fusion, AValueReadOutsideTheGroupOrAGraphOutputIsKept) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4, 16});
+  ValueId a = b.op("Exp", {x}, {}, "exp");               // also read by ReduceSum: kept
+  ValueId t = b.op("Tanh", {a}, {}, "tanh");             // a graph output: kept
+  ValueId u = b.op("Sigmoid", {t}, {}, "sig");
+  b.output(b.op("Add", {u, a}, {}, "add"));
+  b.output(t);
+  b.output(b.op("ReduceSum", {a, b.constant("axes", i64s({1}))}, {}, "sum"));
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Add(Sigmoid(x0), x1) <- sig,add"}));
+  expect_matches_reference(g, p, {{"x", random_f32({4, 16}, 2)}});
+}
+
+TEST(Fusion, ABroadcastIntermediateStaysOutside) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {3, 5, 7});
+  ValueId gate = b.op("Sigmoid", {b.input("g", DType::kF32, {5, 1})}, {}, "gate");  // [5,1]: another shape
+  ValueId y = b.op("Mul", {x, gate}, {}, "mul");
+  b.output(b.op("Relu", {y}, {}, "relu"));
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Relu(Mul(x0, x1)) <- mul,relu"}));
+  expect_matches_reference(g, p, {{"x", random_f32({3, 5, 7}, 3)}, {"g", random_f32({5, 1}, 4)}});
+}
+
+TEST(Fusion, ClipJoinsOnlyWithConstantBounds) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {6, 10});
+  ValueId lo = b.constant("lo", f32s({}, {-0.5f}));
+  ValueId hi = b.input("hi", DType::kF32, {});
+  ValueId c = b.op("Clip", {b.op("Neg", {x}, {}, "neg"), lo, b.constant("six", f32s({}, {0.75f}))}, {}, "clip");
+  ValueId d = b.op("Clip", {b.op("Abs", {c}, {}, "abs"), lo, hi}, {}, "clip_runtime");  // bound known at run time
+  b.output(d);
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Abs(Clip(Neg(x0), -0.5, 0.75)) <- neg,clip,abs"}));
+  expect_matches_reference(g, p, {{"x", random_f32({6, 10}, 5)}, {"hi", f32s({}, {0.4f})}});
+}
+
+TEST(Fusion, GroupsStopAtEightOperands) {
+  GraphBuilder b;
+  std::map<std::string, Tensor> inputs;
+  ValueId sum = kNoValue;
+  for (int i = 0; i < 11; ++i) {
+    std::string name = "x" + std::to_string(i);
+    ValueId x = b.op("Tanh", {b.input(name, DType::kF32, {2, 33})}, {}, "tanh" + std::to_string(i));
+    inputs[name] = random_f32({2, 33}, 10 + uint32_t(i));
+    sum = sum == kNoValue ? x : b.op("Add", {sum, x}, {}, "add" + std::to_string(i));
+  }
+  b.output(sum);
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  int nodes = 0;
+  for (NodeId id = 0; id < p.graph->num_nodes(); ++id) {
+    const Node& n = p.graph->node(id);
+    if (n.op_type == kFusedElementwiseOp) {
+      EXPECT_LE(n.inputs.size(), size_t(kMaxFusedInputs));
+    }
+    ++nodes;
+  }
+  EXPECT_GE(fused_groups(p).size(), 2u);
+  EXPECT_LT(nodes, 21);  // 21 nodes unfused
+  expect_matches_reference(g, p, inputs);
+}
+
+// Operands that are views with offsets, reversed and transposed strides, and a broadcast
+// constant; the output is written into a concat slice. Fused and unfused agree bit for bit
+// in f32 (each instruction rounds to f32 as the unfused kernels store it).
+TEST(Fusion, ViewOperandsAndAConcatSliceOutput) {
+  auto build = [] {
+    GraphBuilder b;
+    ValueId x = b.op("Relu", {b.input("x", DType::kF32, {2, 12, 5, 7})}, {}, "relu");
+    auto halves = b.ops("Split", {x, b.constant("sizes", i64s({6, 6}))}, 2, testing::int_attribute("axis", 1), "split");
+    AttributeMap reverse;
+    ValueId flipped = b.op("Slice", {halves[1], b.constant("st", i64s({-1})), b.constant("en", i64s({-100})),
+                                     b.constant("ax", i64s({3})), b.constant("sp", i64s({-1}))}, reverse, "flip");
+    ValueId bias = b.constant("bias", random_f32({1, 6, 1, 1}, 7));
+    ValueId gated = b.op("Mul", {b.op("Tanh", {halves[0]}, {}, "tanh"), b.op("Sigmoid", {flipped}, {}, "sig")}, {}, "gate");
+    ValueId y = b.op("Add", {gated, bias}, {}, "add");
+    b.output(b.op("Concat", {y, halves[0]}, testing::int_attribute("axis", 1), "cat"));
+    return b.build();
+  };
+  std::map<std::string, Tensor> inputs{{"x", random_f32({2, 12, 5, 7}, 8)}};
+  for (const char* layout : {"nchw", "nhwc"}) {
+    PlanOptions options = verified();
+    options.layout = *parse_layout(layout);
+    Graph g = build();
+    auto p = plan_graph(g, options, fused());
+    EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Add(Mul(Tanh(x0), Sigmoid(x1)), x2) <- tanh,sig,gate,add"}))
+        << layout;
+    expect_matches_reference(g, p, inputs);
+    auto unfused_plan = plan_graph(g, options);
+    ASSERT_NE(unfused_plan.session, nullptr);
+    auto a = p.session->run({inputs.at("x")});
+    auto b = unfused_plan.session->run({inputs.at("x")});
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    for (int64_t k = 0; k < (*a)[0].num_elements(); ++k)
+      ASSERT_EQ((*a)[0].data<float>()[k], (*b)[0].data<float>()[k]) << layout << " element " << k;
+  }
+}
+
+TEST(Fusion, Bf16KeepsIntermediatesInF32) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4, 64});
+  ValueId h = b.input("h", DType::kF32, {4, 64});
+  ValueId y = b.op("Add", {h, b.op("Mul", {b.op("Tanh", {x}, {}, "t"), b.op("Sigmoid", {h}, {}, "s")}, {}, "m")}, {}, "a");
+  b.output(b.op("LeakyRelu", {y}, alpha(0.2f), "lrelu"));
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused(DType::kBF16));
+  EXPECT_EQ(fused_groups(p).size(), 1u);
+  expect_matches_reference(g, p, {{"x", random_f32({4, 64}, 9)}, {"h", random_f32({4, 64}, 10)}}, DType::kBF16);
+}
+
+// Every op a fused program may hold, in two programs (as tests/cuda/cuda_fused_tests.cc).
+TEST(Fusion, EveryFusedOpMatchesTheReference) {
+  const Shape shape = {3, 4, 5, 6};
+  auto positive = random_f32(shape, 21);
+  for (int64_t i = 0; i < positive.num_elements(); ++i)
+    positive.data<float>()[i] = 0.5f + std::abs(positive.data<float>()[i]);
+  GraphBuilder arithmetic;
+  {
+    GraphBuilder& b = arithmetic;
+    ValueId x = b.input("x", DType::kF32, shape), y = b.input("y", DType::kF32, shape);
+    ValueId p = b.op("Add", {b.op("Abs", {x}), y});
+    ValueId m = b.op("Div", {b.op("Mul", {b.op("Sub", {b.op("Log", {p}), b.op("Sqrt", {p})}), b.op("Reciprocal", {p})}), p});
+    ValueId lo = b.op("Min", {m, b.op("Exp", {b.op("Neg", {x})})});
+    ValueId hi = b.op("Max", {lo, b.op("Tanh", {x})});
+    b.output(b.op("Add", {b.op("Sigmoid", {hi}), b.op("Erf", {x})}));
+  }
+  GraphBuilder activations;
+  {
+    GraphBuilder& b = activations;
+    ValueId x = b.input("x", DType::kF32, shape), y = b.input("y", DType::kF32, shape);
+    AttributeMap hard = alpha(0.3f);
+    hard.set_float("beta", 0.4f);
+    std::vector<ValueId> parts = {
+        b.op("Floor", {x}), b.op("Ceil", {y}), b.op("Softplus", {x}), b.op("HardSwish", {y}),
+        b.op("LeakyRelu", {x}, alpha(0.1f)), b.op("HardSigmoid", {y}, hard), b.op("Elu", {x}, alpha(0.7f)),
+        b.op("Clip", {y, b.constant("lo", f32s({}, {-0.5f})), b.constant("hi", f32s({}, {0.75f}))}), b.op("Relu", {x})};
+    ValueId sum = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) sum = b.op("Add", {sum, parts[i]});
+    b.output(sum);
+  }
+  std::map<std::string, Tensor> inputs{{"x", random_f32(shape, 20)}, {"y", positive}};
+  for (GraphBuilder* builder : {&arithmetic, &activations}) {
+    Graph g = builder->build();
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      auto p = plan_graph(g, verified(), fused(dtype));
+      EXPECT_EQ(fused_groups(p).size(), 1u);
+      EXPECT_EQ(p.graph->num_nodes(), 1);
+      expect_matches_reference(g, p, inputs, dtype);
+    }
+  }
+}
+
+TEST(Fusion, OffLeavesTheGraphAsBuilt) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {8});
+  b.output(b.op("Mul", {x, b.op("Sigmoid", {x}, {}, "s")}, {}, "m"));
+  SessionOptions off = fused();
+  off.fusion = false;
+  auto p = plan_graph(b.build(), verified(), off);
+  EXPECT_TRUE(fused_groups(p).empty());
+}
+
+TEST(Fusion, AMalformedProgramIsRefusedWithItsNode) {
+  Node n;
+  n.name = "f";
+  n.inputs = {0};
+  FusedProgram program{1, {{FusedOp::kMul, 0, 3, 0, 0}}};  // register 3 is never defined
+  write_fused_program(program, &n);
+  auto read = read_fused_program(n);
+  ASSERT_FALSE(read.is_ok());
+  EXPECT_NE(read.status().message().find("node 'f'"), std::string::npos) << read.status().message();
+}
+
+}  // namespace
+}  // namespace strider
