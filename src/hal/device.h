@@ -50,6 +50,10 @@ class Device {
   // poisons each arena buffer before its first writer, through the queues.
   virtual bool poisons_memory() const { return false; }
 
+  // Whether convolution-heavy graphs computing in `dtype` run faster channels-last (what
+  // `--layout auto` asks).
+  virtual bool prefers_channels_last(DType) const { return true; }
+
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
 

@@ -27,15 +27,20 @@ PlanOptions unoptimized_plan_options() {
   return o;
 }
 
-LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice) {
+LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Device& device) {
   if (choice != LayoutChoice::kAuto) return choice;
   int convs = 0;
+  DType dtype = DType::kF32;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
     ValueId weights = node.input(1);
-    if (node.op_type == "Conv" && weights != kNoValue && graph.value(weights).shape.size() == 4) ++convs;
+    if (node.op_type == "Conv" && weights != kNoValue && graph.value(weights).shape.size() == 4) {
+      ++convs;
+      dtype = graph.value(node.inputs[0]).dtype;
+    }
   }
-  return convs > 0 && convs * 10 >= graph.num_nodes() ? LayoutChoice::kNhwc : LayoutChoice::kNchw;
+  bool conv_heavy = convs > 0 && convs * 10 >= graph.num_nodes();
+  return conv_heavy && device.prefers_channels_last(dtype) ? LayoutChoice::kNhwc : LayoutChoice::kNchw;
 }
 
 namespace plan_internal {
@@ -304,7 +309,7 @@ Status decide_and_resolve(PlannerState& s) {
 
 Result<Plan> make_plan(Graph& graph, Device& device, const PlanOptions& options) {
   PlannerState state(graph, device, options);
-  state.layout = resolve_layout(graph, options.layout);
+  state.layout = resolve_layout(graph, options.layout, device);
   STRIDER_RETURN_IF_ERROR(decide_and_resolve(state));
   plan_internal::compute_lifetimes(state);
   Plan plan;

@@ -62,8 +62,8 @@ PlanOptions unoptimized_plan_options();
 // Plans `graph` on `device`. May insert Materialize nodes into `graph` for dense_nodes.
 Result<Plan> make_plan(Graph& graph, Device& device, const PlanOptions& options);
 
-// The layout `auto` resolves to for this graph: nhwc when 2-D convolutions make up a
-// tenth or more of the nodes.
-LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice);
+// The layout `auto` resolves to for this graph on `device`: nhwc when 2-D convolutions
+// make up a tenth or more of the nodes and the device prefers channels-last for their dtype.
+LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Device& device);
 
 }  // namespace strider

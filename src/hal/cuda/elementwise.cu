@@ -344,7 +344,7 @@ struct Map {
 };
 
 template <class Fn, class TOut, class... TIns>
-__global__ void __launch_bounds__(kThreads) map_kernel(const MapArgs<sizeof...(TIns) + 1> a) {
+__global__ void __launch_bounds__(kThreads) map_kernel(const __grid_constant__ MapArgs<sizeof...(TIns) + 1> a) {
   using M = Map<Fn, TOut, TIns...>;
   const Fn fn(a.params);
   const auto seq = std::index_sequence_for<TIns...>{};
