@@ -8,6 +8,8 @@
 
 #include "cuda_test_util.h"
 #include "ops/op_registry.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/infer_shapes.h"
 
 namespace strider::cuda_test {
 namespace {
@@ -64,6 +66,26 @@ BenchCase global_average() {
           Layout::kDense};
 }
 
+// SiLU (x * sigmoid(x)), plus a residual when `residual`, fused into one node.
+BenchCase fused_silu(DType dtype, const Shape& shape, Layout layout, bool residual) {
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype, shape);
+  ValueId y = b.op("Mul", {x, b.op("Sigmoid", {x})});
+  std::map<std::string, Tensor> inputs{{"x", random_tensor(dtype, shape, 1)}};
+  if (residual) {
+    y = b.op("Add", {b.input("h", dtype, shape), y});
+    inputs["h"] = random_tensor(dtype, shape, 2);
+  }
+  b.output(y);
+  Graph g = b.build();
+  EXPECT_TRUE(infer_and_fold(g).is_ok());
+  EXPECT_TRUE(fuse_elementwise(g).is_ok());
+  EXPECT_EQ(g.num_nodes(), 1);
+  return {std::string(residual ? "fused h+SiLU " : "fused SiLU ") + std::string(dtype_name(dtype)) + " " +
+              shape_to_string(shape),
+          std::move(g), std::move(inputs), layout};
+}
+
 TEST(CudaKernelBench, Throughput) {
   STRIDER_REQUIRE_GPU();
   const Shape big = {1, 64, 320, 320};
@@ -78,6 +100,15 @@ TEST(CudaKernelBench, Throughput) {
   cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kDense));
   cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kChannelsLast));
   cases.push_back(unary("Relu", DType::kF32, {16}, Layout::kDense));  // the launch floor
+  // Fusion: SiLU fused against its two unfused kernels, detector-sized and C2f-sized.
+  for (const Shape& shape : {big, Shape{1, 32, 20, 20}}) {
+    cases.push_back(unary("Sigmoid", DType::kF32, shape, Layout::kDense));
+    cases.push_back(binary("Mul", shape, shape, Layout::kDense));
+    cases.push_back(fused_silu(DType::kF32, shape, Layout::kDense, false));
+    cases.push_back(fused_silu(DType::kF32, shape, Layout::kAlignedSlice, false));
+    cases.push_back(fused_silu(DType::kBF16, shape, Layout::kDense, false));
+    cases.push_back(fused_silu(DType::kF32, shape, Layout::kDense, true));
+  }
   cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kDense));
   cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kChannelSlice));
   cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kDense));
@@ -95,7 +126,8 @@ TEST(CudaKernelBench, Throughput) {
   cudaEventCreate(&stop);
   for (BenchCase& c : cases) {
     InferContext context(c.graph, 0);
-    ASSERT_TRUE(find_op_schema("", c.graph.node(0).op_type)->infer(context).is_ok()) << c.name;
+    const Node& n = c.graph.node(0);
+    ASSERT_TRUE(find_op_schema(n.domain, n.op_type)->infer(context).is_ok()) << c.name;
     auto node = prepare_node(c.graph, c.inputs, c.layout, stream);
     ASSERT_TRUE(node.is_ok()) << c.name << ": " << node.status().to_string();
     constexpr int kRuns = 20;
