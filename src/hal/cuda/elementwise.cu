@@ -253,55 +253,22 @@ struct BatchNorm {
 };
 
 // A FusedElementwise program, interpreted per element in f32 (fused_math.h holds the
-// arithmetic the CPU kernel shares). The program is read from the kernel's parameters, the
-// same for every thread, so its branches never diverge. Programs of up to
-// kRegisterInstructions keep every register in a real register: the loop is unrolled, so
-// each instruction's result has a fixed slot, and an operand is selected by comparing its
-// number with the slots defined so far (no dynamic indexing, which would put the register
-// file in local memory). Longer programs take that local-memory path. One instruction is a
-// call (not inlined), so the 24-way op switch is compiled once per kernel, not per use.
-constexpr int kRegisterInstructions = 8;
-
-__device__ __noinline__ float fused_apply(uint8_t op, float a, float b, float alpha, float beta) {
-  return fused_math::apply(FusedOp(op), a, b, alpha, beta);
-}
-
+// arithmetic the CPU kernel shares). Registers live in local memory: the program's
+// operands are read from the kernel's parameters, the same for every thread, so the
+// switch in fused_math::apply never diverges.
 struct Fused {
   const FusedCode& code;
   __device__ explicit Fused(const MapParams& p) : code(p.fused) {}
-
   template <class... C>
   __device__ float operator()(C... x) const {
     constexpr int kInputs = int(sizeof...(C));
-    if (code.count <= kRegisterInstructions) return in_registers<kInputs>(x...);
     float r[kMaxFusedInputs + kMaxFusedInstructions];
     int k = 0;
     ((r[k++] = float(x)), ...);
     for (int j = 0; j < code.count; ++j)
-      r[kInputs + j] = fused_apply(code.op[j], r[code.a[j]], code.b[j] >= 0 ? r[code.b[j]] : 0.0f, code.alpha[j],
-                                   code.beta[j]);
+      r[kInputs + j] = fused_math::apply(FusedOp(code.op[j]), r[code.a[j]], code.b[j] >= 0 ? r[code.b[j]] : 0.0f,
+                                         code.alpha[j], code.beta[j]);
     return r[kInputs + code.count - 1];
-  }
-
-  template <int kInputs, class... C>
-  __device__ float in_registers(C... x) const {
-    float r[kInputs + kRegisterInstructions];
-    int k = 0;
-    ((r[k++] = float(x)), ...);
-    float result = r[0];
-#pragma unroll
-    for (int j = 0; j < kRegisterInstructions; ++j) {
-      if (j >= code.count) break;
-      float a = 0.0f, b = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kInputs + j; ++s) {
-        a = s == code.a[j] ? r[s] : a;
-        b = s == code.b[j] ? r[s] : b;
-      }
-      r[kInputs + j] = fused_apply(code.op[j], a, b, code.alpha[j], code.beta[j]);
-      result = r[kInputs + j];
-    }
-    return result;
   }
 };
 
