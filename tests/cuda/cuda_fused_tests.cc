@@ -44,6 +44,41 @@ TEST_P(CudaFused, SiluWithResidual) {
   check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 1)}, {"h", random_tensor(dtype(), shape, 2)}});
 }
 
+// The compiled forms (elementwise.cu): SiLU, residual SiLU with either operand order,
+// gated units with and without a residual; and one the matcher must leave interpreted.
+TEST_P(CudaFused, CompiledFormsAndTheirNearMisses) {
+  const Shape shape = {2, 6, 5, 8};
+  std::map<std::string, Tensor> in{{"x", random_tensor(dtype(), shape, 11)},
+                                   {"g", random_tensor(dtype(), shape, 12)},
+                                   {"h", random_tensor(dtype(), shape, 13)}};
+  auto gated = [&](bool residual, bool swap) {
+    GraphBuilder b;
+    ValueId x = b.input("x", dtype(), shape), g = b.input("g", dtype(), shape);
+    ValueId t = b.op("Tanh", {swap ? g : x}), s = b.op("Sigmoid", {swap ? x : g});
+    ValueId y = b.op("Mul", {s, t});
+    if (residual) y = b.op("Add", {b.input("h", dtype(), shape), y});
+    b.output(y);
+    return b.build();
+  };
+  for (bool swap : {false, true}) {
+    GraphBuilder silu;
+    ValueId x = silu.input("x", dtype(), shape);
+    silu.output(silu.op("Mul", {silu.op("Sigmoid", {x}), x}));
+    check_fused(silu.build(), {{"x", in.at("x")}});
+    GraphBuilder residual;
+    ValueId h = residual.input("h", dtype(), shape), rx = residual.input("x", dtype(), shape);
+    ValueId y = residual.op("Mul", {rx, residual.op("Sigmoid", {rx})});
+    residual.output(swap ? residual.op("Add", {y, h}) : residual.op("Add", {h, y}));
+    check_fused(residual.build(), {{"x", in.at("x")}, {"h", in.at("h")}});
+    check_fused(gated(false, swap), {{"x", in.at("x")}, {"g", in.at("g")}});
+    check_fused(gated(true, swap), in);
+  }
+  GraphBuilder near;  // x * sigmoid(h): not SiLU
+  ValueId nx = near.input("x", dtype(), shape);
+  near.output(near.op("Mul", {nx, near.op("Sigmoid", {near.input("h", dtype(), shape)})}));
+  check_fused(near.build(), {{"x", in.at("x")}, {"h", in.at("h")}});
+}
+
 TEST_P(CudaFused, GatedUnitWithABroadcastBias) {
   const Shape shape = {2, 8, 3, 9};
   GraphBuilder b;

@@ -272,6 +272,53 @@ struct Fused {
   }
 };
 
+// The programs that make up nearly every fused group in detectors and gated stacks run as
+// compiled functors instead of through the interpreter, which is latency-bound (a switch
+// and a local-memory register file per instruction: 33.7 us against 17.5 + 22.0 us for
+// the unfused Sigmoid and Mul on [1,64,320,320] f32). Each computes exactly what the
+// instructions compute: products and sums rounded separately (no FMA contraction).
+enum FusedPattern : uint8_t { kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated };
+
+__device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// Operand i of `v` without indexing an array by a run-time value (registers stay registers).
+template <int N>
+__device__ __forceinline__ float select_operand(int i, const float (&v)[N]) {
+  float r = v[0];
+#pragma unroll
+  for (int k = 1; k < N; ++k) r = i == k ? v[k] : r;
+  return r;
+}
+
+// x * sigmoid(x)
+struct FusedSilu : NoParams { using NoParams::NoParams;
+  __device__ float operator()(float x) const { return __fmul_rn(x, sigmoid_f32(x)); } };
+
+// h + x * sigmoid(x); slot[0] is x's operand.
+struct FusedResidualSilu {
+  int x;
+  __device__ explicit FusedResidualSilu(const MapParams& p) : x(p.fused.slot[0]) {}
+  __device__ float operator()(float a, float b) const {
+    const float v[2] = {a, b};
+    const float s = select_operand(x, v), h = select_operand(1 - x, v);
+    return __fadd_rn(h, __fmul_rn(s, sigmoid_f32(s)));
+  }
+};
+
+// tanh(a) * sigmoid(b) (+ h): slots a, b, h.
+template <bool kResidual>
+struct FusedGated {
+  int a, b, h;
+  __device__ explicit FusedGated(const MapParams& p) : a(p.fused.slot[0]), b(p.fused.slot[1]), h(p.fused.slot[2]) {}
+  template <class... C>
+  __device__ float operator()(C... x) const {
+    const float v[sizeof...(C)] = {float(x)...};
+    float y = __fmul_rn(tanhf(select_operand(a, v)), sigmoid_f32(select_operand(b, v)));
+    if constexpr (kResidual) y = __fadd_rn(y, select_operand(h, v));
+    return y;
+  }
+};
+
 // ---- the map kernel ------------------------------------------------------------------
 template <typename T>
 struct alignas(4 * sizeof(Bits<T>)) Vec4 {
@@ -484,14 +531,59 @@ Status pick_fused_arity(size_t inputs, MapLaunch* l, std::index_sequence<N...>) 
   l->launcher = kByArity[inputs - 1];
   return Status::ok();
 }
+bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
+// Instruction j reads registers r1 and r2, in either order.
+bool reads(const FusedCode& c, int j, int r1, int r2) {
+  return (c.a[j] == r1 && c.b[j] == r2) || (c.a[j] == r2 && c.b[j] == r1);
+}
+
+bool match_gated(FusedCode& c, int n) {
+  if (!((n == 2 && c.count == 3) || (n == 3 && c.count == 4))) return false;
+  int tanh_at = is_op(c, 0, FusedOp::kTanh) ? 0 : 1;
+  if (!is_op(c, tanh_at, FusedOp::kTanh) || !is_op(c, 1 - tanh_at, FusedOp::kSigmoid)) return false;
+  int a = c.a[tanh_at], b = c.a[1 - tanh_at], h = 3 - a - b;
+  if (a == b || a >= n || b >= n || !is_op(c, 2, FusedOp::kMul) || !reads(c, 2, n, n + 1)) return false;
+  if (c.count == 4 && (!is_op(c, 3, FusedOp::kAdd) || !reads(c, 3, n + 2, h) || h == a || h == b)) return false;
+  c.slot[0] = int8_t(a);
+  c.slot[1] = int8_t(b);
+  c.slot[2] = int8_t(h);
+  return true;
+}
+
+// Which compiled form runs the program of `n` inputs; fills its slots.
+FusedPattern match_pattern(FusedCode& c, int n) {
+  if (n == 1 && c.count == 2 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] == 0 && is_op(c, 1, FusedOp::kMul) &&
+      reads(c, 1, 0, 1))
+    return kSilu;
+  if (n == 2 && c.count == 3 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] < 2 && is_op(c, 1, FusedOp::kMul) &&
+      reads(c, 1, c.a[0], 2) && is_op(c, 2, FusedOp::kAdd) && reads(c, 2, 3, 1 - c.a[0])) {
+    c.slot[0] = c.a[0];
+    return kResidualSilu;
+  }
+  if (match_gated(c, n)) return c.count == 4 ? kResidualGated : kGated;
+  return kInterpreted;
+}
+
+template <class T>
+Status pick_fused_typed(size_t inputs, MapLaunch* l) {
+  FusedCode& code = l->params.fused;
+  code.pattern = match_pattern(code, int(inputs));
+  switch (code.pattern) {
+    case kSilu: return use(l, &launch_map<FusedSilu, T, T>);
+    case kResidualSilu: return use(l, &launch_map<FusedResidualSilu, T, T, T>);
+    case kGated: return use(l, &launch_map<FusedGated<false>, T, T, T>);
+    case kResidualGated: return use(l, &launch_map<FusedGated<true>, T, T, T, T>);
+    default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
+  }
+}
+
 Status pick_fused(const MapSpec& s, MapLaunch* l) {
   for (const TensorView& in : s.inputs)
     if (in.dtype != s.out.dtype) return no_kernel(in.dtype);
-  auto arities = std::make_index_sequence<size_t(kMaxFusedInputs)>{};
   switch (s.out.dtype) {
-    case DType::kF32: return pick_fused_arity<float>(s.inputs.size(), l, arities);
-    case DType::kBF16: return pick_fused_arity<__nv_bfloat16>(s.inputs.size(), l, arities);
-    case DType::kF16: return pick_fused_arity<__half>(s.inputs.size(), l, arities);
+    case DType::kF32: return pick_fused_typed<float>(s.inputs.size(), l);
+    case DType::kBF16: return pick_fused_typed<__nv_bfloat16>(s.inputs.size(), l);
+    case DType::kF16: return pick_fused_typed<__half>(s.inputs.size(), l);
     default: return no_kernel(s.out.dtype);
   }
 }

@@ -94,6 +94,10 @@ inline constexpr int kMaxMapOperands = 9;
 // 0 .. inputs-1 are the operands, inputs + j instruction j's result.
 struct FusedCode {
   int count = 0;
+  // Set by prepare_map: which compiled form runs the program (elementwise.cu), and the
+  // operand slots it reads.
+  uint8_t pattern = 0;
+  int8_t slot[3] = {};
   uint8_t op[kMaxFusedInstructions] = {};
   int8_t a[kMaxFusedInstructions] = {}, b[kMaxFusedInstructions] = {};
   float alpha[kMaxFusedInstructions] = {}, beta[kMaxFusedInstructions] = {};
