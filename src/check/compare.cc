@@ -52,4 +52,16 @@ Comparison compare_values(const std::vector<double>& actual, const std::vector<d
   return c;
 }
 
+std::optional<Divergence> first_divergence(const std::vector<NodeValue>& values,
+                                           const std::map<std::string, std::vector<double>>& reference,
+                                           const Tolerance& tolerance) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto expected = reference.find(values[i].value);
+    if (expected == reference.end()) continue;
+    Comparison c = compare_values(values[i].actual, expected->second, tolerance, values[i].exact);
+    if (!c.passed) return Divergence{i, std::move(c)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace strider

@@ -9,6 +9,8 @@
 // Integer and bool outputs must match exactly.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +43,25 @@ struct Comparison {
 // `actual` and `reference` are row-major element values of the same shape (as doubles).
 Comparison compare_values(const std::vector<double>& actual, const std::vector<double>& reference,
                           const Tolerance& tolerance, bool exact);
+
+// One intermediate value of a run, as `strider check` collects them in step order.
+struct NodeValue {
+  std::string value, node, op_type;
+  std::vector<double> actual;
+  bool exact = false;  // integer or bool: must match exactly
+};
+
+struct Divergence {
+  size_t index = 0;  // into the values given
+  Comparison comparison;
+};
+
+// The first value, in the order given, that fails against its reference (keyed by value
+// name); values without a reference (strider's own, such as a Materialize's copy) are
+// skipped. nullopt when all pass. Since every value before it matched, its node is the
+// first to go wrong, given inputs that were right.
+std::optional<Divergence> first_divergence(const std::vector<NodeValue>& values,
+                                           const std::map<std::string, std::vector<double>>& reference,
+                                           const Tolerance& tolerance);
 
 }  // namespace strider

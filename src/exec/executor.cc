@@ -134,7 +134,21 @@ void Executor::submit_poison(const PlanBuffer& buffer, int queue) {
          {{bytes, true, graph_.value(buffer.root).name}});
 }
 
-Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
+// Host commands reading a step's outputs into `taps` (entries made now, so the map does not
+// change while commands run).
+void Executor::submit_taps(const PlanStep& step, std::map<ValueId, Tensor>& taps) {
+  for (ValueId id : graph_.node(step.node).outputs) {
+    if (id == kNoValue) continue;
+    const TensorView& view = plan_.view(id);
+    Tensor* tap = &taps[id];
+    submit(kHostQueue, fmt::format("tap '{}'", graph_.value(id).name),
+           [this, &view, tap](const QueueContext&) { return device_.download(view, tap); }, {{view, false, graph_.value(id).name}});
+  }
+}
+
+Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) { return run(inputs, nullptr); }
+
+Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs, std::map<ValueId, Tensor>* taps) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     ValueId id = graph_.inputs()[i];
     const TensorView& view = plan_.view(id);
@@ -142,13 +156,15 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) {
     submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
            [this, &input, &view](const QueueContext&) { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
   }
-  if (captured_) submit(1, "graph of every step", captured_, captured_accesses_);
-  for (size_t s = 0; s < plan_.steps.size() && !captured_; ++s) {
+  const bool stepwise = !captured_ || taps;
+  if (!stepwise) submit(1, "graph of every step", captured_, captured_accesses_);
+  for (size_t s = 0; s < plan_.steps.size() && stepwise; ++s) {
     if (!kernels_[s]) continue;
     if (options_.poison)
       for (int b : buffers_first_written_at_[s]) submit_poison(plan_.buffers[size_t(b)], queue_of_step_[s]);
     Kernel* kernel = kernels_[s].get();
     submit(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); }, step_accesses_[s]);
+    if (taps) submit_taps(plan_.steps[s], *taps);
   }
   std::vector<Tensor> outputs(graph_.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -17,6 +17,7 @@
 // and each run submits that graph as one command whose accesses are all the steps'.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,11 @@ class Executor {
   // Uploads inputs (already in the plan's dtypes), runs every step, downloads outputs.
   // Errors: a kernel's, or with the sanitizer on, a HAZARD status listing its findings.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // The same, one step at a time (no captured graph), also downloading every kernel step's
+  // outputs right after the step, through the hazard tracker: so a value is read before
+  // any later step reuses its bytes, and the plan is exactly the one `run` executes.
+  // `taps` receives them by value id. For `strider check` finding the first bad node.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::map<ValueId, Tensor>* taps);
 
   const std::vector<int>& queue_of_step() const { return queue_of_step_; }
   // True when the steps run as one captured graph (one device queue, capture supported).
@@ -59,6 +65,7 @@ class Executor {
   void assign_queues();
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);
+  void submit_taps(const PlanStep& step, std::map<ValueId, Tensor>& taps);
   void try_capture();
   Status run_all_kernels(const QueueContext& context) const;
 

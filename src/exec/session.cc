@@ -199,6 +199,27 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
 
 Result<double> time_device_steps(Session& session) { return session.impl().executor->time_steps(); }
 
+Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs) {
+  Session::Impl& impl = session.impl();
+  std::lock_guard lock(impl.running);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, impl.check_inputs(inputs));
+  std::map<ValueId, Tensor> taps;
+  STRIDER_RETURN_IF_ERROR(impl.executor->run(converted, &taps).status());
+  std::vector<TappedValue> ordered;
+  for (const PlanStep& step : impl.plan.steps) {
+    const Node& node = impl.graph.node(step.node);
+    for (ValueId id : node.outputs) {
+      auto tap = taps.find(id);
+      if (tap == taps.end()) continue;
+      std::string op = node.op_type;
+      if (auto members = node.attributes.get_string("nodes", ""); node.domain == "strider" && members.is_ok() && !members->empty())
+        op += " of " + *members;  // a fused group names the nodes it replaced
+      ordered.push_back({impl.graph.value(id).name, node.name, op, std::move(tap->second)});
+    }
+  }
+  return ordered;
+}
+
 SessionPlanView inspect_session(const Session& session) {
   const Session::Impl& impl = session.impl();
   SessionPlanView view{&impl.graph, &impl.plan, {}};

@@ -28,6 +28,15 @@ SessionPlanView inspect_session(const Session& session);
 // time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.
 Result<double> time_device_steps(Session& session);
 
+// A kernel step's output as it was right after the step ran.
+struct TappedValue {
+  std::string value, node, op_type;  // names in the session's graph (after fusion)
+  Tensor tensor;                     // in the session's compute dtype
+};
+// Runs `session` on `inputs` as Session::run does (same plan, step by step) and returns
+// every kernel step's outputs in step order, for locating the first node that went wrong.
+Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs);
+
 // Shapes every graph input must have, from the model and `options.input_shapes`. An input
 // with a dynamic dimension the options do not give is an INVALID_ARGUMENT naming it.
 Status resolve_input_shapes(Graph& graph, const SessionOptions& options);

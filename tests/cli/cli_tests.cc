@@ -54,6 +54,21 @@ TEST(Cli, RunPrintsEveryOutputAndWritesNpyAndPb) {
     EXPECT_NEAR(npy->data<float>()[i], torch->data<float>()[i], 1e-5);
 }
 
+// A failing output sends `strider check` looking for the first node whose output differs:
+// with a tolerance no float run meets, that is the first step that computes anything.
+TEST(Cli, CheckNamesTheFirstBadNodeWhenAnOutputFails) {
+  TempDir out;
+  const std::string c2f = std::string(STRIDER_SOURCE_DIR) + "/models/seed/C2f_split_op17/model.onnx";
+  CliResult r = run_cli("check " + c2f + " --rtol 1e-12 --atol 0 --json " + out.file("report.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("first bad node: '/cv1/conv/Conv' (Conv) output '/cv1/conv/Conv_output_0'"), std::string::npos)
+      << r.out;
+  EXPECT_NE(slurp(out.file("report.json")).find("\"first_bad_node\""), std::string::npos);
+  CliResult ok = run_cli("check " + c2f);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_EQ(ok.out.find("first bad node"), std::string::npos) << ok.out;
+}
+
 TEST(Cli, WrongInputShapeNamesTheInputAndWritesNothing) {
   TempDir files;
   ASSERT_TRUE(write_npy(files.file("x.npy"), testing::random_tensor(DType::kF32, {13, 7}, 3)).is_ok());

@@ -9,6 +9,7 @@
 #include "check/compare.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "exec/session_internal.h"
 #include "onnx/file_io.h"
 #include "passes/lower_precision.h"
 #include "reference/reference.h"
@@ -64,6 +65,31 @@ Result<std::vector<std::vector<double>>> expected_outputs(const PreparedRun& run
   return expected;
 }
 
+// Runs the model again step by step, reading every kernel step's output right after it,
+// and names the first node whose output differs from the reference's value for it.
+Result<nlohmann::json> locate_first_bad_node(const PreparedRun& run, const Tolerance& tolerance) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<TappedValue> taps, run_with_taps(*run.session, run.inputs));
+  STRIDER_ASSIGN_OR_RETURN(auto inputs, reference_inputs(run));
+  auto reference = evaluate_reference(run.graph, inputs, /*keep_all_values=*/true);
+  if (!reference.is_ok()) return reference.status().with_context("reference");
+  std::map<std::string, std::vector<double>> expected;
+  for (const auto& [id, value] : reference->values) expected[run.graph.value(id).name] = as_doubles(value);
+  std::vector<NodeValue> values;
+  for (const TappedValue& t : taps)
+    values.push_back({t.value, t.node, t.op_type, as_doubles(t.tensor), !is_floating(t.tensor.dtype())});
+  std::optional<Divergence> bad = first_divergence(values, expected, tolerance);
+  if (!bad) {
+    fmt::print("  every node's output matches the reference when read right after its step\n");
+    return nlohmann::json();
+  }
+  const NodeValue& v = values[bad->index];
+  fmt::print("  first bad node: '{}' ({}) output '{}': {} (the {} steps before it match)\n", v.node, v.op_type, v.value,
+             bad->comparison.reason, bad->index);
+  return nlohmann::json{{"node", v.node}, {"op_type", v.op_type}, {"value", v.value},
+                        {"max_abs_error", bad->comparison.max_abs_error}, {"cosine", bad->comparison.cosine},
+                        {"reason", bad->comparison.reason}};
+}
+
 Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& model_file, const DataSet& set,
                                       int* passed, int* failed) {
   STRIDER_ASSIGN_OR_RETURN(PreparedRun run, prepare_run(o.model, model_file, set.inputs_dir));
@@ -88,6 +114,12 @@ Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& 
                                  {"reason", c.reason}});
   }
   report["tolerance"] = {{"rtol", tolerance.rtol}, {"atol", tolerance.atol}, {"min_cosine", tolerance.min_cosine}};
+  bool any_failed = false;
+  for (const auto& output : report["outputs"]) any_failed = any_failed || !output["passed"].get<bool>();
+  if (any_failed && set.expected_dir.empty()) {
+    STRIDER_ASSIGN_OR_RETURN(nlohmann::json first_bad, locate_first_bad_node(run, tolerance));
+    report["first_bad_node"] = std::move(first_bad);
+  }
   return report;
 }
 
@@ -135,7 +167,9 @@ void add_check_command(CLI::App& app, CheckOptions& options) {
   check->footer(
       "An output passes when max|actual - expected| <= atol + rtol * max|expected|, its cosine\n"
       "similarity is high enough (f32 0.9999, bf16 0.999) and it has no NaN/Inf the expected\n"
-      "values lack. Exit code 1 if any output fails.\n\n"
+      "values lack. Exit code 1 if any output fails. When one fails against the reference, the\n"
+      "model runs again step by step, reading each step's output right after it (same plan),\n"
+      "and check names the first node whose output differs from the reference's.\n\n"
       "Examples:\n"
       "  strider check model.onnx                         # random inputs vs the float64 reference\n"
       "  strider check model.onnx --dtype bf16 --inputs-dir test_data_set_0\n"
