@@ -62,28 +62,42 @@ class CudnnConv final : public Kernel {
       if (t) cudnnDestroyTensorDescriptor(t);
     if (w_) cudnnDestroyFilterDescriptor(w_);
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+    if (identity_) cudnnDestroyActivationDescriptor(identity_);
   }
   Status init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context);
   Status run(const QueueContext& queue) override {
     STRIDER_RETURN_IF_ERROR(dnn(cudnnSetStream(handle_, stream_of(queue)), "set stream"));
-    float one = 1.0f, zero = 0.0f;
-    STRIDER_RETURN_IF_ERROR(dnn(cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo_,
-                                                        workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_),
-                                "convolution"));
+    if (fused_bias_) return dnn(convolve(algo_), "convolution with bias");
+    STRIDER_RETURN_IF_ERROR(dnn(convolve(algo_), "convolution"));
+    float one = 1.0f;
     if (b_) STRIDER_RETURN_IF_ERROR(dnn(cudnnAddTensor(handle_, &one, b_, b_ptr_, &one, y_, y_ptr_), "bias"));
     return Status::ok();
   }
-  std::string implementation() const override { return fmt::format("cudnn:algo{}", int(algo_)); }
+  std::string implementation() const override {
+    return fmt::format("cudnn:algo{}{}", int(algo_), fused_bias_ ? "+bias" : b_ ? " then bias" : "");
+  }
 
  private:
   Status filter(const ConvSetup& c, const Tensor* constant_weights, cudnnDataType_t type, bool channels_last);
   Status choose_algorithm();
+  // y = conv(x, w), plus the bias in the same kernel when fused_bias_.
+  cudnnStatus_t convolve(cudnnConvolutionFwdAlgo_t algo) const {
+    float one = 1.0f, zero = 0.0f;
+    if (fused_bias_)  // z is y with alpha2 = 0: y = identity(conv + bias)
+      return cudnnConvolutionBiasActivationForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo,
+                                                   workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_, b_,
+                                                   b_ptr_, identity_, y_, y_ptr_);
+    return cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo, workspace_.as<void>(),
+                                   workspace_.size(), &zero, y_, y_ptr_);
+  }
 
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_{};
+  cudnnActivationDescriptor_t identity_ = nullptr;
+  bool fused_bias_ = false;
   const void *x_ptr_ = nullptr, *w_ptr_ = nullptr, *b_ptr_ = nullptr;
   void* y_ptr_ = nullptr;
   DeviceBuffer reordered_weights_, workspace_;
@@ -123,17 +137,19 @@ Status CudnnConv::choose_algorithm() {
   STRIDER_RETURN_IF_ERROR(dnn(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, int(perf.size()),
                                                                      &returned, perf.data()),
                               "algorithm"));
-  float one = 1.0f, zero = 0.0f;
   for (int i = 0; i < returned; ++i) {
     if (perf[size_t(i)].status != CUDNN_STATUS_SUCCESS || perf[size_t(i)].memory > kMaxWorkspace) continue;
     STRIDER_RETURN_IF_ERROR(workspace_.allocate(perf[size_t(i)].memory));
     cudnnSetStream(handle_, nullptr);
-    cudnnStatus_t trial = cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, perf[size_t(i)].algo,
-                                                  workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_);
-    if (trial == CUDNN_STATUS_SUCCESS && cudaDeviceSynchronize() == cudaSuccess) {
-      algo_ = perf[size_t(i)].algo;
-      return Status::ok();
-    }
+    // The bias joins the convolution where cuDNN allows it (identity activation: implicit
+    // precomputed GEMM only), saving a kernel per convolution; else it is a second one.
+    fused_bias_ = b_ && identity_ && perf[size_t(i)].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    if (fused_bias_ && (convolve(perf[size_t(i)].algo) != CUDNN_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess))
+      fused_bias_ = false;
+    if (!fused_bias_ && (convolve(perf[size_t(i)].algo) != CUDNN_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess))
+      continue;
+    algo_ = perf[size_t(i)].algo;
+    return Status::ok();
   }
   return unsupported("cuDNN has no convolution algorithm for these views");
 }
@@ -177,6 +193,9 @@ Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const
     while (bias.rank() < y.rank()) bias = insert_unit_dim(bias, size_t(bias.rank()));
     STRIDER_RETURN_IF_ERROR(tensor_descriptor(&b_, *type, bias));
     b_ptr_ = bias.allocation->address() + bias.byte_offset;
+    STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateActivationDescriptor(&identity_), "activation"));
+    STRIDER_RETURN_IF_ERROR(dnn(
+        cudnnSetActivationDescriptor(identity_, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0), "activation"));
   }
   return choose_algorithm();
 }
