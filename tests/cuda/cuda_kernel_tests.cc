@@ -214,6 +214,27 @@ TEST_P(CudaIntegerElementwise, ArithmeticComparisonsClipPow) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaIntegerElementwise, ::testing::Values(DType::kI64, DType::kI32, DType::kI8, DType::kU8),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
+// cuDNN convolutions with a bias, which joins the convolution where cuDNN allows it, on
+// dense views and on NCHW channel slices (a concat's part); 3x3, strided, grouped, 1x1.
+TEST_P(CudaElementwise, ConvolutionWithBiasOnDenseAndNchwSlices) {
+  struct Case {
+    Shape x, w;
+    AttributeMap attributes;
+  };
+  AttributeMap pad1 = ints_attribute("pads", {1, 1, 1, 1}), strided = pad1, grouped = pad1;
+  strided.set_ints("strides", {2, 2});
+  grouped.set_int("group", 2);
+  for (const Case& c : {Case{{2, 8, 9, 7}, {6, 8, 3, 3}, pad1}, Case{{1, 8, 10, 10}, {12, 8, 3, 3}, strided},
+                        Case{{2, 8, 6, 5}, {6, 4, 3, 3}, grouped}, Case{{2, 8, 6, 5}, {10, 8, 1, 1}, {}}}) {
+    GraphBuilder b;
+    ValueId w = b.constant("w", random_tensor(dtype(), c.w, 2));
+    ValueId bias = b.constant("b", random_tensor(dtype(), {c.w[0]}, 3));
+    b.output(b.op("Conv", {b.input("x", dtype(), c.x), w, bias}, c.attributes));
+    Graph g = b.build();
+    for (Layout layout : {Layout::kDense, Layout::kNchwSlice}) check_node(g, {{"x", x(c.x)}}, layout);
+  }
+}
+
 TEST(CudaElementwiseBool, LogicOps) {
   STRIDER_REQUIRE_GPU();
   for (const char* op : {"And", "Or", "Xor", "Equal"}) {

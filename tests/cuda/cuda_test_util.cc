@@ -29,6 +29,7 @@ std::string layout_name(Layout layout) {
     case Layout::kReversed: return "reversed";
     case Layout::kChannelSlice: return "channel slice";
     case Layout::kAlignedSlice: return "aligned channel slice";
+    case Layout::kNchwSlice: return "nchw channel slice";
   }
   return "?";
 }
@@ -52,6 +53,10 @@ Placement place(const Shape& sizes, Layout layout) {
   int slice_dim = -1;
   const bool slice = layout == Layout::kChannelSlice || layout == Layout::kAlignedSlice;
   const int64_t slice_start = layout == Layout::kAlignedSlice ? 4 : 2;
+  if (layout == Layout::kNchwSlice && rank >= 2) {
+    slice_dim = 1;
+    extent[1] += 5;
+  }
   if (layout == Layout::kChannelsLast || slice) {
     if (rank >= 3) {
       order = {0};
@@ -72,7 +77,7 @@ Placement place(const Shape& sizes, Layout layout) {
     p.strides[order[k]] = span;
     span *= std::max<int64_t>(extent[order[k]], 1);
   }
-  if (slice_dim >= 0) p.offset += slice_start * p.strides[size_t(slice_dim)];
+  if (slice_dim >= 0) p.offset += (layout == Layout::kNchwSlice ? 2 : slice_start) * p.strides[size_t(slice_dim)];
   if (layout == Layout::kReversed) {
     std::set<size_t> reversed;
     for (size_t d = 0; d < rank; ++d)

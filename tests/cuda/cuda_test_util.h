@@ -35,6 +35,7 @@ enum class Layout {
   kReversed,      // row-major with the outermost and innermost non-trivial dims reversed
   kChannelSlice,  // channels-last; the view is channels [2, 2 + C) of C + 5 (dim 0 if rank 1)
   kAlignedSlice,  // channels-last; channels [4, 4 + C) of C + 8: 16-byte aligned rows when C % 4 == 0
+  kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kAllLayouts)
 };
 inline constexpr Layout kAllLayouts[] = {Layout::kDense, Layout::kChannelsLast, Layout::kReversed, Layout::kChannelSlice,
                                          Layout::kAlignedSlice};
