@@ -1,6 +1,8 @@
 #include "cuda_test_util.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstring>
 #include <numeric>
@@ -283,6 +285,25 @@ void check_node_all_layouts(const Graph& graph, const std::map<std::string, Tens
   for (Layout layout : kAllLayouts) check_node(graph, inputs, layout, reference);
 }
 
+// cuDNN and cuBLASLt handles for kernels that call the libraries (convolutions, matmuls),
+// made once per process as a CudaDevice makes them once per device.
+cuda::CudaContext library_context() {
+  static cudnnHandle_t dnn = [] {
+    cudnnHandle_t h = nullptr;
+    EXPECT_EQ(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+    return h;
+  }();
+  static cublasLtHandle_t lt = [] {
+    cublasLtHandle_t h = nullptr;
+    EXPECT_EQ(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+    return h;
+  }();
+  cuda::CudaContext context;
+  context.cudnn = dnn;
+  context.cublaslt = lt;
+  return context;
+}
+
 Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, Layout layout,
                                   void* stream) {
   const Node& node = graph.node(0);
@@ -314,7 +335,7 @@ Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string
   }
   for (const auto* views : {&request.inputs, &request.outputs})
     for (const TensorView& v : *views) prepared.bytes += v.allocation ? v.num_elements() * dtype_size(v.dtype) : 0;
-  STRIDER_ASSIGN_OR_RETURN(prepared.kernel, cuda::create_kernel(request, cuda::CudaContext{}));
+  STRIDER_ASSIGN_OR_RETURN(prepared.kernel, cuda::create_kernel(request, library_context()));
   return prepared;
 }
 
