@@ -177,6 +177,8 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
   if (options.fusion && impl->device->has_kernel(kFusedElementwiseOp))
     STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
+  if (options.fusion && impl->device->has_kernel(kFusedConvOp))
+    STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   ExecutorOptions executor_options;
   const char* sanitize_env = std::getenv("STRIDER_SANITIZE");

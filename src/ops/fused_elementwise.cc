@@ -107,7 +107,9 @@ void write_fused_program(const FusedProgram& program, Node* node) {
   node->attributes.set_string("expression", describe_fused_program(program));
 }
 
-Result<FusedProgram> read_fused_program(const Node& node) {
+Result<FusedProgram> read_fused_program(const Node& node) { return read_fused_program_of(node, int(node.inputs.size())); }
+
+Result<FusedProgram> read_fused_program_of(const Node& node, int inputs) {
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> ops, node.attributes.require_ints("ops"));
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> operands, node.attributes.require_ints("operands"));
   STRIDER_ASSIGN_OR_RETURN(std::vector<float> alphas, node.attributes.get_floats("alphas", {}));
@@ -117,7 +119,7 @@ Result<FusedProgram> read_fused_program(const Node& node) {
       betas.size() != n)
     return invalid_model(fmt::format("node '{}': malformed fused program ({} instructions)", node.name, n));
   FusedProgram program;
-  program.inputs = int(node.inputs.size());
+  program.inputs = inputs;
   if (program.inputs < 1 || program.inputs > kMaxFusedInputs)
     return invalid_model(fmt::format("node '{}': a fused program reads 1 to {} inputs", node.name, kMaxFusedInputs));
   for (size_t j = 0; j < n; ++j) {
@@ -129,6 +131,16 @@ Result<FusedProgram> read_fused_program(const Node& node) {
   }
   return program;
 }
+
+namespace {
+// FusedConv's output is its Conv's: the activation keeps the shape.
+Status infer_fused_conv(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(read_fused_program_of(ctx.node(), 1).status());
+  return find_op_schema("", "Conv")->infer(ctx);
+}
+}  // namespace
+
+OpSchema fused_conv_schema() { return {kFusedConvOp, infer_fused_conv, {}, {}, {}}; }
 
 OpSchema fused_elementwise_schema() {
   return {kFusedElementwiseOp, infer_fused_elementwise, {}, {}, {.in_place = true}};

@@ -24,6 +24,9 @@
 namespace strider {
 
 inline constexpr std::string_view kFusedElementwiseOp = "FusedElementwise";
+// A Conv whose output goes through a one-input program (its activation: SiLU, Relu, Clip)
+// before anything reads it: the Conv's inputs and attributes plus the program's.
+inline constexpr std::string_view kFusedConvOp = "FusedConv";
 
 struct FusedInstruction {
   FusedOp op = FusedOp::kAdd;
@@ -49,5 +52,8 @@ std::string describe_fused_program(const FusedProgram& program);
 // is defined before it, arity matches, limits hold), naming what is wrong.
 void write_fused_program(const FusedProgram& program, Node* node);
 Result<FusedProgram> read_fused_program(const Node& node);
+// The same for a program over `inputs` registers that are not the node's inputs (FusedConv:
+// one register, the convolution's result).
+Result<FusedProgram> read_fused_program_of(const Node& node, int inputs);
 
 }  // namespace strider

@@ -79,8 +79,10 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
   // fusion pass) runs a group of elementwise ops as one.
   static const OpSchema kMaterialize{"Materialize", infer_materialize};
   static const OpSchema kFused = fused_elementwise_schema();
+  static const OpSchema kFusedConv = fused_conv_schema();
   if (domain == kStriderDomain) {
     if (op_type == "Materialize") return &kMaterialize;
+    if (op_type == kFusedConv.op_type) return &kFusedConv;
     return op_type == kFused.op_type ? &kFused : nullptr;
   }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;

@@ -123,5 +123,6 @@ void register_nn_ops(std::vector<OpSchema>& ops);
 void register_resize_ops(std::vector<OpSchema>& ops);
 // strider's FusedElementwise (ops/fused_elementwise.h).
 OpSchema fused_elementwise_schema();
+OpSchema fused_conv_schema();
 
 }  // namespace strider

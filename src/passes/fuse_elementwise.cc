@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 #include "ops/fused_elementwise.h"
@@ -187,5 +188,47 @@ class Fuser {
 }  // namespace
 
 Result<FusionStats> fuse_elementwise(Graph& graph) { return Fuser(graph).run(); }
+
+namespace {
+
+// The one-input program `reader` applies to `value`, if it is one.
+std::optional<FusedProgram> activation_program(const Graph& g, const Node& reader, ValueId value) {
+  if (reader.domain == kStriderDomain && reader.op_type == kFusedElementwiseOp) {
+    if (reader.inputs.size() != 1 || reader.inputs[0] != value) return std::nullopt;
+    auto program = read_fused_program(reader);
+    return program.is_ok() ? std::optional<FusedProgram>(*program) : std::nullopt;
+  }
+  Candidate c = as_candidate(g, reader);
+  if (!c.fusable || c.operands.size() != 1 || c.operands[0] != value) return std::nullopt;
+  return FusedProgram{1, {{c.op, 0, -1, c.alpha, c.beta}}};
+}
+
+}  // namespace
+
+Result<int> fuse_conv_activations(Graph& graph) {
+  const std::vector<std::vector<NodeId>> consumers = graph.consumers();
+  std::unordered_set<ValueId> outputs(graph.outputs().begin(), graph.outputs().end());
+  std::unordered_set<const Node*> absorbed;
+  int fused = 0;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& conv = graph.node(id);
+    if (!(conv.domain.empty() || conv.domain == "ai.onnx") || conv.op_type != "Conv" || conv.outputs.size() != 1) continue;
+    const ValueId y = conv.outputs[0];
+    if (outputs.count(y) || consumers[size_t(y)].size() != 1 || !fusable_dtype(graph.value(y).dtype)) continue;
+    const Node& reader = graph.node(consumers[size_t(y)][0]);
+    std::optional<FusedProgram> program = activation_program(graph, reader, y);
+    if (!program || graph.value(reader.outputs[0]).dtype != graph.value(y).dtype) continue;
+    conv.op_type = std::string(kFusedConvOp);
+    conv.domain = std::string(kStriderDomain);
+    conv.outputs = reader.outputs;
+    write_fused_program(*program, &conv);
+    conv.attributes.set_string("nodes", conv.name + "," + reader.name);
+    STRIDER_RETURN_IF_ERROR(read_fused_program_of(conv, 1).status());
+    absorbed.insert(&reader);
+    ++fused;
+  }
+  graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
+  return fused;
+}
 
 }  // namespace strider

@@ -27,4 +27,11 @@ struct FusionStats {
 
 Result<FusionStats> fuse_elementwise(Graph& graph);
 
+// Folds a Conv into the one-input elementwise program that alone reads its output (a
+// FusedElementwise of one operand, such as SiLU, or a single fusable op such as Relu or
+// Clip): the pair becomes one FusedConv node writing the program's output, so the
+// convolution's raw result is never stored (oneDNN applies the activation as a post-op).
+// Run after fuse_elementwise, for devices with a FusedConv kernel. Returns how many.
+Result<int> fuse_conv_activations(Graph& graph);
+
 }  // namespace strider

@@ -61,7 +61,10 @@ TEST(Cli, CheckNamesTheFirstBadNodeWhenAnOutputFails) {
   const std::string c2f = std::string(STRIDER_SOURCE_DIR) + "/models/seed/C2f_split_op17/model.onnx";
   CliResult r = run_cli("check " + c2f + " --rtol 1e-12 --atol 0 --json " + out.file("report.json"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.out.find("first bad node: '/cv1/conv/Conv' (Conv) output '/cv1/conv/Conv_output_0'"), std::string::npos)
+  // The first step is a convolution fused with its SiLU: the line names both nodes.
+  EXPECT_NE(r.out.find("first bad node: '/cv1/conv/Conv' (FusedConv of /cv1/conv/Conv,/cv1/act/Mul.fused) "
+                       "output '/cv1/act/Mul_output_0'"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(slurp(out.file("report.json")).find("\"first_bad_node\""), std::string::npos);
   CliResult ok = run_cli("check " + c2f);

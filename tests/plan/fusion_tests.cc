@@ -241,6 +241,73 @@ TEST(Fusion, EveryFusedOpMatchesTheReference) {
   }
 }
 
+// The op types of the planned graph, in order.
+std::vector<std::string> op_types(const testing::PlannedGraph& p) {
+  std::vector<std::string> ops;
+  for (NodeId id = 0; id < p.graph->num_nodes(); ++id) ops.push_back(p.graph->node(id).op_type);
+  return ops;
+}
+
+AttributeMap conv_attributes(int64_t pad) {
+  AttributeMap a;
+  a.set_ints("pads", {pad, pad, pad, pad});
+  return a;
+}
+
+// Conv -> SiLU becomes one FusedConv (oneDNN applies the activation as a post-op); on
+// 3x3 and on a 1x1 writing a concat's channel slice (a matmul, then our program in place);
+// Relu, Clip, and Clip with low > high (which oneDNN's clip would get wrong: ours runs).
+TEST(Fusion, ConvAndItsActivationBecomeOneNode) {
+  const Shape shape = {2, 8, 9, 7};
+  auto build = [&](const std::string& activation) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, shape);
+    ValueId y = b.op("Conv", {x, b.constant("w", random_f32({6, 8, 3, 3}, 31)), b.constant("b", random_f32({6}, 32))},
+                     conv_attributes(1), "conv");
+    if (activation == "silu") y = b.op("Mul", {y, b.op("Sigmoid", {y}, {}, "sig")}, {}, "mul");
+    if (activation == "relu") y = b.op("Relu", {y}, {}, "relu");
+    if (activation == "clip") y = b.op("Clip", {y, b.constant("lo", f32s({}, {-0.5f})), b.constant("hi", f32s({}, {0.5f}))}, {}, "clip");
+    if (activation == "inverted clip")  // low > high: every element becomes high
+      y = b.op("Clip", {y, b.constant("lo", f32s({}, {1.0f})), b.constant("hi", f32s({}, {-1.0f}))}, {}, "clip");
+    ValueId p = b.op("Conv", {x, b.constant("w1", random_f32({4, 8, 1, 1}, 33)), b.constant("b1", random_f32({4}, 34))},
+                     {}, "pointwise");
+    ValueId q = b.op("Relu", {p}, {}, "prelu");
+    b.output(b.op("Concat", {y, q}, testing::int_attribute("axis", 1), "cat"));
+    return b.build();
+  };
+  std::map<std::string, Tensor> inputs{{"x", random_f32(shape, 30)}};
+  int post_ops = 0, afterwards = 0;  // activations oneDNN applied, and ones our program ran
+  for (const char* activation : {"silu", "relu", "clip", "inverted clip"})
+    for (const char* layout : {"nchw", "nhwc"})
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(std::string(activation) + " " + layout + " " + std::string(dtype_name(dtype)));
+        PlanOptions options = verified();
+        options.layout = *parse_layout(layout);
+        Graph g = build(activation);
+        auto p = plan_graph(g, options, fused(dtype));
+        EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedConv", "FusedConv", "Concat"}));
+        expect_matches_reference(g, p, inputs, dtype);
+        for (const std::string& kernel : inspect_session(*p.session).kernel_names) {
+          post_ops += kernel.rfind("onednn", 0) == 0 && kernel.find("+") != std::string::npos;
+          afterwards += kernel.find(" then strider:fused") != std::string::npos;
+        }
+      }
+  EXPECT_GT(post_ops, 0);
+  EXPECT_GT(afterwards, 0);
+}
+
+TEST(Fusion, AConvOutputReadTwiceKeepsItsOwnNode) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {1, 4, 6, 6});
+  ValueId y = b.op("Conv", {x, b.constant("w", random_f32({4, 4, 3, 3}, 41))}, conv_attributes(1), "conv");
+  b.output(b.op("Mul", {y, b.op("Sigmoid", {y}, {}, "sig")}, {}, "silu"));
+  b.output(b.op("Add", {y, x}, {}, "skip"));  // the raw conv output is needed here too
+  Graph g = b.build();
+  auto p = plan_graph(g, verified(), fused());
+  EXPECT_EQ(op_types(p), (std::vector<std::string>{"Conv", "FusedElementwise", "Add"}));
+  expect_matches_reference(g, p, {{"x", random_f32({1, 4, 6, 6}, 42)}});
+}
+
 TEST(Fusion, OffLeavesTheGraphAsBuilt) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {8});

@@ -196,7 +196,8 @@ std::vector<double> values_of(const Tensor& t) {
 // not vacuous).
 struct Coverage {
   int graphs = 0, nodes = 0, views = 0, concat_in_place = 0, in_place = 0, materializations = 0, copies = 0;
-  int fused = 0;  // FusedElementwise nodes
+  int fused = 0;       // FusedElementwise nodes
+  int fused_conv = 0;  // FusedConv nodes
 };
 
 // Runs one seed's graph under each planner configuration; returns a failure description.
@@ -235,6 +236,7 @@ std::string check_seed(uint32_t seed, Coverage& coverage) {
       const Graph& planned = *inspect_session(**session).graph;
       for (NodeId id = 0; id < planned.num_nodes(); ++id)
         coverage.fused += planned.node(id).domain == "strider" && planned.node(id).op_type == "FusedElementwise";
+      for (NodeId id = 0; id < planned.num_nodes(); ++id) coverage.fused_conv += planned.node(id).op_type == "FusedConv";
     }
     auto outputs = (*session)->run({inputs.at("x")});
     if (!outputs.is_ok()) return std::string(config.name) + ": " + outputs.status().to_string();
@@ -269,11 +271,12 @@ TEST_P(RandomGraphs, PlannerOnAndOffMatchTheReference) {
     }
   }
   std::printf("%d graphs; planned (nchw + nhwc): %d steps, %d views, %d concat parts in place, %d in place, "
-              "%d materializations, %d copies, %d fused elementwise groups\n",
+              "%d materializations, %d copies, %d fused elementwise groups, %d fused convolutions\n",
               coverage.graphs, coverage.nodes, coverage.views, coverage.concat_in_place, coverage.in_place,
-              coverage.materializations, coverage.copies, coverage.fused);
+              coverage.materializations, coverage.copies, coverage.fused, coverage.fused_conv);
   EXPECT_GT(coverage.views, 0);
   EXPECT_GT(coverage.fused, 0);
+  EXPECT_GT(coverage.fused_conv, 0);
   EXPECT_GT(coverage.concat_in_place, 0);
 }
 

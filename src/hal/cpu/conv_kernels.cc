@@ -2,6 +2,8 @@
 // BatchNormalization. Conv runs on oneDNN for f32 and bf16 with descriptors built from the
 // views' real strides; constant weights are reordered once, at creation, into the layout
 // oneDNN prefers. Other dtypes run a naive direct convolution.
+#include <optional>
+
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
@@ -18,6 +20,7 @@ struct ConvSetup {
   TensorView x, w, bias, y;  // bias.allocation is null when absent
   int64_t group = 1;
   WindowGeometry window;
+  std::optional<FusedProgram> activation;  // FusedConv: the program applied to the result
 };
 
 Result<ConvSetup> resolve_conv(const KernelRequest& r) {
@@ -31,12 +34,44 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
   std::span<const int64_t> spatial(c.x.sizes.begin() + 2, c.x.sizes.end());
   std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
   STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(node, spatial, kernel, false));
+  if (r.node.op_type == kFusedConvOp) {
+    STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 1));
+    c.activation = std::move(program);
+  }
   return c;
+}
+
+// oneDNN's eltwise post-op computing `p` (a one-input program), if it has one. Its
+// arithmetic is oneDNN's own (vectorized exp), within f32 rounding of ours.
+struct Eltwise {
+  dnnl::algorithm algorithm;
+  float alpha = 0, beta = 0;
+};
+std::optional<Eltwise> as_eltwise(const FusedProgram& p) {
+  using dnnl::algorithm;
+  const auto& code = p.code;
+  if (code.size() == 2 && code[0].op == FusedOp::kSigmoid && code[0].a == 0 && code[1].op == FusedOp::kMul &&
+      ((code[1].a == 0 && code[1].b == 1) || (code[1].a == 1 && code[1].b == 0)))
+    return Eltwise{algorithm::eltwise_swish, 1.0f};  // x * sigmoid(1 * x)
+  if (code.size() != 1 || code[0].a != 0) return std::nullopt;
+  const FusedInstruction& i = code[0];
+  switch (i.op) {
+    case FusedOp::kRelu: return Eltwise{algorithm::eltwise_relu};
+    case FusedOp::kLeakyRelu: return Eltwise{algorithm::eltwise_relu, i.alpha};
+    case FusedOp::kSigmoid: return Eltwise{algorithm::eltwise_logistic};
+    case FusedOp::kTanh: return Eltwise{algorithm::eltwise_tanh};
+    case FusedOp::kElu: return Eltwise{algorithm::eltwise_elu, i.alpha};
+    case FusedOp::kHardSwish: return Eltwise{algorithm::eltwise_hardswish};
+    // oneDNN clips to max(low, min(high, x)); ONNX gives high everywhere when low > high.
+    case FusedOp::kClip: return i.alpha <= i.beta ? std::optional(Eltwise{algorithm::eltwise_clip, i.alpha, i.beta}) : std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 class OneDnnConv final : public Kernel {
  public:
   Status init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node);
+  bool applies_activation() const { return applies_activation_; }
   Status run(const QueueContext& context) override {
     return onednn_call("Conv", [&] {
       primitive_.execute(onednn_stream(), args_);
@@ -50,6 +85,7 @@ class OneDnnConv final : public Kernel {
   std::unordered_map<int, dnnl::memory> args_;
   dnnl::memory packed_weights_;  // owned reordered copy of constant weights
   std::string impl_;
+  bool applies_activation_ = false;
 };
 
 // Weights [O, I/g, k...] seen as oneDNN's grouped [g, O/g, I/g, k...] when group > 1.
@@ -87,8 +123,16 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
       desc = std::make_unique<dnnl::convolution_forward::desc>(prop, algo, x_md, w_md, y_md, strides,
                                                                 dilations, pad_l, pad_r);
     }
-    dnnl::convolution_forward::primitive_desc pd(*desc, onednn_attr(), onednn_engine());
-    impl_ = onednn_impl_name(pd);
+    dnnl::primitive_attr attr = onednn_attr();
+    std::optional<Eltwise> eltwise = c.activation ? as_eltwise(*c.activation) : std::nullopt;
+    if (eltwise) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, eltwise->algorithm, eltwise->alpha, eltwise->beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::convolution_forward::primitive_desc pd(*desc, attr, onednn_engine());
+    impl_ = onednn_impl_name(pd) + (eltwise ? "+" + describe_fused_program(*c.activation) : "");
+    applies_activation_ = eltwise.has_value();
     primitive_ = dnnl::convolution_forward(pd);
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
@@ -177,6 +221,27 @@ std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string&
   return std::nullopt;
 }
 
+// A convolution kernel followed by its activation program over the output, in place.
+class ConvThenActivation final : public Kernel {
+ public:
+  ConvThenActivation(KernelPtr conv, KernelPtr activation) : conv_(std::move(conv)), activation_(std::move(activation)) {}
+  Status run(const QueueContext& context) override {
+    STRIDER_RETURN_IF_ERROR(conv_->run(context));
+    return activation_->run(context);
+  }
+  std::string implementation() const override { return conv_->implementation() + " then " + activation_->implementation(); }
+
+ private:
+  KernelPtr conv_, activation_;
+};
+
+// `conv` with the setup's activation applied, unless the kernel already applies it.
+Result<KernelPtr> with_activation(KernelPtr conv, const ConvSetup& c, bool applied) {
+  if (!c.activation || applied) return conv;
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr activation, make_fused_program_kernel(*c.activation, c.y, {c.y}));
+  return KernelPtr(new ConvThenActivation(std::move(conv), std::move(activation)));
+}
+
 bool all_packed(const ConvSetup& c) {
   return is_packed(c.x) && is_packed(c.w) && is_packed(c.y) && (!c.bias.allocation || is_packed(c.bias));
 }
@@ -191,25 +256,31 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   DType dtype = c.y.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y)))
-    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name)) return std::move(*kernel);
+    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name)) return with_activation(std::move(*kernel), c, false);
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
     auto kernel = std::make_unique<OneDnnConv>();
     Status s = kernel->init(c, r.constant_input(1), r.node.name);
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
-    if (s.is_ok() && (!reference_only || all_packed(c))) return KernelPtr(std::move(kernel));
+    if (s.is_ok() && (!reference_only || all_packed(c))) {
+      bool applied = kernel->applies_activation();
+      return with_activation(KernelPtr(std::move(kernel)), c, applied);
+    }
   }
   if (fast_dtype && !all_packed(c))
     return unsupported(fmt::format("node '{}': no fast convolution reads or writes these strided views; "
                                    "x {}, y {}", r.node.name, c.x.to_string(), c.y.to_string()));
   return dispatch_dtype(dtype, [&]<typename T>() -> Result<KernelPtr> {
-    if constexpr (is_float_storage_v<T>) return KernelPtr(new NaiveConv<T>(std::move(c)));
+    if constexpr (is_float_storage_v<T>) return with_activation(KernelPtr(new NaiveConv<T>(c)), c, false);
     else return unsupported(fmt::format("Conv on {}", dtype_name(dtype)));
   });
 }
 
 }  // namespace
 
-void register_conv_kernels(std::vector<KernelEntry>& table) { table.push_back({"Conv", make_conv}); }
+void register_conv_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"Conv", make_conv});
+  table.push_back({kFusedConvOp, make_conv});
+}
 
 }  // namespace strider::cpu

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hal/kernel.h"
+#include "ops/fused_elementwise.h"
 
 namespace strider::cpu {
 
@@ -20,6 +21,12 @@ struct KernelEntry {
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request);
 bool has_kernel(std::string_view op_type);
+
+// A FusedElementwise program over `inputs` (broadcast to `out`), writing `out`; an input
+// may be `out` itself (a tile is loaded before it is stored). FusedConv runs its activation
+// with it when oneDNN cannot.
+Result<std::unique_ptr<Kernel>> make_fused_program_kernel(const FusedProgram& program, const TensorView& out,
+                                                          const std::vector<TensorView>& inputs);
 
 // One registration function per kernel family file.
 void register_elementwise_kernels(std::vector<KernelEntry>& table);

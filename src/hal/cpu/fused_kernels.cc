@@ -96,10 +96,16 @@ class FusedKernel final : public Kernel {
 
 Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {
   STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program(r.node));
-  const TensorView& out = r.outputs[0];
   if (r.inputs.size() != size_t(program.inputs)) return internal_error("fused program and inputs disagree");
+  return make_fused_program_kernel(program, r.outputs[0], r.inputs);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_fused_program_kernel(const FusedProgram& program, const TensorView& out,
+                                                          const std::vector<TensorView>& views) {
   std::vector<TensorView> inputs;
-  for (const TensorView& in : r.inputs) {
+  for (const TensorView& in : views) {
     if (in.dtype != out.dtype) return unsupported("fused elementwise over mixed dtypes");
     STRIDER_ASSIGN_OR_RETURN(TensorView broadcast, broadcast_view(in, out.sizes));
     inputs.push_back(std::move(broadcast));
@@ -112,8 +118,6 @@ Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {
       return unsupported(fmt::format("fused elementwise on {}", dtype_name(out.dtype)));
   });
 }
-
-}  // namespace
 
 void register_fused_kernels(std::vector<KernelEntry>& table) {
   table.push_back({kFusedElementwiseOp, make_fused});
