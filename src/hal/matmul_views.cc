@@ -85,4 +85,21 @@ std::vector<PointwiseMatMul> pointwise_conv_as_matmul(const TensorView& x, const
   return forms;
 }
 
+Result<GemmViews> gemm_views(const AttributeMap& attributes, const TensorView& a, const TensorView& b,
+                             const TensorView& out) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attributes.get_int("transA", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attributes.get_int("transB", 0));
+  GemmViews g{{a, b, out}};
+  STRIDER_ASSIGN_OR_RETURN(g.alpha, attributes.get_float("alpha", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(g.beta, attributes.get_float("beta", 1.0f));
+  static constexpr int64_t kSwap[] = {1, 0};
+  if (trans_a) {
+    STRIDER_ASSIGN_OR_RETURN(g.views.a, permute_view(a, kSwap));
+  }
+  if (trans_b) {
+    STRIDER_ASSIGN_OR_RETURN(g.views.b, permute_view(b, kSwap));
+  }
+  return g;
+}
+
 }  // namespace strider

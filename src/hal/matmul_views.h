@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "ir/attributes.h"
 #include "memory/tensor_view.h"
 #include "ops/shape_ops.h"
 
@@ -21,6 +22,15 @@ TensorView insert_unit_dim(const TensorView& view, size_t at);
 
 // ONNX MatMul operands (numpy semantics: 1-D operands promoted) as rank-aligned views.
 MatMulViews align_matmul(const TensorView& a, const TensorView& b, const TensorView& out);
+
+// Gemm's A' x B' (transA/transB applied as transposed views) and its alpha and beta; C,
+// when there is one, is the caller's to shape.
+struct GemmViews {
+  MatMulViews views;
+  float alpha = 1, beta = 1;
+};
+Result<GemmViews> gemm_views(const AttributeMap& attributes, const TensorView& a, const TensorView& b,
+                             const TensorView& out);
 
 // A pointwise convolution as a matmul, with its bias shaped for that matmul.
 struct PointwiseMatMul {

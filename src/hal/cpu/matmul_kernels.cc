@@ -161,19 +161,9 @@ class GemmKernel final : public Kernel {
 };
 
 Result<KernelPtr> make_gemm(const KernelRequest& r) {
-  const AttributeMap& attrs = r.node.attributes;
-  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
-  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
-  STRIDER_ASSIGN_OR_RETURN(float alpha, attrs.get_float("alpha", 1.0f));
-  STRIDER_ASSIGN_OR_RETURN(float beta, attrs.get_float("beta", 1.0f));
-  static constexpr int64_t kSwap[] = {1, 0};
-  MatMulViews v{r.inputs[0], r.inputs[1], r.outputs[0]};
-  if (trans_a) {
-    STRIDER_ASSIGN_OR_RETURN(v.a, permute_view(v.a, kSwap));
-  }
-  if (trans_b) {
-    STRIDER_ASSIGN_OR_RETURN(v.b, permute_view(v.b, kSwap));
-  }
+  STRIDER_ASSIGN_OR_RETURN(GemmViews g, gemm_views(r.node.attributes, r.inputs[0], r.inputs[1], r.outputs[0]));
+  const MatMulViews& v = g.views;
+  const float alpha = g.alpha, beta = g.beta;
   bool has_c = r.has_input(2) && beta != 0.0f;
   // The common Linear case (alpha = beta = 1, C a row) fuses C as oneDNN's bias.
   if (has_c && alpha == 1.0f && beta == 1.0f) {

@@ -1,14 +1,12 @@
 #include "hal/cuda/cuda_kernels.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
+#include "hal/kernel_table.h"
 
 namespace strider::cuda {
 namespace {
 
-const std::vector<KernelEntry>& kernel_table() {
-  static const std::vector<KernelEntry> table = [] {
+const KernelTable<KernelEntry>& kernel_table() {
+  static const KernelTable<KernelEntry> table = [] {
     std::vector<KernelEntry> t;
     register_elementwise_kernels(t);
     register_copy_kernels(t);
@@ -17,31 +15,18 @@ const std::vector<KernelEntry>& kernel_table() {
     register_resize_kernels(t);
     register_matmul_kernels(t);
     register_conv_kernels(t);
-    std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.op_type < b.op_type; });
-    return t;
+    return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;
 }
 
-const KernelEntry* find_entry(std::string_view op_type) {
-  const auto& t = kernel_table();
-  auto it = std::lower_bound(t.begin(), t.end(), op_type,
-                             [](const KernelEntry& e, std::string_view op) { return e.op_type < op; });
-  return it != t.end() && it->op_type == op_type ? &*it : nullptr;
-}
-
 }  // namespace
 
-bool has_kernel(std::string_view op_type) { return find_entry(op_type) != nullptr; }
+bool has_kernel(std::string_view op_type) { return kernel_table().find(op_type) != nullptr; }
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context) {
-  const Node& node = request.node;
-  bool known_domain = node.domain.empty() || node.domain == "strider";
-  const KernelEntry* entry = known_domain ? find_entry(node.op_type) : nullptr;
-  if (entry == nullptr) return unsupported(fmt::format("no CUDA kernel for {}", node.op_type));
-  auto kernel = entry->create(request, context);
-  if (!kernel.is_ok()) return kernel.status().with_context(fmt::format("node '{}' ({})", node.name, node.op_type));
-  return kernel;
+  STRIDER_ASSIGN_OR_RETURN(const KernelEntry* entry, kernel_table().entry_for(request.node, "CUDA"));
+  return for_node(entry->create(request, context), request.node);
 }
 
 }  // namespace strider::cuda

@@ -15,19 +15,9 @@ Result<std::unique_ptr<Kernel>> make_matmul(const KernelRequest& r, const CudaCo
 // Gemm: alpha * A' x B' (+ beta * C). C is fused as cuBLASLt's bias when it is a row added
 // with alpha = beta = 1 (torch's Linear); other forms of C are not supported on CUDA yet.
 Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaContext& context) {
-  const AttributeMap& attrs = r.node.attributes;
-  STRIDER_ASSIGN_OR_RETURN(int64_t trans_a, attrs.get_int("transA", 0));
-  STRIDER_ASSIGN_OR_RETURN(int64_t trans_b, attrs.get_int("transB", 0));
-  STRIDER_ASSIGN_OR_RETURN(float alpha, attrs.get_float("alpha", 1.0f));
-  STRIDER_ASSIGN_OR_RETURN(float beta, attrs.get_float("beta", 1.0f));
-  static constexpr int64_t kSwap[] = {1, 0};
-  MatMulViews v{r.inputs[0], r.inputs[1], r.outputs[0]};
-  if (trans_a) {
-    STRIDER_ASSIGN_OR_RETURN(v.a, permute_view(v.a, kSwap));
-  }
-  if (trans_b) {
-    STRIDER_ASSIGN_OR_RETURN(v.b, permute_view(v.b, kSwap));
-  }
+  STRIDER_ASSIGN_OR_RETURN(GemmViews g, gemm_views(r.node.attributes, r.inputs[0], r.inputs[1], r.outputs[0]));
+  const MatMulViews& v = g.views;
+  const float alpha = g.alpha, beta = g.beta;
   if (!r.has_input(2) || beta == 0.0f) return make_lt_matmul(v, nullptr, alpha, context, r.node.name);
   TensorView c = r.inputs[2];
   while (c.rank() < 2) c = insert_unit_dim(c, 0);
