@@ -134,8 +134,8 @@ void Executor::submit_poison(const PlanBuffer& buffer, int queue) {
          {{bytes, true, graph_.value(buffer.root).name}});
 }
 
-// Host commands reading a step's outputs into `taps` (entries made now, so the map does not
-// change while commands run).
+// Host commands reading a step's outputs into `taps` (a std::map: the element addresses the
+// commands hold stay valid as later steps add entries).
 void Executor::submit_taps(const PlanStep& step, std::map<ValueId, Tensor>& taps) {
   for (ValueId id : graph_.node(step.node).outputs) {
     if (id == kNoValue) continue;
