@@ -61,6 +61,11 @@ struct SessionOptions {
   bool allow_tf32 = false;
   // cuda: with one queue, capture the whole plan once as a CUDA graph and replay it.
   bool cuda_graph = true;
+  // The most memory the session may hold, in bytes: the model's constants and those folded
+  // at creation, the arena, inputs and outputs, on the host and on the device. Asking for
+  // more is a RESOURCE_EXHAUSTED error naming what asked. 0: 80% of physical memory for
+  // the host (and the CPU devices), 90% of the GPU's memory on cuda.
+  int64_t max_memory_bytes = 0;
   // Fold groups of elementwise ops (SiLU's Sigmoid and Mul, a gated unit) into one kernel
   // each, so their intermediates are never stored. Off only to rule fusion out.
   bool fusion = true;

@@ -27,6 +27,7 @@ enum class StatusCode {
   kDeviceError,      // a device or library call failed at run time
   kInternal,         // a bug in strider reported without aborting
   kHazard,           // the sanitizer found accesses no wait orders (one finding per line)
+  kResourceExhausted,  // the memory budget (or the machine's memory) cannot hold what is asked
 };
 
 // "INVALID_ARGUMENT", "UNSUPPORTED", ...: the spelling used in error lines.
@@ -35,7 +36,11 @@ std::string_view status_code_name(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // Control bytes in `message` are escaped (only a HAZARD report keeps its newlines, one
+  // finding per line) and a message longer than kMaxMessageBytes is cut: a Status prints
+  // as one line whatever text from a model was formatted into it.
+  Status(StatusCode code, std::string message);
+  static constexpr size_t kMaxMessageBytes = 1536;
 
   static Status ok() { return Status(); }
   bool is_ok() const { return code_ == StatusCode::kOk; }
@@ -59,6 +64,7 @@ Status not_found(std::string message);
 Status io_error(std::string message);
 Status device_error(std::string message);
 Status internal_error(std::string message);
+Status resource_exhausted(std::string message);
 
 // A value or the Status that explains why there is none. Accessing the value of an
 // error Result aborts (it is a programming error, like dereferencing an empty optional).

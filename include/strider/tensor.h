@@ -23,8 +23,13 @@ using Shape = std::vector<int64_t>;
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled tensor.
+  // Zero-filled tensor. The shape must be valid (no negative dim, at most 2^52 bytes):
+  // anything else is a programming error and aborts. Sizes from a file or a model go
+  // through create() instead.
   Tensor(DType dtype, Shape shape);
+  // Zero-filled tensor, or INVALID_ARGUMENT for a negative dim or a size beyond 2^52
+  // bytes, or RESOURCE_EXHAUSTED when `max_bytes` (or the machine) cannot hold it.
+  static Result<Tensor> create(DType dtype, Shape shape, int64_t max_bytes = int64_t(1) << 52);
 
   // Copies `data` (row-major); the byte count must match dtype and shape.
   static Result<Tensor> from_bytes(DType dtype, Shape shape, std::span<const std::byte> data);

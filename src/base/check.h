@@ -16,7 +16,7 @@ namespace strider::detail {
 #define STRIDER_CHECK(cond, ...)                                                      \
   do {                                                                                \
     if (!(cond)) [[unlikely]]                                                         \
-      ::strider::detail::check_failed(#cond, __FILE__, __LINE__,                      \
+      ::strider::detail::check_failed(#cond, __FILE_NAME__, __LINE__,                      \
                                       ::strider::detail::check_message(__VA_ARGS__)); \
   } while (0)
 

@@ -2,11 +2,20 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+#include "base/checked_math.h"
+
 namespace strider {
 
+// Shapes reaching here were validated (checked_element_count) where they entered: an
+// overflow is a strider bug that would otherwise read past a buffer, so it aborts.
 int64_t num_elements(std::span<const int64_t> sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) {
+    auto next = checked_mul(n, s);
+    STRIDER_CHECK(next.has_value(), "element count of {} overflows", shape_to_string(sizes));
+    n = *next;
+  }
   return n;
 }
 
@@ -15,7 +24,9 @@ Strides contiguous_strides(std::span<const int64_t> sizes) {
   int64_t running = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<int64_t>(sizes[i], 1);
+    auto next = checked_mul(running, std::max<int64_t>(sizes[i], 1));
+    STRIDER_CHECK(next.has_value(), "strides of {} overflow", shape_to_string(sizes));
+    running = *next;
   }
   return strides;
 }

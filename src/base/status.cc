@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/check.h"
+#include "base/printable.h"
 
 namespace strider {
 
@@ -19,8 +20,18 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kDeviceError: return "DEVICE_ERROR";
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kHazard: return "HAZARD";
+    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
   }
   return "UNKNOWN";
+}
+
+Status::Status(StatusCode code, std::string message)
+    : code_(code), message_(escape_control_bytes(message, code == StatusCode::kHazard)) {
+  if (code_ != StatusCode::kHazard && message_.size() > kMaxMessageBytes) {
+    size_t dropped = message_.size() - kMaxMessageBytes;
+    message_.resize(kMaxMessageBytes);
+    message_ += fmt::format("... ({} more bytes)", dropped);
+  }
 }
 
 std::string Status::to_string() const {
@@ -41,11 +52,14 @@ Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; 
 Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 Status device_error(std::string m) { return {StatusCode::kDeviceError, std::move(m)}; }
 Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 
 namespace detail {
+// `file` is the source file's name only (__FILE_NAME__): a message never shows where the
+// build's sources lay.
 void check_failed(const char* condition, const char* file, int line, const std::string& message) {
   std::fprintf(stderr, "strider: internal check failed at %s:%d: %s%s%s\n", file, line, condition,
-               message.empty() ? "" : ": ", message.c_str());
+               message.empty() ? "" : ": ", escape_control_bytes(message).c_str());
   std::fflush(stderr);
   std::abort();
 }

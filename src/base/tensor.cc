@@ -2,21 +2,44 @@
 
 #include <fmt/format.h>
 
+#include <new>
+
 #include "base/check.h"
+#include "base/checked_math.h"
 #include "base/float16.h"
 #include "base/shape.h"
 
 namespace strider {
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_) STRIDER_CHECK(d >= 0, "negative dimension in {}", shape_to_string(shape_));
-  data_.resize(size_t(strider::num_elements(shape_) * dtype_size(dtype)));
+  std::optional<int64_t> count = checked_element_count(shape_, dtype_size(dtype));
+  STRIDER_CHECK(count.has_value(), "{}{} is not a valid tensor size", dtype_name(dtype), shape_to_string(shape_));
+  data_.resize(size_t(*count * dtype_size(dtype)));
+}
+
+Result<Tensor> Tensor::create(DType dtype, Shape shape, int64_t max_bytes) {
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  if (!count)
+    return invalid_argument(fmt::format("{}{} is too large: more than 2^52 bytes, or a negative dim", dtype_name(dtype),
+                                        shape_to_string(shape)));
+  int64_t bytes = *count * dtype_size(dtype);
+  if (bytes > max_bytes)
+    return resource_exhausted(fmt::format("{}{} needs {} bytes, more than the memory budget of {} bytes", dtype_name(dtype),
+                                          shape_to_string(shape), bytes, max_bytes));
+  try {
+    return Tensor(dtype, std::move(shape));
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted(fmt::format("{}{}: allocating {} bytes failed", dtype_name(dtype),
+                                          shape_to_string(shape), bytes));
+  }
 }
 
 Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std::byte> data) {
-  for (int64_t d : shape)
-    if (d < 0) return invalid_argument(fmt::format("negative dimension in {}", shape_to_string(shape)));
-  int64_t expected = strider::num_elements(shape) * dtype_size(dtype);
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  if (!count)
+    return invalid_argument(fmt::format("{}{} is too large: more than 2^52 bytes, or a negative dim", dtype_name(dtype),
+                                        shape_to_string(shape)));
+  int64_t expected = *count * dtype_size(dtype);
   if (int64_t(data.size()) != expected)
     return invalid_argument(fmt::format("{}{} needs {} bytes, got {}", dtype_name(dtype),
                                         shape_to_string(shape), expected, data.size()));

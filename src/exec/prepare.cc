@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "base/checked_math.h"
+#include "base/printable.h"
 #include "exec/session_internal.h"
 #include "ops/op_registry.h"
 
@@ -22,8 +24,8 @@ std::string list_by_op(const std::map<std::string, std::vector<std::string>>& no
   std::string text;
   for (const auto& [op, nodes] : nodes_by_op) {
     if (!text.empty()) text += ", ";
-    text += fmt::format("{} (node{} ", op, nodes.size() > 1 ? "s" : "");
-    for (size_t i = 0; i < nodes.size(); ++i) text += fmt::format("{}'{}'", i ? ", " : "", nodes[i]);
+    text += fmt::format("{} (node{} ", printable(op), nodes.size() > 1 ? "s" : "");
+    for (size_t i = 0; i < nodes.size(); ++i) text += fmt::format("{}'{}'", i ? ", " : "", printable(nodes[i]));
     text += ")";
   }
   return text;
@@ -51,6 +53,9 @@ Status resolve_input_shapes(Graph& graph, const SessionOptions& options) {
         if (v.has_shape && v.shape[d] >= 0 && v.shape[d] != shape[d])
           return invalid_argument(fmt::format("input '{}' dim {}: got {}, expected {}", v.name, d, shape[d], v.shape[d]));
       }
+      if (!checked_element_count(shape, dtype_size(v.dtype)))
+        return invalid_argument(fmt::format("input '{}': {}{} is too large (more than 2^52 bytes)", printable(v.name),
+                                            dtype_name(v.dtype), shape_to_string(shape)));
       v.shape = shape;
       v.has_shape = true;
       continue;

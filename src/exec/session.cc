@@ -9,6 +9,9 @@
 #include <mutex>
 #include <cstdlib>
 
+#include "base/checked_math.h"
+#include "base/exception_guard.h"
+#include "base/printable.h"
 #include "exec/executor.h"
 #include "exec/session_internal.h"
 #include "hal/device.h"
@@ -17,11 +20,15 @@
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
 #include "ops/fused_elementwise.h"
+#include "ops/signature.h"
 
 namespace strider {
 
 struct Session::Impl {
   SessionOptions options;
+  // The session's host allocations (constants, folded constants) and, on the CPU devices,
+  // the device's too: one budget, since they are the same memory.
+  std::shared_ptr<MemoryBudget> budget;
   Graph graph;                              // as planned (Materialize nodes included)
   std::vector<ValueInfo> inputs, outputs;   // as the caller sees them
   std::unique_ptr<Device> device;
@@ -66,7 +73,9 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
       continue;
     }
     const Node& node = graph.node(step.node);
-    auto kernel = device.create_kernel(KernelRequest{graph, node, step.inputs, step.outputs});
+    KernelRequest request{graph, node, step.inputs, step.outputs};
+    STRIDER_RETURN_IF_ERROR(check_kernel_views(request));
+    auto kernel = device.create_kernel(request);
     if (kernel.is_ok()) {
       attempt.kernels.push_back(std::move(kernel).value());
       continue;
@@ -156,22 +165,42 @@ Result<StorageMode> resolve_storage_mode(const std::string& option) {
                                       option.empty() ? " (from STRIDER_STORAGE_MODE)" : ""));
 }
 
-Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
-                                                const PlanOptions& plan_options) {
+namespace {
+
+// The model's constants (initializers, Constant values) are host memory the session holds.
+Status reserve_constants(const Graph& graph, MemoryBudget& budget) {
+  int64_t bytes = 0;
+  for (ValueId id = 0; id < graph.num_values(); ++id)
+    if (graph.value(id).is_constant()) bytes += int64_t(graph.value(id).constant->byte_size());
+  return budget.reserve(bytes, "the model's constants");
+}
+
+Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const SessionOptions& options,
+                                                          const PlanOptions& plan_options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
     return invalid_argument(fmt::format("--dtype {} is not supported; use f32 or bf16", dtype_name(options.dtype)));
+  if (options.max_memory_bytes < 0)
+    return invalid_argument(fmt::format("max_memory_bytes {} is negative", options.max_memory_bytes));
   auto impl = std::make_unique<Session::Impl>();
   impl->options = options;
+  impl->budget = std::make_shared<MemoryBudget>(options.max_memory_bytes > 0 ? options.max_memory_bytes
+                                                                             : default_host_memory_budget());
+  STRIDER_RETURN_IF_ERROR(check_model_opsets(graph));
   STRIDER_RETURN_IF_ERROR(check_ops_known(graph));
   STRIDER_RETURN_IF_ERROR(bind_constant_inputs(graph, options));
   STRIDER_RETURN_IF_ERROR(resolve_input_shapes(graph, options));
+  STRIDER_RETURN_IF_ERROR(reserve_constants(graph, *impl->budget));
   DeviceOptions device_options;
   device_options.queues = options.queues;
   device_options.sim_seed = options.sim_seed;
   device_options.allow_tf32 = options.allow_tf32;
+  bool cuda = options.device.rfind("cuda", 0) == 0;
+  // A GPU's memory is its own: there the budget bounds it only when the caller set one.
+  if (!cuda) device_options.budget = impl->budget;
+  else if (options.max_memory_bytes > 0) device_options.budget = std::make_shared<MemoryBudget>(options.max_memory_bytes);
   STRIDER_ASSIGN_OR_RETURN(device_options.storage_mode, resolve_storage_mode(options.storage_mode));
   STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device, device_options));
-  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph));
+  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, impl->budget.get()));
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
@@ -189,6 +218,14 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   impl->executor =
       std::make_unique<Executor>(impl->graph, impl->plan, impl->kernels, *impl->device, executor_options);
   return std::make_unique<Session>(std::move(impl));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
+                                                const PlanOptions& plan_options) {
+  return guard("creating the session",
+               [&] { return create_session_unguarded(std::move(graph), options, plan_options); });
 }
 
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options) {
@@ -241,14 +278,21 @@ Session::~Session() {
 }
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {
-  STRIDER_ASSIGN_OR_RETURN(Graph graph, import_model_file(model_path));
-  return create_session(std::move(graph), options);
+  return guard("loading the model", [&]() -> Result<std::unique_ptr<Session>> {
+    ImportOptions import_options;
+    import_options.max_constant_bytes =
+        options.max_memory_bytes > 0 ? options.max_memory_bytes : default_host_memory_budget();
+    STRIDER_ASSIGN_OR_RETURN(Graph graph, import_model_file(model_path, import_options));
+    return create_session(std::move(graph), options);
+  });
 }
 
 const std::vector<ValueInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<ValueInfo>& Session::outputs() const { return impl_->outputs; }
 
-Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
+  return guard("run", [&] { return impl_->run(inputs); });
+}
 
 Result<std::vector<Tensor>> Session::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> ordered;
@@ -261,7 +305,7 @@ Result<std::vector<Tensor>> Session::run(const std::map<std::string, Tensor>& in
     bool known = std::any_of(impl_->inputs.begin(), impl_->inputs.end(), [&](const ValueInfo& i) { return i.name == name; });
     if (!known) return invalid_argument(fmt::format("'{}' is not an input of the model", name));
   }
-  return impl_->run(ordered);
+  return guard("run", [&] { return impl_->run(ordered); });
 }
 
 }  // namespace strider

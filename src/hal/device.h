@@ -9,11 +9,14 @@
 // after a mere submit.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "base/memory_budget.h"
 #include "hal/kernel.h"
 #include "hal/queue.h"
 #include "memory/allocation.h"
@@ -28,14 +31,20 @@ struct DeviceOptions {
   // cuda: where allocations live (a performance policy, never a correctness knob).
   StorageMode storage_mode = StorageMode::kDevice;
   bool allow_tf32 = false;  // cuda: f32 matmuls may use TF32 (off: results match the reference)
+  // What every allocate() reserves from. The CPU devices share it with the session's host
+  // allocations (it is the same memory); null on cuda means 90% of the GPU's memory.
+  std::shared_ptr<MemoryBudget> budget;
 };
 
 class Device {
  public:
+  explicit Device(std::shared_ptr<MemoryBudget> budget = nullptr) : budget_(std::move(budget)) {}
   virtual ~Device() = default;
   virtual std::string_view name() const = 0;
 
-  // A block of at least `size` bytes aligned to `alignment` (a power of two >= 64).
+  // A block of at least `size` bytes aligned to `alignment` (a power of two >= 64), its
+  // bytes reserved from the memory budget first (RESOURCE_EXHAUSTED naming `label` when
+  // they do not fit).
   virtual Result<Allocation*> allocate(int64_t size, int64_t alignment, std::string label) = 0;
   // Returns the memory once every timepoint in `last_uses` has completed (blocking).
   virtual void release(Allocation* allocation, std::span<const Timepoint> last_uses = {}) = 0;
@@ -62,6 +71,19 @@ class Device {
   // hazard tracker.
   virtual Status upload(const Tensor& source, const TensorView& destination) = 0;
   virtual Status download(const TensorView& source, Tensor* destination) = 0;
+
+  // Null when allocations are unbounded.
+  MemoryBudget* memory_budget() const { return budget_.get(); }
+
+ protected:
+  // For allocate() and release() of every device.
+  Status reserve_memory(int64_t bytes, const std::string& label) {
+    return budget_ ? budget_->reserve(bytes, fmt::format("{} memory for the {}", name(), label)) : Status::ok();
+  }
+  void return_memory(int64_t bytes) {
+    if (budget_) budget_->release(bytes);
+  }
+  std::shared_ptr<MemoryBudget> budget_;
 };
 
 // "cpu" (the default), "sim", "cuda" or "cuda:N". An unknown name is INVALID_ARGUMENT

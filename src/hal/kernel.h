@@ -33,6 +33,13 @@ struct KernelRequest {
   }
 };
 
+// Checked before any kernel is created for `request` (and so before a kernel can index
+// memory by it): one view per operand of the node, present exactly where the node has the
+// operand, of the value's dtype and sizes, and wholly inside its allocation. INTERNAL
+// naming the node and the operand otherwise: a view that leaves its allocation is a
+// planner bug, and this stops it from becoming a read past a buffer.
+Status check_kernel_views(const KernelRequest& request);
+
 class Kernel {
  public:
   virtual ~Kernel() = default;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/printable.h"
+
 #include <algorithm>
 
 namespace strider {
@@ -67,10 +69,14 @@ void Graph::relink_producers() {
       if (out != kNoValue) values_[size_t(out)].producer = n;
 }
 
+std::string describe_node(const Node& node) {
+  return fmt::format("node '{}' ({})", printable(node.name), printable(node.op_type));
+}
+
 std::string Graph::describe_value(ValueId id) const {
   const Value& v = value(id);
-  if (!v.has_type) return fmt::format("value '{}'", v.name);
-  return fmt::format("value '{}' ({}{})", v.name, dtype_name(v.dtype),
+  if (!v.has_type) return fmt::format("value '{}'", printable(v.name));
+  return fmt::format("value '{}' ({}{})", printable(v.name), dtype_name(v.dtype),
                      v.has_shape ? shape_to_string(v.shape) : "[?]");
 }
 

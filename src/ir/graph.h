@@ -56,6 +56,10 @@ struct Node {
   ValueId input(size_t index) const { return index < inputs.size() ? inputs[index] : kNoValue; }
 };
 
+// "node 'conv_1' (Conv)" for messages; names and op types come from the model, so they
+// are escaped and cut (base/printable.h).
+std::string describe_node(const Node& node);
+
 class Graph {
  public:
   // Adds a value; names must be unique (an error if `name` exists).

@@ -1,8 +1,11 @@
 #include "memory/tensor_view.h"
 
+#include "base/checked_math.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "base/check.h"
 
@@ -38,6 +41,26 @@ std::string TensorView::to_string() const {
   return fmt::format("{}+{:#x} {}{} strides {}", allocation ? allocation->label() : "<none>",
                      byte_offset, dtype_name(dtype), shape_to_string(sizes),
                      shape_to_string(strides));
+}
+
+std::optional<ByteRange> checked_footprint(const TensorView& view) {
+  if (view.sizes.size() != view.strides.size()) return std::nullopt;
+  for (int64_t d : view.sizes)
+    if (d < 0) return std::nullopt;
+  for (int64_t d : view.sizes)
+    if (d == 0) return ByteRange{view.byte_offset, view.byte_offset};
+  CheckedInt low = 0, high = 0;
+  for (size_t i = 0; i < view.sizes.size(); ++i) {
+    CheckedInt extent = (CheckedInt(view.sizes[i]) - 1) * view.strides[i];
+    if (!extent.ok()) return std::nullopt;
+    if (extent.value() < 0) low += extent;
+    else high += extent;
+  }
+  int64_t element = dtype_size(view.dtype);
+  CheckedInt begin = CheckedInt(view.byte_offset) + low * element;
+  CheckedInt end = CheckedInt(view.byte_offset) + (high + 1) * element;
+  if (!begin.ok() || !end.ok()) return std::nullopt;
+  return ByteRange{begin.value(), end.value()};
 }
 
 ByteRange footprint(const TensorView& view) {
@@ -136,7 +159,12 @@ Result<TensorView> make_view(const Allocation& allocation, int64_t byte_offset, 
     if (sizes[i] < 0)
       return invalid_argument(fmt::format("{}: negative size {} in dim {}", what, sizes[i], i));
   TensorView view{&allocation, byte_offset, dtype, std::move(sizes), std::move(strides)};
-  ByteRange range = footprint(view);
+  std::optional<ByteRange> checked = checked_footprint(view);
+  if (!checked)
+    return out_of_range(fmt::format("{} {}{} strides {} at offset {:#x}: its byte range overflows 64 bits", what,
+                                    dtype_name(dtype), shape_to_string(view.sizes), shape_to_string(view.strides),
+                                    byte_offset));
+  ByteRange range = *checked;
   if (range.begin < 0 || range.end > allocation.size() || byte_offset < 0 ||
       byte_offset > allocation.size()) {
     return out_of_range(fmt::format(
@@ -168,14 +196,28 @@ Result<TensorView> slice_view(const TensorView& view, int64_t axis, int64_t star
     return invalid_argument(fmt::format("slice of {}: bad axis {} or step {}", view.to_string(),
                                         axis, step));
   int64_t count = 0;
-  if (step > 0 && stop > start) count = (stop - start + step - 1) / step;
-  if (step < 0 && start > stop) count = (start - stop + (-step) - 1) / (-step);
+  if (step > 0 && stop > start) count = (stop - start - 1) / step + 1;
+  if (step < 0 && start > stop) count = (start - stop - 1) / (step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step) + 1;
+  return slice_count_view(view, axis, start, step, count);
+}
+
+Result<TensorView> slice_count_view(const TensorView& view, int64_t axis, int64_t start, int64_t step, int64_t count) {
+  if (axis < 0 || axis >= view.rank() || step == 0 || count < 0)
+    return invalid_argument(fmt::format("slice of {}: bad axis {}, step {} or count {}", view.to_string(), axis, step,
+                                        count));
   Shape sizes = view.sizes;
   Strides strides = view.strides;
   sizes[axis] = count;
-  strides[axis] = view.strides[axis] * step;
-  int64_t increment = count == 0 ? 0 : start * view.strides[axis];
-  return reinterpret(view, std::move(sizes), std::move(strides), increment, "slice");
+  // One element or none: the axis's stride is never used, so a step near INT64_MAX (legal
+  // in ONNX) keeps the old stride instead of overflowing.
+  if (count > 1) {
+    auto stride = checked_mul(view.strides[axis], step);
+    if (!stride) return out_of_range(fmt::format("slice of {}: step {} overflows the stride", view.to_string(), step));
+    strides[axis] = *stride;
+  }
+  auto increment = checked_mul(count == 0 ? 0 : start, view.strides[axis]);
+  if (!increment) return out_of_range(fmt::format("slice of {}: start {} overflows the offset", view.to_string(), start));
+  return reinterpret(view, std::move(sizes), std::move(strides), *increment, "slice");
 }
 
 Result<TensorView> permute_view(const TensorView& view, std::span<const int64_t> perm) {
@@ -256,6 +298,15 @@ Result<TensorView> broadcast_view(const TensorView& view, std::span<const int64_
                                           shape_to_string(view.sizes), shape_to_string(sizes)));
   }
   return reinterpret(view, Shape(sizes.begin(), sizes.end()), std::move(strides), 0, "broadcast");
+}
+
+}  // namespace strider
+
+namespace strider {
+
+Status check_inside_allocation(const TensorView& view, std::string_view what) {
+  if (view.allocation == nullptr) return internal_error(fmt::format("{}: a view without an allocation", what));
+  return make_view(*view.allocation, view.byte_offset, view.dtype, view.sizes, view.strides, what).status();
 }
 
 }  // namespace strider

@@ -60,6 +60,12 @@ struct ByteRange {
 // The smallest byte range that holds every element of the view (conservative for
 // non-dense views: the gaps between elements are inside it).
 ByteRange footprint(const TensorView& view);
+// The same in checked arithmetic: nullopt when a negative size, mismatched ranks or an
+// overflow make it undefined (footprint() itself is for views already made).
+std::optional<ByteRange> checked_footprint(const TensorView& view);
+// OUT_OF_RANGE unless `view` has an allocation and lies wholly inside it (what make_view
+// checked when it was made; kernels check it again at creation).
+Status check_inside_allocation(const TensorView& view, std::string_view what);
 
 // True when the view's elements fill one contiguous byte range with no gaps and no
 // element twice (positive strides, any order): what a kernel needing dense memory wants.
@@ -88,6 +94,9 @@ Result<TensorView> reinterpret(const TensorView& view, Shape sizes, Strides stri
 // negative (then start > stop). start/stop must already be clamped to valid positions.
 Result<TensorView> slice_view(const TensorView& view, int64_t axis, int64_t start, int64_t stop,
                               int64_t step);
+// `count` elements start, start+step, ... along `axis` (what a resolved Slice gives; no
+// stop to compute, so steps near INT64_MAX cannot overflow).
+Result<TensorView> slice_count_view(const TensorView& view, int64_t axis, int64_t start, int64_t step, int64_t count);
 // Output dim i is input dim perm[i].
 Result<TensorView> permute_view(const TensorView& view, std::span<const int64_t> perm);
 // Same elements in row-major order under new sizes, if the strides allow it without a

@@ -8,6 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/printable.h"
 
 namespace strider::onnx_io {
 namespace fs = std::filesystem;
@@ -65,37 +72,109 @@ Status write_file(const std::string& path, std::span<const std::byte> bytes) {
   return Status::ok();
 }
 
-Result<std::string> resolve_external_path(const std::string& base_dir, const std::string& location,
-                                          const std::string& what) {
-  if (location.empty())
-    return invalid_model(fmt::format("{}: external data has no 'location'", what));
-  if (base_dir.empty())
-    return invalid_argument(fmt::format(
-        "{}: external data '{}' cannot be resolved: no model folder was given", what, location));
-  fs::path loc(location);
-  if (loc.is_absolute() || loc.has_root_name() || loc.has_root_directory())
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The parts of `location` after the containment rules: relative, no "..", no NUL.
+Result<std::vector<std::string>> location_parts(const std::string& location, const std::string& what) {
+  if (location.empty()) return invalid_model(fmt::format("{}: external data has no 'location'", what));
+  if (location.find('\0') != std::string::npos)
+    return invalid_model(fmt::format("{}: external data location '{}' contains a NUL byte", what,
+                                     printable(location)));
+  if (location.front() == '/')
     return invalid_model(fmt::format(
-        "{}: external data location '{}' is absolute; it must be relative to the model's folder",
-        what, location));
-  for (const fs::path& part : loc)
+        "{}: external data location '{}' is absolute; it must be relative to the model's folder", what,
+        printable(location)));
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= location.size();) {
+    size_t end = std::min(location.find('/', start), location.size());
+    std::string part = location.substr(start, end - start);
     if (part == "..")
       return invalid_model(
-          fmt::format("{}: external data location '{}' leaves the model's folder", what, location));
-  std::error_code ec;
-  fs::path base = fs::weakly_canonical(fs::path(base_dir), ec);
-  if (ec)
-    return io_error(
-        fmt::format("{}: cannot resolve folder '{}': {}", what, base_dir, ec.message()));
-  if (!base.has_filename()) base = base.parent_path();  // "dir/" -> "dir"
-  fs::path full = fs::weakly_canonical(base / loc, ec);
-  if (ec) return io_error(fmt::format("{}: cannot resolve '{}': {}", what, location, ec.message()));
-  // Symlinks are resolved by weakly_canonical: the real file must still lie under base.
-  auto base_end = std::mismatch(base.begin(), base.end(), full.begin(), full.end()).first;
-  if (base_end != base.end())
-    return invalid_model(fmt::format(
-        "{}: external data location '{}' resolves to '{}', outside the model's folder '{}'", what,
-        location, full.string(), base.string()));
-  return full.string();
+          fmt::format("{}: external data location '{}' leaves the model's folder", what, printable(location)));
+    if (!part.empty() && part != ".") parts.push_back(std::move(part));
+    start = end + 1;
+  }
+  if (parts.empty()) return invalid_model(fmt::format("{}: external data location '{}' names no file", what, location));
+  return parts;
+}
+
+Status open_error(int error, const std::string& location, const std::string& part, const std::string& what) {
+  std::string where = fmt::format("{}: external data '{}'", what, printable(location));
+  if (error == ELOOP || error == ENOTDIR)
+    return invalid_model(fmt::format("{}: '{}' is a symbolic link or not a folder; strider reads only regular "
+                                     "files inside the model's folder",
+                                     where, printable(part)));
+  if (error == ENOENT) return invalid_model(fmt::format("{}: '{}' does not exist in the model's folder", where, printable(part)));
+  return io_error(fmt::format("{}: cannot open '{}': {}", where, printable(part), std::strerror(error)));
+}
+
+// Walks `parts` from the model folder's descriptor with O_NOFOLLOW at every step, so the
+// file opened is the one checked: no symlink (swapped in or not) leads outside.
+Result<Fd> open_inside(const std::string& base_dir, const std::vector<std::string>& parts,
+                       const std::string& location, const std::string& what) {
+  Fd dir(::open(base_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0)
+    return io_error(fmt::format("{}: cannot open the model's folder '{}': {}", what, base_dir, std::strerror(errno)));
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    Fd next(::openat(dir.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) return open_error(errno, location, parts[i], what);
+    dir = std::move(next);
+  }
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  Fd file(::openat(dir.get(), parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (file.get() < 0) return open_error(errno, location, parts.back(), what);
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0)
+    return io_error(fmt::format("{}: cannot stat external data '{}': {}", what, printable(location), std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return invalid_model(fmt::format("{}: external data '{}' is not a regular file", what, printable(location)));
+  return file;
+}
+
+}  // namespace
+
+Result<std::vector<std::byte>> read_external_data(const std::string& base_dir, const std::string& location,
+                                                  int64_t offset, int64_t length, const std::string& what) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<std::string> parts, location_parts(location, what));
+  if (base_dir.empty())
+    return invalid_argument(fmt::format(
+        "{}: external data '{}' cannot be resolved: no model folder was given", what, printable(location)));
+  STRIDER_ASSIGN_OR_RETURN(Fd file, open_inside(base_dir, parts, location, what));
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0)
+    return io_error(fmt::format("{}: cannot stat external data '{}': {}", what, printable(location), std::strerror(errno)));
+  int64_t size = int64_t(st.st_size);
+  if (offset < 0 || length < 0 || offset > size || length > size - offset)
+    return invalid_model(fmt::format("{}: needs {} bytes at offset {} of external data '{}', which has {} bytes", what,
+                                     length, offset, printable(location), size));
+  std::vector<std::byte> bytes(static_cast<size_t>(length));
+  for (int64_t done = 0; done < length;) {
+    ssize_t n = ::pread(file.get(), bytes.data() + done, size_t(length - done), off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return io_error(fmt::format("{}: reading {} bytes at offset {} of external data '{}' failed{}{}", what, length,
+                                  offset, printable(location), n < 0 ? ": " : "", n < 0 ? std::strerror(errno) : ""));
+    done += n;
+  }
+  return bytes;
 }
 
 std::string parent_folder(const std::string& path) {

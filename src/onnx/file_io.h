@@ -25,12 +25,15 @@ Result<std::vector<std::byte>> read_file_range(const std::string& path, int64_t 
 // Writes (replaces) `path` with `bytes`; IO_ERROR naming the path on failure.
 Status write_file(const std::string& path, std::span<const std::byte> bytes);
 
-// The path of an external data file named `location` relative to `base_dir`. Refused
-// (INVALID_MODEL) when `location` is empty, absolute, contains "..", or resolves (through
-// symlinks) outside `base_dir`: a model must not make strider read arbitrary files.
-// INVALID_ARGUMENT when `base_dir` is empty (bytes imported without a folder).
-Result<std::string> resolve_external_path(const std::string& base_dir, const std::string& location,
-                                          const std::string& what);
+// The bytes [offset, offset + length) of the external data file `location`, relative to
+// the folder `base_dir`. Refused (INVALID_MODEL) when `location` is empty, holds a NUL,
+// is absolute, has a ".." part, or any part of it is a symbolic link, or the file is not
+// a regular file (a FIFO, a device) or is shorter than the range. The file is opened by
+// walking from the folder's descriptor with O_NOFOLLOW (openat), checked through the
+// opened descriptor (fstat) and read from it (pread), so nothing can be swapped in
+// between the check and the read. INVALID_ARGUMENT when `base_dir` is empty.
+Result<std::vector<std::byte>> read_external_data(const std::string& base_dir, const std::string& location,
+                                                  int64_t offset, int64_t length, const std::string& what);
 
 // The folder holding `path` ("." for a bare file name).
 std::string parent_folder(const std::string& path);

@@ -9,6 +9,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "base/checked_math.h"
+#include "base/memory_budget.h"
+#include "base/printable.h"
 #include "onnx/attribute_proto.h"
 #include "onnx/file_io.h"
 #include "onnx/tensor_proto.h"
@@ -50,10 +53,11 @@ class Importer {
 
  private:
   std::string describe_node(int index) const {
-    return fmt::format("node '{}' ({})", node_names_[size_t(index)],
-                       graph_proto_.node(index).op_type());
+    return fmt::format("node '{}' ({})", printable(node_names_[size_t(index)]),
+                       printable(graph_proto_.node(index).op_type()));
   }
 
+  Status reserve_constant(const onnx::TensorProto& proto, const std::string& what);
   Status import_opsets();
   Status import_initializers();
   Status import_inputs();
@@ -69,19 +73,36 @@ class Importer {
   ImportOptions options_;
   Graph graph_;
   std::set<std::string> initializer_names_;
+  int64_t constant_bytes_ = 0;
   std::vector<std::string> node_names_;
 };
+
+// Sizes are checked before the bytes are read, so weights beyond the budget are never
+// loaded (a 2^40-element initializer in external data would otherwise be read first).
+Status Importer::reserve_constant(const onnx::TensorProto& proto, const std::string& what) {
+  std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype) return Status::ok();  // tensor_from_proto names the type it refuses
+  std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+  std::optional<int64_t> count = checked_element_count(dims, dtype_size(*dtype));
+  if (!count) return Status::ok();  // and the dims it refuses
+  constant_bytes_ += *count * dtype_size(*dtype);
+  if (constant_bytes_ > options_.max_constant_bytes)
+    return resource_exhausted(fmt::format("{}: the initializers need more than the memory budget of {} ({} bytes)",
+                                          what, format_bytes(options_.max_constant_bytes),
+                                          options_.max_constant_bytes));
+  return Status::ok();
+}
 
 Status Importer::import_opsets() {
   for (const auto& opset : model_.opset_import()) {
     std::string domain = normalize_domain(opset.domain());
     if (opset.version() <= 0 || opset.version() > std::numeric_limits<int>::max())
-      return invalid_model(fmt::format("opset_import of domain '{}' has version {}", opset.domain(),
+      return invalid_model(fmt::format("opset_import of domain '{}' has version {}", printable(opset.domain()),
                                        opset.version()));
     auto [it, inserted] = graph_.opsets().emplace(domain, int(opset.version()));
     if (!inserted && it->second != int(opset.version()))
       return invalid_model(fmt::format("opset_import lists domain '{}' twice (versions {} and {})",
-                                       opset.domain(), it->second, opset.version()));
+                                       printable(opset.domain()), it->second, opset.version()));
   }
   return Status::ok();
 }
@@ -92,7 +113,8 @@ Status Importer::import_initializers() {
                                    graph_proto_.sparse_initializer(0).values().name()));
   for (const auto& proto : graph_proto_.initializer()) {
     if (proto.name().empty()) return invalid_model("an initializer has no name");
-    std::string what = fmt::format("initializer '{}'", proto.name());
+    std::string what = fmt::format("initializer '{}'", printable(proto.name()));
+    STRIDER_RETURN_IF_ERROR(reserve_constant(proto, what));
     STRIDER_ASSIGN_OR_RETURN(Tensor tensor, tensor_from_proto(proto, base_dir_, what));
     STRIDER_ASSIGN_OR_RETURN(ValueId id, graph_.add_value(proto.name()));
     Value& v = graph_.value(id);
@@ -117,7 +139,7 @@ Status Importer::import_inputs() {
 }
 
 Status Importer::set_input_type(Value& value, const onnx::ValueInfoProto& info) {
-  std::string what = fmt::format("graph input '{}'", info.name());
+  std::string what = fmt::format("graph input '{}'", printable(info.name()));
   const onnx::TypeProto& type = info.type();
   if (!type.has_tensor_type()) {
     if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET)
@@ -157,6 +179,12 @@ Status Importer::set_input_type(Value& value, const onnx::ValueInfoProto& info) 
     }
   }
   if (symbolic) value.dim_params = std::move(params);
+  // Known dims must describe a tensor (at most 2^52 bytes): [2^62, 4] wraps to 0 elements.
+  Shape known;
+  for (int64_t d : value.shape) known.push_back(std::max<int64_t>(d, 1));
+  if (!checked_element_count(known, dtype_size(value.dtype)))
+    return invalid_model(fmt::format("{} {}{} is too large (more than 2^52 bytes)", what, dtype_name(value.dtype),
+                                     shape_to_string(value.shape)));
   return Status::ok();
 }
 
@@ -228,12 +256,14 @@ Status Importer::import_node(int index) {
   node.name = node_names_[size_t(index)];
   node.op_type = proto.op_type();
   node.domain = normalize_domain(proto.domain());
+  if (node.domain == "strider")  // strider's own ops are made by its passes, never read from a file
+    return invalid_model(fmt::format("{} is in domain 'strider', which models may not use", desc));
   auto opset = graph_.opsets().find(node.domain);
   if (opset == graph_.opsets().end())
     return invalid_model(
         fmt::format("{} uses domain '{}', which the model does not import "
                     "(opset_import)",
-                    desc, proto.domain()));
+                    desc, printable(proto.domain())));
   node.opset = opset->second;
   for (int k = 0; k < proto.input_size(); ++k) {
     const std::string& name = proto.input(k);
@@ -243,7 +273,7 @@ Status Importer::import_node(int index) {
       return invalid_model(
           fmt::format("{} input {} '{}' is not produced by any earlier node, "
                       "graph input or initializer",
-                      desc, k, name));
+                      desc, k, printable(name)));
     node.inputs.push_back(*id);
   }
   for (int k = 0; k < proto.output_size(); ++k) {
@@ -254,27 +284,30 @@ Status Importer::import_node(int index) {
     }
     Result<ValueId> id = graph_.add_value(name);
     if (!id.is_ok())
-      return invalid_model(fmt::format("{} output {} '{}' is already defined", desc, k, name));
+      return invalid_model(fmt::format("{} output {} '{}' is already defined", desc, k, printable(name)));
     node.outputs.push_back(*id);
   }
   for (const auto& attr : proto.attribute()) {
     STRIDER_ASSIGN_OR_RETURN(Attribute a, attribute_from_proto(attr, base_dir_, desc));
     if (node.attributes.has(attr.name()))
-      return invalid_model(fmt::format("{} has attribute '{}' twice", desc, attr.name()));
+      return invalid_model(fmt::format("{} has attribute '{}' twice", desc, printable(attr.name())));
     node.attributes.set(attr.name(), std::move(a));
   }
   return graph_.add_node(std::move(node)).status();
 }
 
 Status Importer::import_outputs() {
+  std::set<std::string> seen;
   for (const auto& info : graph_proto_.output()) {
     if (info.name().empty()) return invalid_model("a graph output has no name");
+    if (!seen.insert(info.name()).second)
+      return invalid_model(fmt::format("graph output '{}' is listed twice", printable(info.name())));
     std::optional<ValueId> id = graph_.find_value(info.name());
     if (!id)
       return invalid_model(
           fmt::format("graph output '{}' is not produced by any node, graph "
                       "input or initializer",
-                      info.name()));
+                      printable(info.name())));
     graph_.outputs().push_back(*id);
   }
   return Status::ok();

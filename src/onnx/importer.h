@@ -35,6 +35,9 @@ struct ImportOptions {
   // Topologically sort a graph whose nodes are out of order; false makes a read of a
   // value produced by a later node an error, as the ONNX spec requires.
   bool sort_nodes = true;
+  // The most bytes the initializers may hold together: a model whose weights need more is
+  // RESOURCE_EXHAUSTED before they are read (Session::load passes its memory budget).
+  int64_t max_constant_bytes = int64_t(1) << 52;
 };
 
 // Reads a .onnx file. External tensor data resolves relative to the model's folder; a

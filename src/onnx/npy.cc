@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/checked_math.h"
 #include "base/shape.h"
 #include "onnx/file_io.h"
 
@@ -14,7 +15,6 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
-constexpr int64_t kMaxTensorBytes = int64_t(1) << 52;
 
 struct NpyHeader {
   std::string descr;

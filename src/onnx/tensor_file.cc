@@ -26,9 +26,15 @@ Result<Format> format_of(const std::string& path) {
 
 }  // namespace
 
+// A caller's tensor file that is malformed or holds what strider lacks (a complex dtype,
+// external data) is bad input, whatever the reader called it: INVALID_ARGUMENT.
 Result<Tensor> read_tensor_file(const std::string& path) {
   STRIDER_ASSIGN_OR_RETURN(Format format, format_of(path));
-  return format == Format::kNpy ? read_npy(path) : read_tensor_pb(path);
+  Result<Tensor> t = format == Format::kNpy ? read_npy(path) : read_tensor_pb(path);
+  StatusCode code = t.status().code();
+  if (code == StatusCode::kInvalidModel || code == StatusCode::kUnsupported || code == StatusCode::kOutOfRange)
+    return invalid_argument(t.status().message());
+  return t;
 }
 
 Status write_tensor_file(const std::string& path, const Tensor& tensor, const std::string& name) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/checked_math.h"
 #include "base/shape.h"
 #include "onnx/file_io.h"
 
@@ -19,8 +20,6 @@ namespace {
 
 using TP = onnx::TensorProto;
 
-// No Tensor may exceed this many bytes: it keeps count * element size from overflowing.
-constexpr int64_t kMaxTensorBytes = int64_t(1) << 52;
 
 struct Layout {
   DType dtype;
@@ -156,9 +155,7 @@ Result<Tensor> from_external(const TP& proto, const Layout& layout, const std::s
     return invalid_model(fmt::format("{}: external data length {} but {}{} needs {} bytes", what,
                                      length, dtype_name(layout.dtype),
                                      shape_to_string(layout.shape), layout.bytes));
-  STRIDER_ASSIGN_OR_RETURN(std::string path,
-                           onnx_io::resolve_external_path(base_dir, location, what));
-  STRIDER_ASSIGN_OR_RETURN(auto bytes, onnx_io::read_file_range(path, offset, layout.bytes, what));
+  STRIDER_ASSIGN_OR_RETURN(auto bytes, onnx_io::read_external_data(base_dir, location, offset, layout.bytes, what));
   return from_bytes(layout, bytes, "external data", what);
 }
 

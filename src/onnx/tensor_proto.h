@@ -29,7 +29,7 @@ inline std::optional<DType> dtype_from_onnx(int onnx_type) {
 inline int onnx_type_from_dtype(DType dtype) { return onnx_type_code(dtype); }
 
 // Converts `proto` to a Tensor. External data is read from files under `base_dir` (see
-// onnx_io::resolve_external_path for what is refused); an empty base_dir refuses external
+// onnx_io::read_external_data for what is refused); an empty base_dir refuses external
 // data. `what` names the tensor in messages ("initializer 'w'"); if empty, the proto's
 // name is used. UNSUPPORTED for element types strider lacks and for segmented tensors;
 // INVALID_MODEL for negative dims or an element count that does not match dims.

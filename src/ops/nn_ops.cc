@@ -1,6 +1,7 @@
 // Shape functions of the neural-network ops: MatMul, Gemm, Conv, BatchNormalization,
 // pooling, Softmax and the reductions.
 #include "ops/op_registry.h"
+#include "base/checked_math.h"
 #include "ops/shape_ops.h"
 
 namespace strider {
@@ -65,9 +66,9 @@ Status infer_conv(InferContext& ctx) {
     return ctx.error("X {} and W {} must have the same rank >= 3", shape_to_string(x),
                      shape_to_string(w));
   STRIDER_ASSIGN_OR_RETURN(int64_t group, ctx.attributes().get_int("group", 1));
-  if (group <= 0 || x[1] != w[1] * group || w[0] % group != 0)
-    return ctx.error("X has {} channels but W {} with group {} expects {}", x[1],
-                     shape_to_string(w), group, w[1] * group);
+  if (group <= 0 || checked_mul(w[1], group) != x[1] || w[0] % group != 0)
+    return ctx.error("X has {} channels but W {} with group {} does not take them", x[1],
+                     shape_to_string(w), group);
   if (ctx.has_input(2) && ctx.input_shape(2) != Shape{w[0]})
     return ctx.error("B has shape {}, expected [{}]", shape_to_string(ctx.input_shape(2)), w[0]);
   std::span<const int64_t> kernel(w.begin() + 2, w.end());

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "base/checked_math.h"
 #include "base/onnx_types.h"
 
 namespace strider {
@@ -100,9 +101,13 @@ Result<std::vector<SliceAxis>> resolve_slice(const NodeInputs& node) {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
     }
+    // (end - start - 1) / step + 1 rather than the usual rounding-up form, which
+    // overflows for steps near INT64_MAX; |INT64_MIN| is taken as INT64_MAX (the distance
+    // is below 2^53, so the quotient is the same).
     int64_t count = 0;
-    if (step > 0 && end > start) count = (end - start + step - 1) / step;
-    if (step < 0 && start > end) count = (start - end - step - 1) / -step;
+    if (step > 0 && end > start) count = (end - start - 1) / step + 1;
+    if (step < 0 && start > end)
+      count = (start - end - 1) / (step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step) + 1;
     result.push_back({axes[i], count == 0 ? 0 : start, step, count});
   }
   return result;
@@ -126,7 +131,9 @@ Result<Shape> resolve_reshape(const NodeInputs& node) {
     } else if (target[i] < 0) {
       return node.error("shape {} has a negative dim", shape_to_string(target));
     } else {
-      known *= target[i];
+      auto product = checked_mul(known, target[i]);
+      if (!product || *product > kMaxTensorBytes) return node.error("shape {} is too large", shape_to_string(target));
+      known = *product;
     }
   }
   int64_t total = num_elements(in);
@@ -227,18 +234,30 @@ Result<int64_t> range_count(const NodeInputs& node) {
     STRIDER_ASSIGN_OR_RETURN(std::vector<double> start, node.constant_floats(0, "start"));
     STRIDER_ASSIGN_OR_RETURN(std::vector<double> limit, node.constant_floats(1, "limit"));
     STRIDER_ASSIGN_OR_RETURN(std::vector<double> delta, node.constant_floats(2, "delta"));
+    if (start.size() != 1 || limit.size() != 1 || delta.size() != 1)
+      return node.error("start, limit and delta must be scalars");
     if (delta[0] == 0) return node.error("delta is 0");
     double count = std::ceil((limit[0] - start[0]) / delta[0]);
-    return int64_t(std::max(count, 0.0));
+    if (std::isnan(count)) return node.error("start {}, limit {} and delta {} give no count", start[0], limit[0], delta[0]);
+    // Beyond 2^52 elements no tensor can hold it (and a double no longer counts exactly).
+    std::optional<int64_t> n = checked_double_to_int(std::max(count, 0.0), 0, kMaxTensorBytes);
+    if (!n) return node.error("start {}, limit {} and delta {} give {} elements: too many", start[0], limit[0], delta[0], count);
+    return *n;
   }
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> start, node.constant_ints(0, "start"));
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> limit, node.constant_ints(1, "limit"));
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> delta, node.constant_ints(2, "delta"));
+  if (start.size() != 1 || limit.size() != 1 || delta.size() != 1)
+    return node.error("start, limit and delta must be scalars");
   if (delta[0] == 0) return node.error("delta is 0");
-  int64_t span = limit[0] - start[0];
+  CheckedInt span = CheckedInt(limit[0]) - start[0];
   int64_t d = delta[0];
-  int64_t count = span / d + ((span % d != 0) && ((span > 0) == (d > 0)) ? 1 : 0);
-  return std::max<int64_t>(count, 0);
+  if (span.ok() && span.value() != 0 && (span.value() > 0) != (d > 0)) return int64_t(0);
+  // ceil(span / d) with span and d of one sign: (span + d - sign) / d, all checked.
+  CheckedInt count = (span + d - (d > 0 ? 1 : -1)) / d;
+  if (!count.ok() || count.value() > kMaxTensorBytes)
+    return node.error("start {}, limit {} and delta {} give more elements than any tensor holds", start[0], limit[0], d);
+  return std::max<int64_t>(count.value(), 0);
 }
 
 Result<ReduceParams> resolve_reduce(const NodeInputs& node) {
@@ -279,12 +298,27 @@ Status resolve_auto_pad(const NodeInputs& node, const std::string& auto_pad, siz
   }
   if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
     return node.error("auto_pad '{}' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", auto_pad);
-  int64_t out = (in + stride - 1) / stride;
-  int64_t total = std::max<int64_t>(0, (out - 1) * stride + effective_kernel - in);
-  int64_t small = total / 2;
-  g->pads_begin[d] = auto_pad == "SAME_UPPER" ? small : total - small;
-  g->pads_end[d] = total - g->pads_begin[d];
+  int64_t out = checked_ceil_div(in, stride).value();
+  CheckedInt total = (CheckedInt(out) - 1) * stride + effective_kernel - in;
+  if (!total.ok()) return node.error("SAME padding of spatial dim {} overflows", d);
+  int64_t padding = std::max<int64_t>(0, total.value());
+  int64_t small = padding / 2;
+  g->pads_begin[d] = auto_pad == "SAME_UPPER" ? small : padding - small;
+  g->pads_end[d] = padding - g->pads_begin[d];
   g->output[d] = out;
+  return Status::ok();
+}
+
+// Every term a kernel computes from the geometry (window ends, padded extents, the last
+// window's start) fits in int64 once these pass, so kernels need no checks of their own.
+Status check_window_fits(const NodeInputs& node, const WindowGeometry& g, std::span<const int64_t> input, size_t d) {
+  CheckedInt padded = CheckedInt(input[d]) + g.pads_begin[d] + g.pads_end[d];
+  CheckedInt last_start = (CheckedInt(std::max<int64_t>(g.output[d], 1)) - 1) * g.strides[d];
+  CheckedInt last_end = last_start + (CheckedInt(g.kernel[d]) - 1) * g.dilations[d] + 1;
+  if (!padded.ok() || !last_end.ok() || !(padded + last_end).ok())
+    return node.error("window geometry of spatial dim {} overflows 64 bits (input {}, kernel {}, stride {}, "
+                      "dilation {}, pads {} and {})",
+                      d, input[d], g.kernel[d], g.strides[d], g.dilations[d], g.pads_begin[d], g.pads_end[d]);
   return Status::ok();
 }
 
@@ -310,12 +344,20 @@ Result<WindowGeometry> resolve_window(const NodeInputs& node, std::span<const in
     if (g.kernel[d] <= 0 || g.strides[d] <= 0 || g.dilations[d] <= 0)
       return node.error("kernel, strides and dilations must be positive on spatial dim {}", d);
     if (g.pads_begin[d] < 0 || g.pads_end[d] < 0) return node.error("negative pads");
-    int64_t effective = (g.kernel[d] - 1) * g.dilations[d] + 1;
+    CheckedInt effective_checked = (CheckedInt(g.kernel[d]) - 1) * g.dilations[d] + 1;
+    if (!effective_checked.ok())
+      return node.error("kernel {} with dilation {} on spatial dim {} overflows 64 bits", g.kernel[d],
+                        g.dilations[d], d);
+    int64_t effective = effective_checked.value();
     if (auto_pad != "NOTSET" && !auto_pad.empty()) {
       STRIDER_RETURN_IF_ERROR(resolve_auto_pad(node, auto_pad, d, input[d], effective, &g));
+      STRIDER_RETURN_IF_ERROR(check_window_fits(node, g, input, d));
       continue;
     }
-    int64_t span = input[d] + g.pads_begin[d] + g.pads_end[d] - effective;
+    CheckedInt span_checked = CheckedInt(input[d]) + g.pads_begin[d] + g.pads_end[d] - effective;
+    if (!span_checked.ok()) return node.error("pads {} and {} on spatial dim {} overflow 64 bits", g.pads_begin[d],
+                                              g.pads_end[d], d);
+    int64_t span = span_checked.value();
     if (span < 0) return node.error("window of {} does not fit spatial dim {} of size {} with pads",
                                     effective, d, input[d]);
     int64_t out = span / g.strides[d] + 1;
@@ -325,6 +367,7 @@ Result<WindowGeometry> resolve_window(const NodeInputs& node, std::span<const in
       if ((out - 1) * g.strides[d] >= input[d] + g.pads_begin[d]) --out;
     }
     g.output[d] = out;
+    STRIDER_RETURN_IF_ERROR(check_window_fits(node, g, input, d));
   }
   return g;
 }

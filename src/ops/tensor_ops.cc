@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/float16.h"
+#include "base/checked_math.h"
 #include "ops/op_registry.h"
 #include "ops/shape_ops.h"
 
@@ -46,7 +47,9 @@ Status infer_concat(InferContext& ctx) {
       if (d != axis && s[size_t(d)] != ctx.input_shape(0)[size_t(d)])
         return ctx.error("input {} has shape {}, which differs from input 0 {} off axis {}", i,
                          shape_to_string(s), shape_to_string(ctx.input_shape(0)), axis);
-    shape[size_t(axis)] += s[size_t(axis)];
+    auto sum = checked_add(shape[size_t(axis)], s[size_t(axis)]);
+    if (!sum) return ctx.error("the inputs' sizes along axis {} add up past 2^63", axis);
+    shape[size_t(axis)] = *sum;
   }
   ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
   return Status::ok();

@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_math.h"
+#include "base/exception_guard.h"
+#include "base/printable.h"
 #include "hal/cpu/host_evaluator.h"
 #include "ops/op_registry.h"
+#include "ops/signature.h"
 
 namespace strider {
 namespace {
 
-std::string node_label(const Node& node) { return fmt::format("node '{}' ({})", node.name, node.op_type); }
 
 bool all_outputs_constant(const Graph& graph, const Node& node) {
   for (ValueId out : node.outputs)
@@ -28,13 +31,44 @@ Status check_inputs_typed(const Graph& graph, const Node& node) {
     if (in == kNoValue) continue;
     const Value& v = graph.value(in);
     if (!v.has_type || !v.has_shape)
-      return internal_error(fmt::format("{} input {} '{}' has no inferred type", node_label(node), i, v.name));
+      return internal_error(fmt::format("{} input {} '{}' has no inferred type", describe_node(node), i,
+                                        printable(v.name)));
   }
   return Status::ok();
 }
 
-Status fold(Graph& graph, NodeId id) {
+// Every output a shape function set is a describable tensor: no negative dim, at most
+// 2^52 bytes. This is the one gate every intermediate size passes, so the planner,
+// kernels and the reference never compute with a size that wrapped.
+Status check_outputs(const Graph& graph, const Node& node) {
+  for (ValueId out : node.outputs) {
+    if (out == kNoValue) continue;
+    const Value& v = graph.value(out);
+    if (!v.has_type || !v.has_shape)
+      return internal_error(fmt::format("{}: its shape function set no type for output '{}'", describe_node(node),
+                                        printable(v.name)));
+    for (int64_t d : v.shape)
+      if (d < 0)
+        return invalid_model(fmt::format("{}: output '{}' {}{} has a negative dim", describe_node(node),
+                                         printable(v.name), dtype_name(v.dtype), shape_to_string(v.shape)));
+    if (!checked_element_count(v.shape, dtype_size(v.dtype)))
+      return invalid_model(fmt::format("{}: output '{}' {}{} is too large (more than 2^52 bytes)",
+                                       describe_node(node), printable(v.name), dtype_name(v.dtype),
+                                       shape_to_string(v.shape)));
+  }
+  return Status::ok();
+}
+
+// Reserves the folded outputs' bytes, then runs the node's CPU kernel on the host.
+Status fold(Graph& graph, NodeId id, MemoryBudget* budget) {
   const Node& node = graph.node(id);
+  if (budget)
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      const Value& v = graph.value(out);
+      STRIDER_RETURN_IF_ERROR(budget->reserve(num_elements(v.shape) * dtype_size(v.dtype),
+                                              fmt::format("folded constant '{}'", printable(v.name))));
+    }
   STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> values, cpu::evaluate_on_host(graph, node));
   for (size_t i = 0; i < node.outputs.size(); ++i)
     if (node.outputs[i] != kNoValue)
@@ -42,21 +76,27 @@ Status fold(Graph& graph, NodeId id) {
   return Status::ok();
 }
 
+Status infer_node(Graph& graph, NodeId id, MemoryBudget* budget) {
+  const Node& node = graph.node(id);
+  const OpSchema* schema = find_op_schema(node.domain, node.op_type);
+  if (schema == nullptr) return unsupported(fmt::format("{} is not a supported op", describe_node(node)));
+  STRIDER_RETURN_IF_ERROR(check_inputs_typed(graph, node));
+  STRIDER_RETURN_IF_ERROR(check_node_signature(graph, node));
+  InferContext context(graph, id);
+  Status inferred = schema->infer(context);
+  if (!inferred.is_ok()) return inferred.with_context(describe_node(node));
+  STRIDER_RETURN_IF_ERROR(check_outputs(graph, node));
+  if (all_outputs_constant(graph, node) || !all_inputs_constant(graph, node)) return Status::ok();
+  Status folded = fold(graph, id, budget);
+  if (!folded.is_ok()) return folded.with_context(describe_node(node)).with_context("while folding constants");
+  return Status::ok();
+}
+
 }  // namespace
 
-Status infer_and_fold(Graph& graph) {
-  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    const Node& node = graph.node(id);
-    const OpSchema* schema = find_op_schema(node.domain, node.op_type);
-    if (schema == nullptr) return unsupported(fmt::format("{} is not a supported op", node_label(node)));
-    STRIDER_RETURN_IF_ERROR(check_inputs_typed(graph, node));
-    InferContext context(graph, id);
-    Status inferred = schema->infer(context);
-    if (!inferred.is_ok()) return inferred.with_context(node_label(node));
-    if (all_outputs_constant(graph, node) || !all_inputs_constant(graph, node)) continue;
-    Status folded = fold(graph, id);
-    if (!folded.is_ok()) return folded.with_context("while folding constants");
-  }
+Status infer_and_fold(Graph& graph, MemoryBudget* budget) {
+  for (NodeId id = 0; id < graph.num_nodes(); ++id)
+    STRIDER_RETURN_IF_ERROR(guard(describe_node(graph.node(id)), [&] { return infer_node(graph, id, budget); }));
   graph.remove_nodes_if([&](const Node& node) { return all_outputs_constant(graph, node); });
   remove_dead_nodes(graph);
   return Status::ok();

@@ -6,16 +6,22 @@
 // arithmetic, and the Slice's bounds must be known numbers before anything is planned.
 // Folded nodes are removed, then nodes no output depends on.
 //
+// Each node is first checked against its op's signature (ops/signature.h), and every
+// output size it infers must be describable (no negative dim, at most 2^52 bytes), else
+// INVALID_MODEL naming the node and the value. A folded output's bytes are reserved from
+// `budget` (when given) before its kernel runs. Exceptions become Statuses naming the node.
+//
 // Precondition: every graph input has a known dtype and a fully known shape, and every
 // node's op is in the op registry (the session checks both first, with one error each).
 #pragma once
 
+#include "base/memory_budget.h"
 #include "ir/graph.h"
 #include "strider/status.h"
 
 namespace strider {
 
-Status infer_and_fold(Graph& graph);
+Status infer_and_fold(Graph& graph, MemoryBudget* budget = nullptr);
 
 // Removes nodes none of whose outputs reaches a graph output.
 void remove_dead_nodes(Graph& graph);

@@ -315,7 +315,7 @@ Result<Plan> make_plan(Graph& graph, Device& device, const PlanOptions& options)
   Plan plan;
   plan.layout = state.layout == LayoutChoice::kNhwc ? "nhwc" : "nchw";
   STRIDER_RETURN_IF_ERROR(plan_internal::allocate_and_place(state, plan));
-  if (options.verify || kVerifyPlansByDefault) STRIDER_RETURN_IF_ERROR(verify_plan(graph, plan));
+  if (options.verify) STRIDER_RETURN_IF_ERROR(verify_plan(graph, plan));
   return plan;
 }
 

@@ -51,7 +51,8 @@ struct PlanOptions {
   bool concat_in_place = true;
   bool in_place = true;
   bool reuse_memory = true;  // pack the arena by lifetimes (off: every buffer apart)
-  bool verify = false;       // run verify_plan (always in Debug builds)
+  // Run verify_plan (cheap next to planning; off only to look at a broken plan).
+  bool verify = true;
   // Nodes whose kernels refused non-packed operands in an earlier attempt.
   std::set<std::string> dense_nodes;
 };

@@ -62,7 +62,7 @@ Result<std::optional<TensorView>> view_for(const PlannerState& s, ValueId v, con
       STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(inputs));
       TensorView view = source;
       for (const SliceAxis& a : axes) {
-        STRIDER_ASSIGN_OR_RETURN(view, slice_view(view, a.axis, a.start, a.start + a.step * a.count, a.step));
+        STRIDER_ASSIGN_OR_RETURN(view, slice_count_view(view, a.axis, a.start, a.step, a.count));
       }
       return std::optional(view);
     }

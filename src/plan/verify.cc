@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace strider {
 namespace {
 
@@ -34,16 +36,60 @@ Status check_views_and_alignment(const Graph& graph, const Plan& plan) {
   return Status::ok();
 }
 
+struct Lifetime {
+  int first = 0, last = -1;
+};
+
+// Each buffer's steps recomputed from the plan's own steps, apart from the packer's
+// figures: from the first step that writes a value in it (inputs and constants exist
+// before step 0) to the last step that reads one (graph outputs: past the last step).
+// The packer's numbers are what is being checked, so they are not trusted here.
+std::vector<Lifetime> buffer_lifetimes(const Graph& graph, const Plan& plan) {
+  int steps = int(plan.steps.size());
+  std::vector<Lifetime> life(plan.buffers.size());
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    StorageKind kind = plan.buffers[b].kind;
+    life[b] = kind == StorageKind::kArena || kind == StorageKind::kOutput ? Lifetime{steps, -1} : Lifetime{-1, -1};
+  }
+  auto buffer_of = [&](ValueId v) { return plan.values[size_t(v)] ? plan.values[size_t(v)]->buffer : -1; };
+  for (int i = 0; i < steps; ++i) {
+    const Node& node = graph.node(plan.steps[size_t(i)].node);
+    for (ValueId out : node.outputs)
+      if (int b = out == kNoValue ? -1 : buffer_of(out); b >= 0) {
+        if (plan.buffers[size_t(b)].kind == StorageKind::kArena || plan.buffers[size_t(b)].kind == StorageKind::kOutput)
+          life[size_t(b)].first = std::min(life[size_t(b)].first, i);
+        life[size_t(b)].last = std::max(life[size_t(b)].last, i);
+      }
+    for (ValueId in : node.inputs)
+      if (int b = in == kNoValue ? -1 : buffer_of(in); b >= 0) life[size_t(b)].last = std::max(life[size_t(b)].last, i);
+  }
+  for (ValueId out : graph.outputs())
+    if (int b = buffer_of(out); b >= 0) life[size_t(b)].last = steps;
+  return life;
+}
+
+// The lifetimes the packer used must cover the real ones, and two arena buffers live at
+// the same time (by the real lifetimes) must not share a byte.
 Status check_buffers_disjoint(const Graph& graph, const Plan& plan) {
+  std::vector<Lifetime> life = buffer_lifetimes(graph, plan);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer& b = plan.buffers[i];
+    // Only the arena is packed by lifetimes; constants, inputs and outputs live throughout.
+    if (b.kind != StorageKind::kArena || life[i].last < life[i].first) continue;
+    if (b.first_step > life[i].first || b.last_step < life[i].last)
+      return internal_error(fmt::format("plan: buffer of {} was packed as live in steps {}-{} but is used in steps {}-{}",
+                                        describe(graph, plan, b.root), b.first_step, b.last_step, life[i].first,
+                                        life[i].last));
+  }
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     for (size_t j = i + 1; j < plan.buffers.size(); ++j) {
       const PlanBuffer& a = plan.buffers[i];
       const PlanBuffer& b = plan.buffers[j];
-      if (a.kind != b.kind || a.first_step > b.last_step || b.first_step > a.last_step) continue;
+      if (a.kind != b.kind || life[i].first > life[j].last || life[j].first > life[i].last) continue;
       if (a.offset < b.offset + b.size && b.offset < a.offset + a.size && a.size > 0 && b.size > 0)
         return internal_error(fmt::format("plan: buffers of {} and {} overlap while both live (steps {}-{} and {}-{})",
-                                          describe(graph, plan, a.root), describe(graph, plan, b.root),
-                                          a.first_step, a.last_step, b.first_step, b.last_step));
+                                          describe(graph, plan, a.root), describe(graph, plan, b.root), life[i].first,
+                                          life[i].last, life[j].first, life[j].last));
     }
   return Status::ok();
 }

@@ -1,5 +1,5 @@
-// verify_plan: the checks that make a plan trustworthy, run after planning in Debug
-// builds and whenever PlanOptions::verify is set (the tests set it):
+// verify_plan: the checks that make a plan trustworthy, run after every planning
+// (PlanOptions::verify, on by default, Release builds too):
 // - every value's view lies inside its allocation;
 // - every buffer starts 64-byte aligned;
 // - two arena buffers whose lifetimes overlap share no byte;
@@ -12,12 +12,6 @@
 #include "plan/plan.h"
 
 namespace strider {
-
-#ifdef NDEBUG
-inline constexpr bool kVerifyPlansByDefault = false;
-#else
-inline constexpr bool kVerifyPlansByDefault = true;
-#endif
 
 Status verify_plan(const Graph& graph, const Plan& plan);
 

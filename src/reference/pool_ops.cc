@@ -2,6 +2,7 @@
 // GlobalMaxPool, over any number of spatial dims.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -19,24 +20,38 @@ struct PoolWindow {
   int64_t inside_padded = 0;
 };
 
+// The taps k along one axis whose coordinate lies in [low, high): k in [first, end).
+std::pair<int64_t, int64_t> taps_between(const WindowGeometry& g, size_t axis, int64_t o, int64_t low, int64_t high) {
+  int64_t start = g.input_coordinate(axis, o, 0), step = g.dilations[axis];
+  int64_t first = start >= low ? 0 : (low - start + step - 1) / step;
+  int64_t end = start >= high ? 0 : std::min(g.kernel[axis], (high - 1 - start) / step + 1);
+  return {first, std::max(first, end)};
+}
+
+// Only taps inside the input are visited, so a declared kernel far larger than the input
+// (2^32 with SAME padding) costs what the input holds, not what the kernel says.
 PoolWindow pool_window(const WindowGeometry& g, const std::vector<int64_t>& out_index) {
   PoolWindow w;
   Strides rows = contiguous_strides(g.input);
   Strides columns(g.input.size(), 1);
   for (size_t axis = 1; axis < g.input.size(); ++axis)
     columns[axis] = columns[axis - 1] * g.input[axis - 1];
-  for_each_index(g.kernel, [&](int64_t, const std::vector<int64_t>& k) {
-    bool in_input = true, in_padded = true;
+  std::vector<int64_t> first(g.input.size()), count(g.input.size());
+  w.inside_padded = 1;
+  for (size_t axis = 0; axis < g.input.size(); ++axis) {
+    auto [lo, hi] = taps_between(g, axis, out_index[axis], 0, g.input[axis]);
+    first[axis] = lo;
+    count[axis] = hi - lo;
+    auto [plo, phi] = taps_between(g, axis, out_index[axis], -g.pad_begin[axis], g.input[axis] + g.pad_end[axis]);
+    w.inside_padded *= phi - plo;
+  }
+  for_each_index(count, [&](int64_t, const std::vector<int64_t>& t) {
     int64_t row = 0, column = 0;
-    for (size_t axis = 0; axis < k.size(); ++axis) {
-      int64_t c = g.input_coordinate(axis, out_index[axis], k[axis]);
-      in_input = in_input && c >= 0 && c < g.input[axis];
-      in_padded = in_padded && c >= -g.pad_begin[axis] && c < g.input[axis] + g.pad_end[axis];
+    for (size_t axis = 0; axis < t.size(); ++axis) {
+      int64_t c = g.input_coordinate(axis, out_index[axis], first[axis] + t[axis]);
       row += c * rows[axis];
       column += c * columns[axis];
     }
-    w.inside_padded += in_padded ? 1 : 0;
-    if (!in_input) return;
     w.row_major.push_back(row);
     w.column_major.push_back(column);
   });

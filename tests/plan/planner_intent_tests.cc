@@ -182,6 +182,7 @@ TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
   auto p = plan_graph(b.build(), nchw());
   Plan broken;
   broken.buffers = p.plan->buffers;
+  broken.steps = p.plan->steps;
   broken.values.resize(p.plan->values.size());
   for (size_t i = 0; i < p.plan->values.size(); ++i)
     if (p.plan->values[i]) broken.values[i] = PlannedValue{p.plan->values[i]->view, p.plan->values[i]->role,
@@ -193,6 +194,33 @@ TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
   Status s = verify_plan(*p.graph, broken);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+}
+
+// The packer's lifetimes are what verify_plan checks, so it recomputes them from the
+// steps: a lifetime cut one step short (the off-by-one that once let two live values
+// share bytes and was caught only by wrong outputs) is an error naming the buffer.
+TEST(VerifyPlan, RecomputesLifetimesAndCatchesOneCutShort) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {8, 8});
+  ValueId a = b.op("Exp", {x}, {}, "a");
+  ValueId c = b.op("Neg", {a}, {}, "c");
+  ValueId d = b.op("Sigmoid", {c}, {}, "d");
+  b.output(b.op("Add", {a, d}, {}, "out"));
+  auto p = plan_graph(b.build(), nchw());
+  Plan broken;
+  broken.buffers = p.plan->buffers;
+  broken.steps = p.plan->steps;
+  broken.values.resize(p.plan->values.size());
+  for (size_t i = 0; i < p.plan->values.size(); ++i)
+    if (p.plan->values[i]) broken.values[i] = *p.plan->values[i];
+  ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
+  PlanBuffer& a_buffer = broken.buffers[size_t(p.value("a:0").buffer)];
+  ASSERT_EQ(a_buffer.kind, StorageKind::kArena);
+  a_buffer.last_step -= 1;  // 'a' is read by the last step; the packer now thinks it died before
+  Status s = verify_plan(*p.graph, broken);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("was packed as live in steps"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("'a:0'"), std::string::npos) << s.message();
 }
 
 TEST(Overlap, InterleavedSlicesOfOneConcatAreDisjoint) {

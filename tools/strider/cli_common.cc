@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "base/memory_budget.h"
+#include "base/printable.h"
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_file.h"
@@ -24,7 +27,7 @@ int exit_code_for(const Status& status) {
     case StatusCode::kInvalidModel:
     case StatusCode::kUnsupported: return kExitBadModel;
     case StatusCode::kHazard: return kExitCheckFailed;
-    default: return kExitRuntime;
+    default: return kExitRuntime;  // device, I/O, resources, internal
   }
 }
 
@@ -48,13 +51,17 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--input", o.input_files, "an input as NAME=FILE (.npy or TensorProto .pb); repeatable");
   app.add_option("--inputs-dir", o.inputs_dir, "a folder with input_<i>.pb or input_<i>.npy, by position");
   app.add_flag("--random-inputs", o.random_inputs, "seeded random values for inputs not given");
-  app.add_option("--seed", o.seed, "seed of the random inputs (default 0)");
+  app.add_option("--seed", o.seed, "seed of the random inputs (default 0)")->check(CLI::NonNegativeNumber);
   app.add_option("--shape", o.shapes, "size of an input's dims as NAME:1x3x320x320; repeatable");
   app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--device", o.device, "device to run on: cpu, cuda, cuda:N, or sim (CPU kernels in a seeded random order)");
   app.add_option("--queues", o.queues, "device queues for independent branches (default 1)");
   app.add_flag("--sanitize", o.sanitize, "check that every conflicting pair of accesses is ordered (exit 1 if not)");
-  app.add_option("--sim-seed", o.sim_seed, "sim device: seed of the execution order (default 0)");
+  app.add_option("--sim-seed", o.sim_seed, "sim device: seed of the execution order (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-memory", o.max_memory,
+                 "most memory the session may hold, e.g. 4GiB or 512MiB (default: 80% of physical memory; on a GPU "
+                 "90% of its memory)");
   app.add_option("--storage-mode", o.storage_mode,
                  "cuda: device, unified or host memory (default: STRIDER_STORAGE_MODE, else device)");
   app.add_flag("--allow-tf32", o.allow_tf32, "cuda: let f32 matmuls and convolutions use TF32");
@@ -80,10 +87,10 @@ Result<std::pair<std::string, Shape>> parse_shape(const std::string& text) {
   while (start <= dims.size()) {
     size_t end = dims.find('x', start);
     std::string part = dims.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    char* rest = nullptr;
-    long long value = std::strtoll(part.c_str(), &rest, 10);
-    if (part.empty() || *rest != '\0' || value < 0)
-      return invalid_argument(fmt::format("--shape '{}': '{}' is not a dimension size", text, part));
+    int64_t value = -1;
+    auto [rest, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || ec != std::errc() || rest != part.data() + part.size() || value < 0)
+      return invalid_argument(fmt::format("--shape '{}': '{}' is not a dimension size (0 to 2^63-1)", text, part));
     shape.push_back(value);
     if (end == std::string::npos) break;
     start = end + 1;
@@ -91,11 +98,22 @@ Result<std::pair<std::string, Shape>> parse_shape(const std::string& text) {
   return std::make_pair(text.substr(0, colon), shape);
 }
 
-Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937_64& rng) {
-  Tensor f64(DType::kF64, shape);
+// Seeded random values for an input; the tensor must fit the memory budget (its f64
+// staging too, for floats).
+Result<Tensor> random_tensor(const std::string& name, DType dtype, const Shape& shape, std::mt19937_64& rng,
+                             int64_t budget) {
+  std::string what = fmt::format("random input '{}'", printable(name));
+  Result<Tensor> made = Tensor::create(dtype, shape, budget);
+  if (!made.is_ok()) return made.status().with_context(what);
+  Tensor t = std::move(*made);
+  Tensor f64;
+  if (is_floating(dtype)) {
+    Result<Tensor> staging = Tensor::create(DType::kF64, shape, budget - int64_t(t.byte_size()));
+    if (!staging.is_ok()) return staging.status().with_context(what);
+    f64 = std::move(*staging);
+  }
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int64_t> small(0, 7);
-  Tensor t(dtype, shape);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     switch (dtype) {
       case DType::kI64: t.data<int64_t>()[i] = small(rng); break;
@@ -106,7 +124,7 @@ Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937_64& rng) {
       default: f64.data<double>()[i] = normal(rng); break;
     }
   }
-  return is_floating(dtype) ? *convert_float_tensor(f64, dtype) : t;
+  return is_floating(dtype) ? convert_float_tensor(f64, dtype) : Result<Tensor>(std::move(t));
 }
 
 Result<Tensor> read_input_file(const std::string& spec, std::string* name) {
@@ -119,7 +137,8 @@ Result<Tensor> read_input_file(const std::string& spec, std::string* name) {
 
 // Fills `inputs` (by graph position) from --input, --inputs-dir and random values.
 Status load_inputs(const Graph& graph, const ModelOptions& o, const std::string& inputs_dir,
-                   const std::map<std::string, Shape>& shapes, std::vector<std::optional<Tensor>>& inputs) {
+                   const std::map<std::string, Shape>& shapes, int64_t budget,
+                   std::vector<std::optional<Tensor>>& inputs) {
   size_t count = graph.inputs().size();
   if (!inputs_dir.empty()) {
     STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> from_dir, read_numbered_tensors(inputs_dir, "input", count));
@@ -145,7 +164,7 @@ Status load_inputs(const Graph& graph, const ModelOptions& o, const std::string&
       if (shape[d] < 0)
         return invalid_argument(fmt::format("input '{}' dim {} is dynamic; give its size with --shape {}:{}", v.name, d,
                                             v.name, shape_to_dims(shape)));
-    inputs[i] = random_tensor(v.dtype, shape, rng);
+    STRIDER_ASSIGN_OR_RETURN(inputs[i], random_tensor(v.name, v.dtype, shape, rng, budget));
   }
   return Status::ok();
 }
@@ -167,14 +186,29 @@ Result<std::vector<Tensor>> read_numbered_tensors(const std::string& dir, const 
 
 Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_file, const std::string& inputs_dir) {
   PreparedRun run;
-  STRIDER_ASSIGN_OR_RETURN(run.graph, import_model_file(model_file));
+  int64_t budget = default_host_memory_budget();
+  if (!o.max_memory.empty()) {
+    std::optional<int64_t> bytes = parse_byte_size(o.max_memory);
+    if (!bytes || *bytes == 0)
+      return invalid_argument(fmt::format("--max-memory '{}': expected a size such as 4GiB, 512MiB or 1000000",
+                                          printable(o.max_memory)));
+    budget = *bytes;
+    run.session_options.max_memory_bytes = budget;
+  }
+  ImportOptions import_options;
+  import_options.max_constant_bytes = budget;
+  STRIDER_ASSIGN_OR_RETURN(run.graph, import_model_file(model_file, import_options));
   std::map<std::string, Shape> shapes;
   for (const std::string& text : o.shapes) {
     STRIDER_ASSIGN_OR_RETURN(auto parsed, parse_shape(text));
+    if (!run.graph.find_value(parsed.first) ||
+        std::find(run.graph.inputs().begin(), run.graph.inputs().end(), *run.graph.find_value(parsed.first)) ==
+            run.graph.inputs().end())
+      return invalid_argument(fmt::format("--shape names '{}', which is not a model input", printable(parsed.first)));
     shapes[parsed.first] = parsed.second;
   }
   std::vector<std::optional<Tensor>> inputs(run.graph.inputs().size());
-  STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, inputs));
+  STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, budget, inputs));
   run.session_options.device = o.device;
   run.session_options.queues = o.queues;
   run.session_options.sanitize = o.sanitize;

@@ -49,6 +49,7 @@ struct ModelOptions {
   bool allow_tf32 = false;
   std::string cuda_graph = "on";
   std::string fusion = "on";
+  std::string max_memory;  // "" (80% of memory), "4GiB", "512MiB", bytes
 };
 
 // Adds the model/input/device flags shared by run, check and bench.

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "base/exception_guard.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -24,21 +25,21 @@ int main(int argc, char** argv) {
   add_bench_command(app, bench);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help
-    return app.exit(e);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --version (CallForHelp and friends derive from it)
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return report_error(strider::invalid_argument(std::string(e.what()) + "; see 'strider --help'"));
   }
-  if (run.selected) return run_command(run);
-  if (check.selected) return check_command(check);
-  if (inspect.selected) return inspect_command(inspect);
-  if (bench.selected) return bench_command(bench);
-  fmt::print("{}", app.help());
-  return kExitUsage;
+  // The exception boundary: whatever a library throws on a hostile model ends as one
+  // error line and an exit code, never as std::terminate.
+  int code = kExitUsage;
+  strider::Status failed = strider::guard("strider", [&] {
+    if (run.selected) code = run_command(run);
+    else if (check.selected) code = check_command(check);
+    else if (inspect.selected) code = inspect_command(inspect);
+    else if (bench.selected) code = bench_command(bench);
+    else fmt::print("{}", app.help());
+    return strider::Status::ok();
+  });
+  return failed.is_ok() ? code : report_error(failed);
 }

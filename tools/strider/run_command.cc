@@ -13,23 +13,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes every output as output_<i>.npy and output_<i>.pb. Each file goes to a temporary
-// name first and all are renamed at the end, so a failure leaves no half-written set.
+// Writes every output as output_<i>.npy and output_<i>.pb, all or nothing: each file goes
+// to a temporary name first; only when all are written are they renamed, and if any
+// write or rename fails, every temporary and every file already renamed is removed, so
+// the folder never holds part of a set.
 Status write_outputs(const std::string& dir, const std::vector<ValueInfo>& infos, const std::vector<Tensor>& outputs) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return io_error(fmt::format("cannot create --output-dir '{}': {}", dir, ec.message()));
-  std::vector<std::pair<std::string, std::string>> renames;
+  std::vector<std::pair<std::string, std::string>> files;  // temporary, final
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (const char* ext : {".npy", ".pb"}) {
+      std::string final_name = fmt::format("{}/output_{}{}", dir, i, ext);
+      files.emplace_back(final_name + ".partial", final_name);
+    }
+  auto undo = [&](size_t renamed, Status why) {
+    for (size_t k = 0; k < files.size(); ++k) fs::remove(k < renamed ? files[k].second : files[k].first, ec);
+    return why;
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string base = fmt::format("{}/output_{}", dir, i);
-    STRIDER_RETURN_IF_ERROR(write_npy(base + ".npy.partial", outputs[i]));
-    STRIDER_RETURN_IF_ERROR(write_tensor_pb(base + ".pb.partial", outputs[i], infos[i].name));
-    renames.emplace_back(base + ".npy.partial", base + ".npy");
-    renames.emplace_back(base + ".pb.partial", base + ".pb");
+    Status npy = write_npy(files[2 * i].first, outputs[i]);
+    if (!npy.is_ok()) return undo(0, npy);
+    Status pb = write_tensor_pb(files[2 * i + 1].first, outputs[i], infos[i].name);
+    if (!pb.is_ok()) return undo(0, pb);
   }
-  for (const auto& [from, to] : renames) {
-    fs::rename(from, to, ec);
-    if (ec) return io_error(fmt::format("cannot write '{}': {}", to, ec.message()));
+  for (size_t k = 0; k < files.size(); ++k) {
+    fs::rename(files[k].first, files[k].second, ec);
+    if (ec) return undo(k, io_error(fmt::format("cannot write '{}': {}", files[k].second, ec.message())));
   }
   return Status::ok();
 }

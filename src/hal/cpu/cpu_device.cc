@@ -11,7 +11,7 @@
 
 namespace strider::cpu {
 
-CpuDevice::CpuDevice(const DeviceOptions& options) {
+CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of));
@@ -41,9 +41,12 @@ Result<Allocation*> CpuDevice::allocate(int64_t size, int64_t alignment, std::st
     return internal_error(fmt::format("bad allocation request: {} bytes aligned to {}", size, alignment));
   // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a block.
   size_t rounded = size_t((std::max<int64_t>(size, 1) + alignment - 1) / alignment * alignment);
+  STRIDER_RETURN_IF_ERROR(reserve_memory(size, label));
   void* memory = std::aligned_alloc(size_t(alignment), rounded);
-  if (memory == nullptr)
-    return device_error(fmt::format("cpu: out of memory allocating {} bytes for {}", size, label));
+  if (memory == nullptr) {
+    return_memory(size);
+    return resource_exhausted(fmt::format("cpu: out of memory allocating {} bytes for the {}", size, label));
+  }
   return new Allocation(next_id_++, std::move(label), "cpu", static_cast<std::byte*>(memory), size,
                         alignment, StorageMode::kHost, true);
 }
@@ -51,6 +54,7 @@ Result<Allocation*> CpuDevice::allocate(int64_t size, int64_t alignment, std::st
 void CpuDevice::release(Allocation* allocation, std::span<const Timepoint> last_uses) {
   wait_for(last_uses);
   std::free(allocation->address());
+  return_memory(allocation->size());
   delete allocation;
 }
 

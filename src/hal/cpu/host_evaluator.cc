@@ -7,29 +7,29 @@
 namespace strider::cpu {
 namespace {
 
-// A host allocation over a tensor's own bytes.
-std::unique_ptr<Allocation> wrap(Tensor& tensor, const std::string& label) {
-  return std::make_unique<Allocation>(0, label, "cpu", tensor.bytes(), int64_t(tensor.byte_size()), 1,
+// A host allocation over a tensor's own bytes. Kernels only read their inputs, so a
+// constant is wrapped in place rather than copied (a folded Transpose of a large weight
+// would otherwise hold it twice).
+std::unique_ptr<Allocation> wrap(const Tensor& tensor, const std::string& label) {
+  return std::make_unique<Allocation>(0, label, "cpu", const_cast<std::byte*>(tensor.bytes()),
+                                      int64_t(tensor.byte_size()), 1,
                                       StorageMode::kHost, true);
 }
 
 }  // namespace
 
 Result<std::vector<Tensor>> evaluate_on_host(const Graph& graph, const Node& node) {
-  std::vector<Tensor> inputs, outputs;
+  std::vector<Tensor> outputs;
   std::vector<std::unique_ptr<Allocation>> allocations;
   KernelRequest request{graph, node, {}, {}};
-  inputs.reserve(node.inputs.size());
   for (ValueId id : node.inputs) {
     if (id == kNoValue) {
-      inputs.emplace_back();
       request.inputs.emplace_back();
       continue;
     }
     const Value& v = graph.value(id);
     if (!v.is_constant()) return internal_error(fmt::format("folding needs constant '{}'", v.name));
-    inputs.push_back(*v.constant);
-    allocations.push_back(wrap(inputs.back(), v.name));
+    allocations.push_back(wrap(*v.constant, v.name));
     STRIDER_ASSIGN_OR_RETURN(TensorView view, make_dense_view(*allocations.back(), 0, v.dtype, v.shape, v.name));
     request.inputs.push_back(std::move(view));
   }
@@ -46,6 +46,7 @@ Result<std::vector<Tensor>> evaluate_on_host(const Graph& graph, const Node& nod
     STRIDER_ASSIGN_OR_RETURN(TensorView view, make_dense_view(*allocations.back(), 0, v.dtype, v.shape, v.name));
     request.outputs.push_back(std::move(view));
   }
+  STRIDER_RETURN_IF_ERROR(check_kernel_views(request));
   STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, create_kernel(request));
   STRIDER_RETURN_IF_ERROR(kernel->run(QueueContext{}));
   return outputs;

@@ -36,7 +36,7 @@ dnnl::memory::desc onednn_desc(DType dtype, const Shape& sizes, const Strides& s
 dnnl::memory onednn_memory(const TensorView& view, const dnnl::memory::desc& desc);
 
 // Runs `fn`, turning a dnnl::error into a Status: UNSUPPORTED when oneDNN has no
-// implementation, DEVICE_ERROR otherwise. `what` names the node.
+// implementation or cannot describe the arguments, DEVICE_ERROR otherwise. `what` names the node.
 template <typename Fn>
 Status onednn_call(const std::string& what, Fn&& fn) {
   try {
@@ -44,7 +44,9 @@ Status onednn_call(const std::string& what, Fn&& fn) {
     return Status::ok();
   } catch (const dnnl::error& e) {
     std::string message = what + ": oneDNN: " + e.what();
-    if (e.status == dnnl_unimplemented) return unsupported(message);
+    // No implementation, or geometry oneDNN cannot describe (a stride of 2^63-1): the
+    // caller takes another path; neither is a device failure.
+    if (e.status == dnnl_unimplemented || e.status == dnnl_invalid_arguments) return unsupported(message);
     return device_error(message);
   }
 }

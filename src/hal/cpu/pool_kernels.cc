@@ -7,6 +7,7 @@
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
 #include "ops/shape_ops.h"
+#include "ops/window_taps.h"
 
 namespace strider::cpu {
 namespace {
@@ -56,20 +57,25 @@ class PoolKernel final : public Kernel {
                              x_.sizes[d + 2] + g.pads_end[d]);
       padded *= (end - start + g.dilations[d] - 1) / g.dilations[d];
     }
-    Shape k(spatial, 0);
-    for (int64_t t = 0; t < num_elements(g.kernel); ++t, advance_index(k, g.kernel)) {
+    // Only the taps inside the input (ops/window_taps.h), in row-major order of k.
+    Shape first(spatial), end(spatial), k(spatial);
+    bool any_tap = true;
+    for (size_t d = 0; d < spatial; ++d) {
+      TapRange r = taps_inside(o[d] * g.strides[d] - g.pads_begin[d], g.dilations[d], g.kernel[d], x_.sizes[d + 2]);
+      any_tap = any_tap && r.end > r.first;
+      first[d] = k[d] = r.first;
+      end[d] = r.end;
+    }
+    for (bool more = any_tap; more;) {
       int64_t offset = n * x_.strides[0] + c * x_.strides[1];
       int64_t flat = 0, column_flat = 0, column_scale = 1;
-      bool inside = true;
       for (size_t d = 0; d < spatial; ++d) {
         int64_t pos = o[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
-        if (pos < 0 || pos >= x_.sizes[d + 2]) inside = false;
         offset += pos * x_.strides[d + 2];
         flat = flat * x_.sizes[d + 2] + pos;
         column_flat += pos * column_scale;
         column_scale *= x_.sizes[d + 2];
       }
-      if (!inside) continue;
       Acc v = Acc(load(x_.host_data_as<T>()[offset]));
       ++valid;
       if (s_.kind == PoolKind::kAverage) {
@@ -77,6 +83,14 @@ class PoolKernel final : public Kernel {
       } else if (v > acc || best_index < 0) {
         acc = v;
         best_index = s_.column_major_indices ? column_flat : flat;
+      }
+      more = false;
+      for (size_t d = spatial; d-- > 0;) {  // next k, last axis fastest
+        if (++k[d] < end[d]) {
+          more = true;
+          break;
+        }
+        k[d] = first[d];
       }
     }
     if (s_.kind == PoolKind::kAverage) {

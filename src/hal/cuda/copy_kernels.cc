@@ -54,7 +54,7 @@ Result<KernelPtr> make_slice(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(NodeInputs(r.graph, r.node)));
   TensorView src = r.inputs[0];
   for (const SliceAxis& a : axes) {
-    STRIDER_ASSIGN_OR_RETURN(src, slice_view(src, a.axis, a.start, a.start + a.step * a.count, a.step));
+    STRIDER_ASSIGN_OR_RETURN(src, slice_count_view(src, a.axis, a.start, a.step, a.count));
   }
   return single_copy(r, std::move(src));
 }

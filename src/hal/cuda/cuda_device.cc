@@ -30,6 +30,8 @@ Status CudaDevice::init() {
   STRIDER_CUDA_RETURN(cudaGetDeviceProperties(&props, ordinal_), "cuda device");
   if (options_.storage_mode == StorageMode::kUnified && !props.managedMemory)
     return device_error("storage mode 'unified': this GPU has no managed memory");
+  // Without a budget from the session, allocations may take 90% of the GPU's memory.
+  if (!budget_) budget_ = std::make_shared<MemoryBudget>(int64_t(props.totalGlobalMem / 10 * 9));
   cublasLtHandle_t lt = nullptr;
   if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return device_error("cublasLtCreate failed");
   cudnnHandle_t dnn = nullptr;
@@ -56,11 +58,8 @@ CudaDevice::~CudaDevice() {
   if (context_.cublaslt) cublasLtDestroy(static_cast<cublasLtHandle_t>(context_.cublaslt));
 }
 
-Result<Allocation*> CudaDevice::allocate(int64_t size, int64_t alignment, std::string label) {
-  cudaSetDevice(ordinal_);
-  size_t bytes = size_t(std::max<int64_t>(size, 1));
+Result<void*> CudaDevice::allocate_raw(size_t bytes, const std::string& label) {
   void* address = nullptr;
-  bool host_accessible = options_.storage_mode != StorageMode::kDevice;
   switch (options_.storage_mode) {
     case StorageMode::kDevice:
       STRIDER_CUDA_RETURN(cudaMalloc(&address, bytes), label);
@@ -69,7 +68,8 @@ Result<Allocation*> CudaDevice::allocate(int64_t size, int64_t alignment, std::s
       size_t free = 0, total = 0;
       STRIDER_CUDA_RETURN(cudaMemGetInfo(&free, &total), label);
       if (bytes > free)  // never ask for more managed memory than the card has free
-        return device_error(fmt::format("{}: {} bytes of unified memory requested, {} free on the GPU", label, bytes, free));
+        return resource_exhausted(
+            fmt::format("{}: {} bytes of unified memory requested, {} free on the GPU", label, bytes, free));
       STRIDER_CUDA_RETURN(cudaMallocManaged(&address, bytes, cudaMemAttachGlobal), label);
       break;
     }
@@ -80,9 +80,22 @@ Result<Allocation*> CudaDevice::allocate(int64_t size, int64_t alignment, std::s
       break;
     }
   }
-  if (reinterpret_cast<uintptr_t>(address) % uintptr_t(alignment) != 0)
+  return address;
+}
+
+Result<Allocation*> CudaDevice::allocate(int64_t size, int64_t alignment, std::string label) {
+  cudaSetDevice(ordinal_);
+  size_t bytes = size_t(std::max<int64_t>(size, 1));
+  bool host_accessible = options_.storage_mode != StorageMode::kDevice;
+  STRIDER_RETURN_IF_ERROR(reserve_memory(size, label));
+  Result<void*> address = allocate_raw(bytes, label);
+  if (!address.is_ok()) {
+    return_memory(size);
+    return address.status();
+  }
+  if (reinterpret_cast<uintptr_t>(*address) % uintptr_t(alignment) != 0)
     return internal_error(fmt::format("{}: CUDA returned memory aligned below {}", label, alignment));
-  return new Allocation(next_id_++, std::move(label), "cuda", static_cast<std::byte*>(address), size, alignment,
+  return new Allocation(next_id_++, std::move(label), "cuda", static_cast<std::byte*>(*address), size, alignment,
                         options_.storage_mode, host_accessible);
 }
 
@@ -91,6 +104,7 @@ void CudaDevice::release(Allocation* allocation, std::span<const Timepoint> last
   cudaSetDevice(ordinal_);
   if (allocation->storage_mode() == StorageMode::kHost) cudaFreeHost(allocation->address());
   else cudaFree(allocation->address());
+  return_memory(allocation->size());
   delete allocation;
 }
 

@@ -42,8 +42,9 @@ class CudaDevice final : public Device {
   Status download(const TensorView& source, Tensor* destination) override;
 
  private:
-  CudaDevice(int ordinal, const DeviceOptions& options) : ordinal_(ordinal), options_(options) {}
+  CudaDevice(int ordinal, const DeviceOptions& options) : Device(options.budget), ordinal_(ordinal), options_(options) {}
   Status init();
+  Result<void*> allocate_raw(size_t bytes, const std::string& label);
   Status stage(size_t bytes);
 
   int ordinal_;

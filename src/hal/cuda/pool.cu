@@ -7,6 +7,7 @@
 #include <cuda/std/limits>
 
 #include "hal/cuda/launch.h"
+#include "ops/window_taps.h"
 
 namespace strider::cuda {
 namespace {
@@ -58,15 +59,17 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
     A acc = kMax ? -::cuda::std::numeric_limits<A>::infinity() : A(0);
     int64_t best = -1, valid = 0;
     const int64_t base = n * a.x_strides[0] + c * a.x_strides[1];
-    for (int64_t k0 = 0; k0 < a.kernel[0]; ++k0) {
+    // Only the taps inside the input (ops/window_taps.h): a huge declared kernel costs
+    // no more than the input's extent.
+    TapRange r[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) r[d] = taps_inside(start[d], a.dilation[d], a.kernel[d], a.in[d]);
+    for (int64_t k0 = r[0].first; k0 < r[0].end; ++k0) {
       const int64_t p0 = start[0] + k0 * a.dilation[0];
-      if (p0 < 0 || p0 >= a.in[0]) continue;
-      for (int64_t k1 = 0; k1 < a.kernel[1]; ++k1) {
+      for (int64_t k1 = r[1].first; k1 < r[1].end; ++k1) {
         const int64_t p1 = start[1] + k1 * a.dilation[1];
-        if (p1 < 0 || p1 >= a.in[1]) continue;
-        for (int64_t k2 = 0; k2 < a.kernel[2]; ++k2) {
+        for (int64_t k2 = r[2].first; k2 < r[2].end; ++k2) {
           const int64_t p2 = start[2] + k2 * a.dilation[2];
-          if (p2 < 0 || p2 >= a.in[2]) continue;
           A v = A(load<T>(a.x, base + p0 * a.x_strides[2] + p1 * a.x_strides[3] + p2 * a.x_strides[4]));
           ++valid;
           if constexpr (!kMax) {

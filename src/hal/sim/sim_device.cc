@@ -79,6 +79,7 @@ Status SimDevice::synchronize() { return drain(); }
 
 Result<Allocation*> SimDevice::allocate(int64_t size, int64_t alignment, std::string label) {
   int64_t rounded = (std::max<int64_t>(size, 1) + alignment - 1) / alignment * alignment;
+  STRIDER_RETURN_IF_ERROR(reserve_memory(size, label));
   std::byte* memory = nullptr;
   auto reused = pool_.find(rounded);
   if (reused != pool_.end() && reinterpret_cast<uintptr_t>(reused->second) % uintptr_t(alignment) == 0) {
@@ -86,7 +87,10 @@ Result<Allocation*> SimDevice::allocate(int64_t size, int64_t alignment, std::st
     pool_.erase(reused);
   } else {
     memory = static_cast<std::byte*>(std::aligned_alloc(size_t(alignment), size_t(rounded)));
-    if (memory == nullptr) return device_error(fmt::format("sim: out of memory allocating {} bytes", size));
+    if (memory == nullptr) {
+      return_memory(size);
+      return resource_exhausted(fmt::format("sim: out of memory allocating {} bytes for the {}", size, label));
+    }
   }
   std::memset(memory, int(kPoison), size_t(rounded));
   return new Allocation(next_id_++, std::move(label), "sim", memory, size, alignment, StorageMode::kHost, true);
@@ -97,6 +101,7 @@ void SimDevice::release(Allocation* allocation, std::span<const Timepoint> last_
   int64_t rounded = (std::max<int64_t>(allocation->size(), 1) + allocation->alignment() - 1) / allocation->alignment() *
                     allocation->alignment();
   pool_.emplace(rounded, allocation->address());
+  return_memory(allocation->size());
   delete allocation;
 }
 

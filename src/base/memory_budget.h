@@ -1,0 +1,50 @@
+// MemoryBudget: the bytes a session may hold, and who holds them.
+//
+// A 200-byte model can ask for a terabyte: an input declared [2^38], a ConstantOfShape of
+// 2^36 elements folded at session creation, an arena for a Range of 2^38. Every
+// allocation strider makes for a session (the imported and folded constants, the arena,
+// inputs, outputs, constants on the device) reserves its bytes here first, so asking for
+// too much is one RESOURCE_EXHAUSTED error naming what asked and how many bytes, before
+// any memory is touched, instead of an abort in the allocator or the OOM killer.
+//
+// Thread-safe: reservations are atomic (queues release memory from worker threads).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "strider/status.h"
+
+namespace strider {
+
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
+
+  // Takes `bytes` from the budget for `what` ("the arena", "folded constant 'c'"), or
+  // RESOURCE_EXHAUSTED naming it, the bytes asked and the budget, taking nothing.
+  Status reserve(int64_t bytes, std::string_view what);
+  void release(int64_t bytes) { used_.fetch_sub(bytes); }
+
+  int64_t limit() const { return limit_; }
+  int64_t used() const { return used_.load(); }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t> used_{0};
+};
+
+// Physical memory of this machine in bytes (0 if it cannot be read).
+int64_t physical_memory_bytes();
+// What a session may use when its options give no budget: 80% of physical memory.
+int64_t default_host_memory_budget();
+// "1.5 GiB", "512 B": sizes in messages.
+std::string format_bytes(int64_t bytes);
+// Parses "1GiB", "512MiB", "64M", "1000000", "2.5G" (binary multiples for K/M/G/T with or
+// without "iB"); nullopt for anything else or a size beyond 2^62.
+std::optional<int64_t> parse_byte_size(std::string_view text);
+
+}  // namespace strider

@@ -1,0 +1,217 @@
+#include "ops/signature.h"
+
+#include <fmt/format.h>
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "base/printable.h"
+
+namespace strider {
+namespace {
+
+using onnx::OpSchema;
+
+// The newest ai.onnx opset this libonnx has schemas for (17 for Debian's 1.12).
+int libonnx_max_opset() {
+  static const int max = [] {
+    const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    auto it = ranges.find(onnx::ONNX_DOMAIN);
+    return it == ranges.end() ? 0 : it->second.second;
+  }();
+  return max;
+}
+
+// Inputs later opsets added to ops libonnx 1.12 knows (the axes input of the reductions
+// and of Pad at 18, DFT's dft_length and axis at 20): {op, since, inputs at most}.
+struct NewerArity {
+  std::string_view op;
+  int since;
+  int max_inputs;
+};
+constexpr NewerArity kNewerArity[] = {
+    {"DFT", 20, 3},        {"Pad", 18, 4},          {"ReduceL1", 18, 2},        {"ReduceL2", 18, 2},
+    {"ReduceLogSum", 18, 2}, {"ReduceLogSumExp", 18, 2}, {"ReduceMax", 18, 2},   {"ReduceMean", 18, 2},
+    {"ReduceMin", 18, 2},  {"ReduceProd", 18, 2},   {"ReduceSumSquare", 18, 2},
+};
+
+int max_inputs_at(const OpSchema& schema, const Node& node) {
+  int max = schema.max_input();
+  if (node.opset > libonnx_max_opset())
+    for (const NewerArity& n : kNewerArity)
+      if (n.op == node.op_type && node.opset >= n.since) max = std::max(max, n.max_inputs);
+  return max;
+}
+
+std::string_view onnx_tensor_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "tensor(float)";
+    case DType::kF16: return "tensor(float16)";
+    case DType::kBF16: return "tensor(bfloat16)";
+    case DType::kF64: return "tensor(double)";
+    case DType::kI64: return "tensor(int64)";
+    case DType::kI32: return "tensor(int32)";
+    case DType::kI8: return "tensor(int8)";
+    case DType::kU8: return "tensor(uint8)";
+    case DType::kBool: return "tensor(bool)";
+  }
+  return "";
+}
+
+// Whether a formal parameter takes `dtype`. Later opsets widened many lists (bf16 almost
+// everywhere at 22, bool for ReduceMax at 20, f16 for Range), so for a node newer than the
+// schema only the binding of inputs to one type parameter is checked, and its shape
+// function and kernels decide what element types they take.
+bool takes(const OpSchema::FormalParameter& param, DType dtype, bool newer_than_schema) {
+  if (newer_than_schema) return true;
+  return std::any_of(param.GetTypes().begin(), param.GetTypes().end(),
+                     [&](const std::string* t) { return t && *t == onnx_tensor_type(dtype); });
+}
+
+int count_present(const std::vector<ValueId>& ids) {
+  return int(std::count_if(ids.begin(), ids.end(), [](ValueId v) { return v != kNoValue; }));
+}
+
+// Input and output counts, and required inputs that are omitted.
+Status check_arity(const OpSchema& schema, const Node& node) {
+  std::string desc = describe_node(node);
+  int inputs = int(node.inputs.size()), outputs = int(node.outputs.size());
+  int max_in = max_inputs_at(schema, node);
+  auto plural = [](int n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+  auto range = [](int lo, int hi) {
+    if (hi == std::numeric_limits<int>::max()) return fmt::format("at least {}", lo);
+    return lo == hi ? fmt::format("{}", lo) : fmt::format("{} to {}", lo, hi);
+  };
+  std::string op = fmt::format("{}-{}", printable(node.op_type), schema.SinceVersion());
+  if (inputs < schema.min_input() || inputs > max_in)
+    return invalid_model(fmt::format("{} has {}; {} takes {}", desc, plural(inputs, "input"), op,
+                                     range(schema.min_input(), max_in)));
+  if (outputs < schema.min_output() || outputs > schema.max_output())
+    return invalid_model(fmt::format("{} has {}; {} produces {}", desc, plural(outputs, "output"), op,
+                                     range(schema.min_output(), schema.max_output())));
+  const auto& formals = schema.inputs();
+  for (size_t i = 0; i < node.inputs.size() && i < formals.size(); ++i) {
+    const auto& f = formals[i];
+    if (f.GetOption() == OpSchema::Single && node.inputs[i] == kNoValue)
+      return invalid_model(fmt::format("{} omits input {} ('{}'), which {} requires", desc, i, f.GetName(), op));
+  }
+  if (!formals.empty() && formals.back().GetOption() == OpSchema::Variadic) {
+    std::vector<ValueId> tail(node.inputs.begin() + std::min(node.inputs.size(), formals.size() - 1), node.inputs.end());
+    if (count_present(tail) < formals.back().GetMinArity())
+      return invalid_model(fmt::format("{} has {} '{}' inputs; {} takes at least {}", desc, count_present(tail),
+                                       formals.back().GetName(), op, formals.back().GetMinArity()));
+  }
+  if (count_present(node.outputs) == 0 && outputs > 0)
+    return invalid_model(fmt::format("{} omits every output", desc));
+  return Status::ok();
+}
+
+Attribute::Kind kind_of(onnx::AttributeProto::AttributeType type) {
+  using AP = onnx::AttributeProto;
+  switch (type) {
+    case AP::INT: return Attribute::Kind::kInt;
+    case AP::FLOAT: return Attribute::Kind::kFloat;
+    case AP::STRING: return Attribute::Kind::kString;
+    case AP::INTS: return Attribute::Kind::kInts;
+    case AP::FLOATS: return Attribute::Kind::kFloats;
+    case AP::STRINGS: return Attribute::Kind::kStrings;
+    case AP::TENSOR: return Attribute::Kind::kTensor;
+    default: return Attribute::Kind::kGraph;
+  }
+}
+
+bool known_kind(onnx::AttributeProto::AttributeType type) {
+  using AP = onnx::AttributeProto;
+  return type == AP::INT || type == AP::FLOAT || type == AP::STRING || type == AP::INTS || type == AP::FLOATS ||
+         type == AP::STRINGS || type == AP::TENSOR || type == AP::GRAPH;
+}
+
+Status check_attributes(const OpSchema& schema, const Node& node, bool newer_than_schema) {
+  std::string desc = describe_node(node);
+  for (const auto& [name, attr] : schema.attributes())
+    if (attr.required && !node.attributes.has(name))
+      return invalid_model(fmt::format("{} lacks attribute '{}', which {}-{} requires", desc, name,
+                                       printable(node.op_type), schema.SinceVersion()));
+  for (const auto& [name, value] : node.attributes.all()) {
+    auto it = schema.attributes().find(name);
+    if (it == schema.attributes().end()) {
+      if (newer_than_schema) continue;  // a later version of the op may define it
+      return invalid_model(fmt::format("{} has attribute '{}', which {}-{} does not define", desc, printable(name),
+                                       printable(node.op_type), schema.SinceVersion()));
+    }
+    if (!known_kind(it->second.type) || kind_of(it->second.type) == value.kind) continue;
+    // An empty list carries no kind of its own in ONNX: ints and floats read alike.
+    bool empty_list = (value.kind == Attribute::Kind::kInts && value.ints.empty()) ||
+                      (value.kind == Attribute::Kind::kFloats && value.floats.empty());
+    bool list_wanted = kind_of(it->second.type) == Attribute::Kind::kInts ||
+                       kind_of(it->second.type) == Attribute::Kind::kFloats;
+    if (empty_list && list_wanted) continue;
+    return invalid_model(fmt::format("{} attribute '{}' is {}, but {}-{} takes {}", desc, name,
+                                     attribute_kind_name(value.kind), printable(node.op_type), schema.SinceVersion(),
+                                     attribute_kind_name(kind_of(it->second.type))));
+  }
+  return Status::ok();
+}
+
+// Element types of the typed inputs, and inputs bound to one type parameter agreeing.
+Status check_input_types(const Graph& graph, const OpSchema& schema, const Node& node, bool newer_than_schema) {
+  const auto& formals = schema.inputs();
+  if (formals.empty()) return Status::ok();
+  std::map<std::string, std::pair<DType, size_t>> bound;  // type parameter -> (dtype, first input)
+  std::map<std::string, bool> is_parameter;
+  for (const auto& c : schema.typeConstraintParams()) is_parameter[c.type_param_str] = true;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    const Value& v = graph.value(node.inputs[i]);
+    if (!v.has_type) continue;
+    // Inputs past the schema's own: a variadic tail, or (a newer opset) inputs the older
+    // schema does not know, whose types its shape function checks.
+    if (i >= formals.size() && formals.back().GetOption() != OpSchema::Variadic) continue;
+    const auto& f = formals[std::min(i, formals.size() - 1)];
+    if (!takes(f, v.dtype, newer_than_schema))
+      return invalid_model(fmt::format("{} input {} ('{}') is {}, which {}-{} does not take there", describe_node(node),
+                                       i, printable(v.name), dtype_name(v.dtype), printable(node.op_type),
+                                       schema.SinceVersion()));
+    bool homogeneous = f.GetOption() != OpSchema::Variadic || f.GetIsHomogeneous();
+    if (!is_parameter.count(f.GetTypeStr()) || !homogeneous) continue;
+    auto [it, first] = bound.emplace(f.GetTypeStr(), std::make_pair(v.dtype, i));
+    if (!first && it->second.first != v.dtype)
+      return invalid_model(fmt::format("{} input {} is {} but input {} is {}; {}-{} takes one type for both",
+                                       describe_node(node), i, dtype_name(v.dtype), it->second.second,
+                                       dtype_name(it->second.first), printable(node.op_type), schema.SinceVersion()));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_model_opsets(const Graph& graph) {
+  auto it = graph.opsets().find("");
+  if (it != graph.opsets().end() && it->second > kMaxKnownOpset)
+    return unsupported(fmt::format("the model imports ai.onnx opset {}; strider knows opsets up to {}", it->second,
+                                   kMaxKnownOpset));
+  return Status::ok();
+}
+
+Status check_node_signature(const Graph& graph, const Node& node) {
+  if (!node.domain.empty()) return Status::ok();
+  const OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, onnx::ONNX_DOMAIN);
+  if (schema == nullptr) return Status::ok();  // an op newer than libonnx: its shape function checks it
+  const OpSchema* newest = onnx::OpSchemaRegistry::Schema(node.op_type, libonnx_max_opset(), onnx::ONNX_DOMAIN);
+  // Before opset 7 many ops had other semantics (legacy broadcast and consumed_inputs
+  // attributes, Reshape's shape as an attribute); strider implements what opset 7 and
+  // later define, and an op version that was current then (Not-1) is still fine.
+  if (node.opset < kOldestImplementedOpset && newest && newest->SinceVersion() > schema->SinceVersion())
+    return unsupported(fmt::format("{}: opset {} gives {}-{}, a legacy version; strider implements ops as opset {} "
+                                   "and later define them",
+                                   describe_node(node), node.opset, printable(node.op_type), schema->SinceVersion(),
+                                   kOldestImplementedOpset));
+  bool newer_than_schema = node.opset > libonnx_max_opset();
+  STRIDER_RETURN_IF_ERROR(check_arity(*schema, node));
+  STRIDER_RETURN_IF_ERROR(check_attributes(*schema, node, newer_than_schema));
+  return check_input_types(graph, *schema, node, newer_than_schema);
+}
+
+}  // namespace strider
