@@ -1,4 +1,5 @@
 #include "hal/host_queue.h"
+#include "base/exception_guard.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +11,7 @@ Timepoint HostQueue::submit(Command command) {
     Status waited = queue_of_(w.queue).wait(w.value);
     if (!waited.is_ok() && status.is_ok()) status = waited;
   }
-  if (status.is_ok() && command.work) status = command.work(QueueContext{kHostQueue, nullptr});
+  if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{kHostQueue, nullptr}); });
   if (!status.is_ok() && first_error_.is_ok()) first_error_ = status;
   return {kHostQueue, ++completed_};
 }

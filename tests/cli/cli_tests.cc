@@ -1,5 +1,6 @@
 // The `strider` command line as a user meets it: exit codes, one-line errors that name
 // what is wrong, files written only on success.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -160,6 +161,44 @@ TEST(Cli, CheckPassesAndFailsWithExitCodes) {
   std::string json = slurp(wrong.file("report.json"));
   EXPECT_NE(json.find("\"model_sha256\""), std::string::npos);
   EXPECT_NE(json.find("\"max_abs_error\""), std::string::npos);
+}
+
+// check compares every output: a wrong second output alone fails the check, and the line
+// of the output that is right still passes (a check of only the first output would not
+// notice; none of the seed models has two outputs).
+TEST(Cli, CheckFailsWhenOnlyTheSecondOfTwoOutputsIsWrong) {
+  TempDir dir;
+  onnx::ModelProto model = testing::make_model(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  testing::add_input(g, "x", onnx::TensorProto::FLOAT, {3, 4});
+  testing::add_node(g, "Sigmoid", {"x"}, {"first"});
+  testing::add_node(g, "Tanh", {"x"}, {"second"});
+  testing::add_output(g, "first");
+  testing::add_output(g, "second");
+  testing::write_bytes(dir.file("m.onnx"), testing::serialize(model));
+  ASSERT_TRUE(write_npy(dir.file("x.npy"), testing::random_tensor(DType::kF32, {3, 4}, 17)).is_ok());
+  std::string base = "m.onnx --input x=" + dir.file("x.npy");
+  CliResult ran = run_cli("run " + dir.file(base) + " --output-dir " + dir.file("expected"));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  std::string check = "check " + dir.file(base) + " --expected-dir " + dir.file("expected");
+  CliResult same = run_cli(check);
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("2 passed, 0 failed"), std::string::npos) << same.out;
+  for (int wrong : {1, 0}) {
+    TempDir expected;
+    for (int i = 0; i < 2; ++i) {
+      Tensor t = *read_npy(dir.file(fmt::format("expected/output_{}.npy", i)));
+      if (i == wrong) t.data<float>()[5] += 0.05f;
+      ASSERT_TRUE(write_npy(expected.file(fmt::format("output_{}.npy", i)), t).is_ok());
+    }
+    CliResult r = run_cli("check " + dir.file(base) + " --expected-dir " + expected.path().string());
+    EXPECT_EQ(r.exit_code, 1) << "output " << wrong << " wrong:\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("1 passed, 1 failed"), std::string::npos) << r.out;
+    std::string name = wrong == 1 ? "'second'" : "'first'";
+    size_t line = r.out.find("output " + name);
+    ASSERT_NE(line, std::string::npos) << r.out;
+    EXPECT_NE(r.out.substr(line, r.out.find('\n', line) - line).find("FAIL"), std::string::npos) << r.out;
+  }
 }
 
 TEST(Cli, CheckOfATestFolderRunsEveryDataSetInBf16) {

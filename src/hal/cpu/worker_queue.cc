@@ -1,4 +1,5 @@
 #include "hal/cpu/worker_queue.h"
+#include "base/exception_guard.h"
 
 namespace strider::cpu {
 
@@ -52,7 +53,7 @@ void WorkerQueue::loop() {
       Status waited = queue_of_(w.queue).wait(w.value);
       if (!waited.is_ok() && status.is_ok()) status = waited;
     }
-    if (status.is_ok() && command.work) status = command.work(QueueContext{index_, nullptr});
+    if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
     {
       std::lock_guard lock(mutex_);
       if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);

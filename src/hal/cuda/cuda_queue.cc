@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/exception_guard.h"
 #include "hal/cuda/cuda_check.h"
 
 namespace strider::cuda {
@@ -49,7 +50,7 @@ Timepoint CudaQueue::submit(Command command) {
     cudaEvent_t event = static_cast<CudaQueue&>(queue_of_(w.queue)).event_for(w.value);
     if (event && status.is_ok()) status = cuda_status(cudaStreamWaitEvent(stream_, event, 0), "cudaStreamWaitEvent");
   }
-  if (status.is_ok() && command.work) status = command.work(QueueContext{index_, stream_});
+  if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{index_, stream_}); });
   std::lock_guard lock(mutex_);
   if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
   cudaEvent_t event = nullptr;

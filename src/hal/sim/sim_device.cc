@@ -1,4 +1,5 @@
 #include "hal/sim/sim_device.h"
+#include "base/exception_guard.h"
 
 #include <fmt/format.h>
 
@@ -69,7 +70,7 @@ Status SimDevice::drain() {
     int q = candidates[size_t(std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_))];
     Command command = std::move(pending_[size_t(q)].front());
     pending_[size_t(q)].pop_front();
-    Status status = command.work ? command.work(QueueContext{q, nullptr}) : Status::ok();
+    Status status = command.work ? guard(command.label, [&] { return command.work(QueueContext{q, nullptr}); }) : Status::ok();
     if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
     ++completed_[size_t(q)];
   }
