@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 namespace strider {
 
@@ -115,6 +116,41 @@ inline std::optional<int64_t> checked_double_to_int(double v, int64_t lo = std::
   int64_t i = int64_t(v);
   if (i < lo || i > hi) return std::nullopt;
   return i;
+}
+
+// A float as integer type I, defined for every input: truncated toward zero, NaN as 0,
+// out-of-range values saturated (a plain conversion of those is undefined behaviour; the
+// GPU's cvt instructions saturate the same way).
+template <class I, class F>
+I saturate_to_int(F x) {
+  if (std::isnan(x)) return I(0);
+  if (double(x) >= double(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  if (double(x) <= double(std::numeric_limits<I>::lowest())) return std::numeric_limits<I>::lowest();
+  return I(x);
+}
+
+// Integer arithmetic that wraps in two's complement, as every ONNX runtime's integer ops do
+// in practice (C++ makes signed overflow undefined behaviour, so it is done in uint64).
+// Floats pass through unchanged.
+template <class C>
+C wrapping_add(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) + uint64_t(b));
+  else return C(a + b);
+}
+template <class C>
+C wrapping_sub(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) - uint64_t(b));
+  else return C(a - b);
+}
+template <class C>
+C wrapping_mul(C a, C b) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) * uint64_t(b));
+  else return C(a * b);
+}
+template <class C>
+C wrapping_neg(C a) {
+  if constexpr (std::is_integral_v<C>) return C(uint64_t(0) - uint64_t(a));
+  else return C(-a);
 }
 
 }  // namespace strider

@@ -295,17 +295,20 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
 }
 
 Result<std::vector<Tensor>> Session::run(const std::map<std::string, Tensor>& inputs) {
-  std::vector<Tensor> ordered;
-  for (const ValueInfo& info : impl_->inputs) {
-    auto it = inputs.find(info.name);
-    if (it == inputs.end()) return invalid_argument(fmt::format("missing input '{}'", info.name));
-    ordered.push_back(it->second);
-  }
-  for (const auto& [name, tensor] : inputs) {
-    bool known = std::any_of(impl_->inputs.begin(), impl_->inputs.end(), [&](const ValueInfo& i) { return i.name == name; });
-    if (!known) return invalid_argument(fmt::format("'{}' is not an input of the model", name));
-  }
-  return guard("run", [&] { return impl_->run(ordered); });
+  return guard("run", [&]() -> Result<std::vector<Tensor>> {
+    std::vector<Tensor> ordered;
+    for (const ValueInfo& info : impl_->inputs) {
+      auto it = inputs.find(info.name);
+      if (it == inputs.end()) return invalid_argument(fmt::format("missing input '{}'", printable(info.name)));
+      ordered.push_back(it->second);
+    }
+    for (const auto& entry : inputs) {
+      bool known = std::any_of(impl_->inputs.begin(), impl_->inputs.end(),
+                               [&](const ValueInfo& i) { return i.name == entry.first; });
+      if (!known) return invalid_argument(fmt::format("'{}' is not an input of the model", printable(entry.first)));
+    }
+    return impl_->run(ordered);
+  });
 }
 
 }  // namespace strider

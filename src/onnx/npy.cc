@@ -231,6 +231,10 @@ Result<int64_t> checked_bytes(const Shape& shape, DType dtype, const std::string
 Result<Tensor> read_npy(const std::string& path) {
   std::string what = fmt::format("npy file '{}'", path);
   STRIDER_ASSIGN_OR_RETURN(auto file, onnx_io::read_file(path, what));
+  return parse_npy(file, what);
+}
+
+Result<Tensor> parse_npy(std::span<const std::byte> file, const std::string& what) {
   std::string_view header_text;
   std::span<const std::byte> data;
   STRIDER_RETURN_IF_ERROR(split_file(file, what, &header_text, &data));

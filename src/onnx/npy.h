@@ -8,6 +8,8 @@
 // hold the data its header promises.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 
 #include "strider/status.h"
@@ -16,6 +18,8 @@
 namespace strider {
 
 Result<Tensor> read_npy(const std::string& path);
+// The same from the file's bytes; `what` names it in messages ("npy file 'x.npy'").
+Result<Tensor> parse_npy(std::span<const std::byte> bytes, const std::string& what);
 // Writes a version 1.0 file (2.0 if the header needs it), C order. bf16 has no NumPy dtype:
 // UNSUPPORTED (convert to f32 first).
 Status write_npy(const std::string& path, const Tensor& tensor);

@@ -185,11 +185,15 @@ TP tensor_to_proto(const Tensor& tensor, const std::string& name) {
 Result<Tensor> read_tensor_pb(const std::string& path) {
   std::string what = fmt::format("tensor file '{}'", path);
   STRIDER_ASSIGN_OR_RETURN(auto bytes, onnx_io::read_file(path, what));
+  return parse_tensor_pb(bytes, onnx_io::parent_folder(path), what);
+}
+
+Result<Tensor> parse_tensor_pb(std::span<const std::byte> bytes, const std::string& base_dir, const std::string& what) {
   TP proto;
   if (bytes.size() > size_t(std::numeric_limits<int>::max()) ||
       !proto.ParseFromArray(bytes.data(), int(bytes.size())))
     return invalid_argument(fmt::format("{}: not a serialized ONNX TensorProto", what));
-  Result<Tensor> tensor = tensor_from_proto(proto, onnx_io::parent_folder(path), what);
+  Result<Tensor> tensor = tensor_from_proto(proto, base_dir, what);
   // Inside a standalone file a malformed tensor is bad caller input, not a bad model.
   if (!tensor.is_ok() && tensor.status().code() == StatusCode::kInvalidModel)
     return invalid_argument(tensor.status().message());

@@ -12,6 +12,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "base/onnx_types.h"  // onnx_type_name(int): "FLOAT8E4M3FN", ...
@@ -42,6 +43,8 @@ onnx::TensorProto tensor_to_proto(const Tensor& tensor, const std::string& name)
 // Reads a file holding one serialized TensorProto; external data resolves relative to the
 // file's folder. NOT_FOUND if missing, INVALID_ARGUMENT if not a TensorProto.
 Result<Tensor> read_tensor_pb(const std::string& path);
+// The same from the file's bytes; external data resolves in `base_dir` (empty: refused).
+Result<Tensor> parse_tensor_pb(std::span<const std::byte> bytes, const std::string& base_dir, const std::string& what);
 // Writes `tensor` as a serialized TensorProto named `name` (raw_data).
 Status write_tensor_pb(const std::string& path, const Tensor& tensor, const std::string& name);
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "hal/cpu/copy.h"
+#include "base/checked_math.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
@@ -194,10 +195,7 @@ struct CastTo {
     if constexpr (std::is_same_v<R, bool>) {
       return x != C(0);
     } else if constexpr (std::is_integral_v<R> && !std::is_integral_v<C>) {
-      if (std::isnan(x)) return R(0);
-      if (double(x) >= double(std::numeric_limits<R>::max())) return std::numeric_limits<R>::max();
-      if (double(x) <= double(std::numeric_limits<R>::lowest())) return std::numeric_limits<R>::lowest();
-      return R(x);
+      return saturate_to_int<R>(x);
     } else {
       return R(x);
     }

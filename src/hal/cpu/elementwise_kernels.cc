@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/checked_math.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/map_kernel.h"
 
@@ -106,18 +107,19 @@ struct Selu {
   }
 };
 struct Relu { template <class C> C operator()(C x) const { return x > C(0) ? x : C(0); } };
-struct Neg { template <class C> C operator()(C x) const { return C(-x); } };
-struct Abs { template <class C> C operator()(C x) const { return x < C(0) ? C(-x) : x; } };
+// Integer ops wrap on overflow (base/checked_math.h): Neg and Abs of INT64_MIN give it back.
+struct Neg { template <class C> C operator()(C x) const { return wrapping_neg(x); } };
+struct Abs { template <class C> C operator()(C x) const { return x < C(0) ? wrapping_neg(x) : x; } };
 
-struct Add { template <class C> C operator()(C a, C b) const { return C(a + b); } };
-struct Sub { template <class C> C operator()(C a, C b) const { return C(a - b); } };
-struct Mul { template <class C> C operator()(C a, C b) const { return C(a * b); } };
+struct Add { template <class C> C operator()(C a, C b) const { return wrapping_add(a, b); } };
+struct Sub { template <class C> C operator()(C a, C b) const { return wrapping_sub(a, b); } };
+struct Mul { template <class C> C operator()(C a, C b) const { return wrapping_mul(a, b); } };
 struct Div {
   template <class C> C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       // Integer division by zero or MIN / -1 would trap: define them instead of crashing.
       if (b == 0) return C(0);
-      if (std::is_signed_v<C> && b == C(-1)) return C(-a);
+      if (std::is_signed_v<C> && b == C(-1)) return wrapping_neg(a);
     }
     return C(a / b);
   }
@@ -232,7 +234,7 @@ Result<KernelPtr> make_clip(const KernelRequest& r) {
 struct Pow {
   template <class B, class E> B operator()(B base, E exponent) const {
     if constexpr (std::is_integral_v<B>) {
-      return B(std::pow(double(base), double(exponent)));
+      return saturate_to_int<B>(std::pow(double(base), double(exponent)));
     } else {
       return B(std::pow(base, B(exponent)));
     }

@@ -7,6 +7,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
+#include "base/checked_math.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 
@@ -85,8 +86,8 @@ class NaiveMatMul final : public Kernel {
         for (int64_t n = 0; n < n_size; ++n) {
           Acc sum = 0;
           for (int64_t k = 0; k < k_size; ++k)
-            sum += Acc(load(a[m * v_.a.strides[r - 2] + k * v_.a.strides[r - 1]])) *
-                   Acc(load(w[k * v_.b.strides[r - 2] + n * v_.b.strides[r - 1]]));
+            sum = wrapping_add(sum, wrapping_mul(Acc(load(a[m * v_.a.strides[r - 2] + k * v_.a.strides[r - 1]])),
+                                                 Acc(load(w[k * v_.b.strides[r - 2] + n * v_.b.strides[r - 1]]))));
           o[m * v_.out.strides[r - 2] + n * v_.out.strides[r - 1]] =
               store<T>(ComputeType<T>(scale_ == 1.0f ? sum : Acc(double(sum) * scale_)));
         }

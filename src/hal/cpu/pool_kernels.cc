@@ -48,7 +48,10 @@ class PoolKernel final : public Kernel {
   void pool_one(int64_t n, int64_t c, const Shape& o) {
     const WindowGeometry& g = s_.window;
     const size_t spatial = o.size();
-    Acc acc = s_.kind == PoolKind::kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
+    // A window wholly in the padding has no tap: its max is the lowest value of T (for
+    // 8-bit integers -inf would not convert).
+    Acc lowest = std::is_integral_v<T> ? Acc(std::numeric_limits<T>::lowest()) : -std::numeric_limits<Acc>::infinity();
+    Acc acc = s_.kind == PoolKind::kMax ? lowest : Acc(0);
     int64_t best_index = -1, valid = 0, padded = 1;
     // The window along each dim, clipped to the padded input for the padded count.
     for (size_t d = 0; d < spatial; ++d) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/checked_math.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
@@ -78,7 +79,7 @@ class ReduceKernel final : public Kernel {
     switch (op_) {
       case ReduceOp::kMax: return (x > acc || x != x) ? x : acc;
       case ReduceOp::kMin: return (x < acc || x != x) ? x : acc;
-      default: return Acc(acc + x);
+      default: return wrapping_add(acc, x);  // integer sums wrap, never undefined
     }
   }
 

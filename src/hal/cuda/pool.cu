@@ -5,6 +5,7 @@
 // output's memory order (channels innermost for channels-last views) so that
 // neighbouring threads write neighbouring addresses.
 #include <cuda/std/limits>
+#include <cuda/std/type_traits>
 
 #include "hal/cuda/launch.h"
 #include "ops/window_taps.h"
@@ -56,7 +57,10 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
       const int64_t end = window_end < a.in[d] + a.pad_end[d] ? window_end : a.in[d] + a.pad_end[d];
       padded *= (end - start[d] + a.dilation[d] - 1) / a.dilation[d];
     }
-    A acc = kMax ? -::cuda::std::numeric_limits<A>::infinity() : A(0);
+    // A window wholly in the padding: the lowest value of T (-inf for floats).
+    const A lowest = ::cuda::std::is_integral_v<T> ? A(::cuda::std::numeric_limits<T>::lowest())
+                                                  : -::cuda::std::numeric_limits<A>::infinity();
+    A acc = kMax ? lowest : A(0);
     int64_t best = -1, valid = 0;
     const int64_t base = n * a.x_strides[0] + c * a.x_strides[1];
     // Only the taps inside the input (ops/window_taps.h): a huge declared kernel costs
