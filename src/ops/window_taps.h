@@ -10,11 +10,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define STRIDER_HOST_DEVICE __host__ __device__
-#else
-#define STRIDER_HOST_DEVICE
-#endif
+#include "ops/fused_math.h"  // STRIDER_HOST_DEVICE
 
 namespace strider {
 
@@ -24,7 +20,7 @@ struct TapRange {
 };
 
 // Geometry validated by resolve_window (no term overflows); dilation >= 1.
-STRIDER_HOST_DEVICE inline TapRange taps_inside(int64_t start, int64_t dilation, int64_t kernel, int64_t in) {
+STRIDER_HOST_DEVICE TapRange taps_inside(int64_t start, int64_t dilation, int64_t kernel, int64_t in) {
   TapRange r;
   r.first = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
   int64_t last_position = in - 1 - start;  // the largest k * dilation still inside
