@@ -34,7 +34,13 @@ class NodeInputs {
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_input(size_t i) const { return node_.input(i) != kNoValue; }
   bool has_output(size_t i) const { return i < num_outputs() && node_.outputs[i] != kNoValue; }
-  const Value& input(size_t i) const { return graph_.value(node_.inputs.at(i)); }
+  // Input i, or an empty value with no type for an omitted or missing input: never throws
+  // (signatures are checked first, so a shape function that reads one has a bug of its
+  // own, which then fails on the empty value's shape instead of crashing).
+  const Value& input(size_t i) const {
+    static const Value kAbsent;
+    return has_input(i) ? graph_.value(node_.inputs[i]) : kAbsent;
+  }
   DType input_dtype(size_t i) const { return input(i).dtype; }
   const Shape& input_shape(size_t i) const { return input(i).shape; }
   int64_t input_rank(size_t i) const { return int64_t(input(i).shape.size()); }

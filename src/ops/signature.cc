@@ -99,6 +99,9 @@ Status check_arity(const OpSchema& schema, const Node& node) {
   }
   if (!formals.empty() && formals.back().GetOption() == OpSchema::Variadic) {
     std::vector<ValueId> tail(node.inputs.begin() + std::min(node.inputs.size(), formals.size() - 1), node.inputs.end());
+    if (count_present(tail) != int(tail.size()))
+      return invalid_model(fmt::format("{} omits one of its '{}' inputs; {} cannot take an omitted one there", desc,
+                                       formals.back().GetName(), op));
     if (count_present(tail) < formals.back().GetMinArity())
       return invalid_model(fmt::format("{} has {} '{}' inputs; {} takes at least {}", desc, count_present(tail),
                                        formals.back().GetName(), op, formals.back().GetMinArity()));
