@@ -37,6 +37,13 @@ constexpr NewerArity kNewerArity[] = {
     {"ReduceMin", 18, 2},  {"ReduceProd", 18, 2},   {"ReduceSumSquare", 18, 2},
 };
 
+// The first opset that defines `op` (libonnx knows it at some version).
+int oldest_version(const std::string& op) {
+  for (int v = 1; v <= libonnx_max_opset(); ++v)
+    if (const OpSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN)) return s->SinceVersion();
+  return 0;
+}
+
 int max_inputs_at(const OpSchema& schema, const Node& node) {
   int max = schema.max_input();
   if (node.opset > libonnx_max_opset())
@@ -198,11 +205,20 @@ Status check_model_opsets(const Graph& graph) {
   return Status::ok();
 }
 
+bool has_onnx_signature(std::string_view op_type) {
+  return onnx::OpSchemaRegistry::Schema(std::string(op_type), libonnx_max_opset(), onnx::ONNX_DOMAIN) != nullptr;
+}
+
 Status check_node_signature(const Graph& graph, const Node& node) {
   if (!node.domain.empty()) return Status::ok();
   const OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, onnx::ONNX_DOMAIN);
-  if (schema == nullptr) return Status::ok();  // an op newer than libonnx: its shape function checks it
   const OpSchema* newest = onnx::OpSchemaRegistry::Schema(node.op_type, libonnx_max_opset(), onnx::ONNX_DOMAIN);
+  if (schema == nullptr && newest != nullptr)
+    return invalid_model(fmt::format("{}: the op does not exist at opset {} (ONNX defines it from opset {})",
+                                     describe_node(node), node.opset, oldest_version(node.op_type)));
+  // An op libonnx does not know at all: every op strider registers has a schema (a test
+  // says so), so only an unsupported op gets here, and check_ops_known has refused it.
+  if (schema == nullptr) return Status::ok();
   // Before opset 7 many ops had other semantics (legacy broadcast and consumed_inputs
   // attributes, Reshape's shape as an attribute); strider implements what opset 7 and
   // later define, and an op version that was current then (Not-1) is still fine.

@@ -18,6 +18,8 @@
 // them), only inputs bound to one type parameter must still agree.
 #pragma once
 
+#include <string_view>
+
 #include "ir/graph.h"
 #include "strider/status.h"
 
@@ -34,6 +36,10 @@ inline constexpr int kOldestImplementedOpset = 7;
 // the op has since been revised). Nodes of other domains are not checked here. Inputs
 // without an inferred type yet are skipped by the type check.
 Status check_node_signature(const Graph& graph, const Node& node);
+
+// Whether libonnx has a schema for `op_type` (the signature check relies on it for every
+// op strider registers; a test keeps it so).
+bool has_onnx_signature(std::string_view op_type);
 
 // UNSUPPORTED when the model imports an ai.onnx opset newer than kMaxKnownOpset.
 Status check_model_opsets(const Graph& graph);

@@ -44,9 +44,9 @@ Status check_outputs(const Graph& graph, const Node& node) {
   for (ValueId out : node.outputs) {
     if (out == kNoValue) continue;
     const Value& v = graph.value(out);
-    if (!v.has_type || !v.has_shape)
-      return internal_error(fmt::format("{}: its shape function set no type for output '{}'", describe_node(node),
-                                        printable(v.name)));
+    if (!v.has_type || !v.has_shape)  // the signature allows it, but the op never produces it
+      return invalid_model(fmt::format("{}: output '{}' is not one the op produces", describe_node(node),
+                                       printable(v.name)));
     for (int64_t d : v.shape)
       if (d < 0)
         return invalid_model(fmt::format("{}: output '{}' {}{} has a negative dim", describe_node(node),

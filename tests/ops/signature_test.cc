@@ -1,0 +1,102 @@
+// The signature check against libonnx's schemas, by hand: what it refuses and, as much,
+// what it must keep accepting (newer opsets than libonnx knows, omitted optionals).
+#include <gtest/gtest.h>
+
+#include "ir/builder.h"
+#include "ops/op_registry.h"
+#include "ops/signature.h"
+
+namespace strider {
+namespace {
+
+// A one-node graph: inputs of the given dtypes (shape [2]), `outputs` outputs.
+struct OneNode {
+  Graph graph;
+  Node node;
+};
+
+OneNode make(const std::string& op, std::vector<DType> input_types, int outputs, int opset = 17,
+             std::vector<bool> present = {}) {
+  OneNode g;
+  g.node.name = "n";
+  g.node.op_type = op;
+  g.node.opset = opset;
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    if (!present.empty() && !present[i]) {
+      g.node.inputs.push_back(kNoValue);
+      continue;
+    }
+    ValueId id = *g.graph.add_value("in" + std::to_string(i));
+    Value& v = g.graph.value(id);
+    v.has_type = v.has_shape = true;
+    v.dtype = input_types[i];
+    v.shape = {2};
+    g.node.inputs.push_back(id);
+  }
+  for (int i = 0; i < outputs; ++i) g.node.outputs.push_back(*g.graph.add_value("out" + std::to_string(i)));
+  return g;
+}
+
+Status check(const OneNode& g) { return check_node_signature(g.graph, g.node); }
+
+TEST(Signature, EveryOpStriderRegistersHasAnOnnxSchema) {
+  for (std::string_view op : registered_op_types()) EXPECT_TRUE(has_onnx_signature(op)) << op;
+}
+
+TEST(Signature, ArityRequiredInputsAndOutputs) {
+  EXPECT_TRUE(check(make("Relu", {DType::kF32}, 1)).is_ok());
+  Status three = check(make("Relu", {DType::kF32, DType::kF32, DType::kF32}, 1));
+  EXPECT_EQ(three.code(), StatusCode::kInvalidModel);
+  EXPECT_NE(three.message().find("node 'n' (Relu) has 3 inputs; Relu-14 takes 1"), std::string::npos) << three.message();
+  EXPECT_EQ(check(make("CastLike", {DType::kF32}, 1)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Relu", {DType::kF32}, 2)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Relu", {DType::kF32}, 0)).code(), StatusCode::kInvalidModel);
+  // Omitted optionals are fine, an omitted required input is not.
+  EXPECT_TRUE(check(make("Clip", {DType::kF32, DType::kF32, DType::kF32}, 1, 13, {true, false, true})).is_ok());
+  EXPECT_EQ(check(make("Clip", {DType::kF32, DType::kF32}, 1, 13, {false, true})).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Mean", {DType::kF32, DType::kF32}, 1, 13, {true, false})).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Concat", {}, 1)).code(), StatusCode::kInvalidModel);
+}
+
+TEST(Signature, ElementTypesAndTypeParameters) {
+  EXPECT_EQ(check(make("Add", {DType::kF32, DType::kI64}, 1)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Sigmoid", {DType::kI64}, 1)).code(), StatusCode::kInvalidModel);
+  EXPECT_TRUE(check(make("Add", {DType::kI64, DType::kI64}, 1)).is_ok());
+  // Newer than libonnx: lists later opsets widened are not held against the node...
+  EXPECT_TRUE(check(make("ReduceMax", {DType::kBool, DType::kI64}, 1, 20)).is_ok());
+  EXPECT_TRUE(check(make("Relu", {DType::kBF16}, 1, 22)).is_ok());
+  // ...but one type parameter still means one type.
+  EXPECT_EQ(check(make("Add", {DType::kF32, DType::kI64}, 1, 22)).code(), StatusCode::kInvalidModel);
+  // Inputs later opsets added (the reductions' axes at 18) count at those opsets only.
+  EXPECT_TRUE(check(make("ReduceMean", {DType::kF32, DType::kI64}, 1, 18)).is_ok());
+  EXPECT_EQ(check(make("ReduceMean", {DType::kF32, DType::kI64}, 1, 17)).code(), StatusCode::kInvalidModel);
+}
+
+TEST(Signature, AttributesOfTheRightKindAndKnownToTheOp) {
+  OneNode g = make("Transpose", {DType::kF32}, 1);
+  g.node.attributes.set_string("perm", "0");
+  EXPECT_EQ(check(g).code(), StatusCode::kInvalidModel);
+  g.node.attributes.set_ints("perm", {0});
+  EXPECT_TRUE(check(g).is_ok());
+  g.node.attributes.set_int("frobnicate", 1);
+  EXPECT_EQ(check(g).code(), StatusCode::kInvalidModel);
+  g.node.opset = 21;  // a newer version may define it
+  EXPECT_TRUE(check(g).is_ok());
+  OneNode cast = make("Cast", {DType::kF32}, 1);
+  Status missing = check(cast);
+  EXPECT_NE(missing.message().find("lacks attribute 'to'"), std::string::npos) << missing.message();
+}
+
+TEST(Signature, OpsetsItCannotMean) {
+  EXPECT_EQ(check(make("CastLike", {DType::kF32, DType::kF32}, 1, 13)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Relu", {DType::kF32}, 1, 1)).code(), StatusCode::kUnsupported);  // Relu-1, revised since
+  EXPECT_TRUE(check(make("Not", {DType::kBool}, 1, 1)).is_ok());  // Not-1 is still current
+  Graph future;
+  future.opsets()[""] = 99;
+  EXPECT_EQ(check_model_opsets(future).code(), StatusCode::kUnsupported);
+  future.opsets()[""] = kMaxKnownOpset;
+  EXPECT_TRUE(check_model_opsets(future).is_ok());
+}
+
+}  // namespace
+}  // namespace strider
