@@ -88,23 +88,19 @@ inline CheckedInt checked_ceil_div(CheckedInt a, int64_t b) {
 }
 
 // The element count of `sizes` when every dim is >= 0 and count * element_size is at
-// most kMaxTensorBytes; nullopt otherwise.
+// most kMaxTensorBytes; nullopt otherwise. An empty tensor's other dims count too (as if
+// the zero were a one): its strides are still computed from them and must not overflow.
 inline std::optional<int64_t> checked_element_count(std::span<const int64_t> sizes, int64_t element_size) {
-  int64_t count = 1;
+  int64_t extent = 1;  // the product with every zero counted as one
   bool empty = false;
   for (int64_t d : sizes) {
     if (d < 0) return std::nullopt;
-    if (d == 0) empty = true;
-  }
-  // An empty tensor may have other dims of any size, but each must still be describable.
-  for (int64_t d : sizes) {
-    if (d > kMaxTensorBytes) return std::nullopt;
-    if (empty) continue;
-    auto next = checked_mul(count, d);
+    empty = empty || d == 0;
+    auto next = checked_mul(extent, d == 0 ? 1 : d);
     if (!next || *next > kMaxTensorBytes / element_size) return std::nullopt;
-    count = *next;
+    extent = *next;
   }
-  return empty ? 0 : count;
+  return empty ? 0 : extent;
 }
 
 // `v` as an int64 when it is finite and inside [lo, hi]; nullopt for NaN, infinities and

@@ -33,6 +33,9 @@ Status infer_matmul(InferContext& ctx) {
                      shape_to_string(ctx.input_shape(0)), shape_to_string(ctx.input_shape(1)));
   if (!a_vector) batch.push_back(a[a.size() - 2]);
   if (!b_vector) batch.push_back(b.back());
+  Shape work = batch;
+  work.push_back(k);
+  STRIDER_RETURN_IF_ERROR(check_work(ctx, work, "multiply-adds"));
   ctx.set_output(0, ctx.input_dtype(0), std::move(batch));
   return Status::ok();
 }
@@ -54,6 +57,7 @@ Status infer_gemm(InferContext& ctx) {
       return ctx.error("C of shape {} does not broadcast to [{}, {}]",
                        shape_to_string(ctx.input_shape(2)), m, n);
   }
+  STRIDER_RETURN_IF_ERROR(check_work(ctx, Shape{m, n, k}, "multiply-adds"));
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
   return Status::ok();
 }
@@ -81,6 +85,9 @@ Status infer_conv(InferContext& ctx) {
                            resolve_window(ctx, std::span(x).subspan(2), kernel, false));
   Shape out = {x[0], w[0]};
   out.insert(out.end(), g.output.begin(), g.output.end());
+  Shape work = out;  // each output: in-channels per group x kernel
+  work.insert(work.end(), w.begin() + 1, w.end());
+  STRIDER_RETURN_IF_ERROR(check_work(ctx, work, "multiply-adds"));
   ctx.set_output(0, ctx.input_dtype(0), std::move(out));
   return Status::ok();
 }
@@ -113,6 +120,9 @@ Status infer_pool(InferContext& ctx) {
                            resolve_window(ctx, std::span(x).subspan(2), kernel, ceil_mode != 0));
   Shape out = {x[0], x[1]};
   out.insert(out.end(), g.output.begin(), g.output.end());
+  Shape work = out;  // each output reads at most the taps inside the input (ops/window_taps.h)
+  for (size_t d = 0; d < kernel.size(); ++d) work.push_back(std::min(kernel[d], x[d + 2]));
+  STRIDER_RETURN_IF_ERROR(check_work(ctx, work, "window reads"));
   ctx.set_output(0, ctx.input_dtype(0), out);
   ctx.set_output(1, DType::kI64, out);  // MaxPool's optional Indices
   return Status::ok();

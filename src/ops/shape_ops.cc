@@ -324,6 +324,14 @@ Status check_window_fits(const NodeInputs& node, const WindowGeometry& g, std::s
 
 }  // namespace
 
+Status check_work(const NodeInputs& node, std::span<const int64_t> factors, std::string_view what) {
+  CheckedInt work = 1;
+  for (int64_t f : factors) work *= std::max<int64_t>(f, 0);
+  if (work.ok() && work.value() <= kMaxNodeWork) return Status::ok();
+  return resource_exhausted(fmt::format("needs {} {}, more than the 2^42 one node may take",
+                                        work.ok() ? std::to_string(work.value()) : "more than 2^63", what));
+}
+
 Result<WindowGeometry> resolve_window(const NodeInputs& node, std::span<const int64_t> input,
                                       std::span<const int64_t> kernel, bool ceil_mode) {
   size_t n = input.size();

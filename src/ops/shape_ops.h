@@ -48,6 +48,14 @@ struct ReduceParams {
 };
 Result<ReduceParams> resolve_reduce(const NodeInputs& node);
 
+// The most work strider takes on for one node: 2^42 multiply-adds (or window reads),
+// hours of a CPU core. A convolution, matmul or pool past it is RESOURCE_EXHAUSTED at
+// session creation: a 200-byte model (weights from a folded ConstantOfShape, a kernel of
+// 2^31) must not be able to make strider compute for days.
+inline constexpr int64_t kMaxNodeWork = int64_t(1) << 42;
+// The product of `factors` (output dims, reduction sizes, ...) against kMaxNodeWork.
+Status check_work(const NodeInputs& node, std::span<const int64_t> factors, std::string_view what);
+
 // Sliding-window geometry of Conv and pooling along the spatial dims.
 struct WindowGeometry {
   std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, output;

@@ -109,6 +109,13 @@ std::vector<HostileCase> size_cases() {
              .attr("dilations", std::vector<int64_t>{4, 1}).output("y");
        }),
        "run {dir}/model.onnx", 3, "node 'pool' (MaxPool)"},
+      // Weights from a folded ConstantOfShape: a tiny file asking for ~2^46 multiply-adds.
+      {"ConvWhoseWorkIsAstronomical",
+       model([](ModelMaker& m) {
+         m.input("x", kFloat, {1, 1, 4096, 4096}).init_i64("ws", {4}, {64, 1, 1024, 1024});
+         m.node("ConstantOfShape", {"ws"}, {"w"}, "weights").node("Conv", {"x", "w"}, {"y"}, "conv").output("y");
+       }),
+       "run {dir}/model.onnx --max-memory 8GiB", 4, "node 'conv' (Conv): needs 633731081568256 multiply-adds, more than the 2^42"},
       {"ConvStrideOfInt64Max",  // legal: one output position per axis
        model([](ModelMaker& m) {
          m.input("x", kFloat, {1, 2, 5, 5}).init_f32("w", {3, 2, 1, 1}, {0.5f, -1, 2, 0.25f, 1.5f, -0.75f});

@@ -7,6 +7,9 @@
 #include "base/checked_math.h"
 #include "base/memory_budget.h"
 #include "base/printable.h"
+#include "hal/kernel.h"
+#include "ir/builder.h"
+#include "passes/infer_shapes.h"
 #include "strider/tensor.h"
 
 namespace strider {
@@ -31,6 +34,7 @@ TEST(CheckedElementCount, BoundsBytesNotJustElements) {
   EXPECT_EQ(checked_element_count(std::vector<int64_t>{2, 3, 4}, 4), 24);
   EXPECT_EQ(checked_element_count(std::vector<int64_t>{}, 4), 1);
   EXPECT_EQ(checked_element_count(std::vector<int64_t>{0, int64_t(1) << 50}, 4), 0);
+  EXPECT_FALSE(checked_element_count(std::vector<int64_t>{0, int64_t(1) << 40, int64_t(1) << 40}, 4));  // strides would overflow
   EXPECT_FALSE(checked_element_count(std::vector<int64_t>{int64_t(1) << 62, 4}, 4));  // wraps to 0 unchecked
   EXPECT_FALSE(checked_element_count(std::vector<int64_t>{int64_t(1) << 31, int64_t(1) << 31}, 4));
   EXPECT_FALSE(checked_element_count(std::vector<int64_t>{3, -1}, 4));
@@ -92,6 +96,34 @@ TEST(TensorCreate, RefusesWhatCannotBeDescribedOrAfforded) {
   auto ok = Tensor::create(DType::kI64, {3, 5}, 1 << 20);
   ASSERT_TRUE(ok.is_ok());
   EXPECT_EQ(ok->byte_size(), 120u);
+}
+
+// The last line before a kernel indexes memory: a view that leaves its allocation (what a
+// wrapped element count made of the 150-byte Gather model: a 0-byte buffer read by the
+// declared shape) or that does not describe its value never reaches a kernel.
+TEST(KernelViews, AViewPastItsAllocationOrNotItsValueIsRefused) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  b.output(b.op("Relu", {x}, {}, "relu"));
+  Graph g = b.build();
+  ASSERT_TRUE(infer_and_fold(g).is_ok());
+  const Node& node = g.node(0);
+  std::vector<std::byte> bytes(64);
+  Allocation small(1, "arena", "cpu", bytes.data(), 8, 64, StorageMode::kHost, true);
+  Allocation enough(2, "arena", "cpu", bytes.data(), 64, 64, StorageMode::kHost, true);
+  TensorView in{&enough, 0, DType::kF32, {4}, {1}};
+  TensorView out{&enough, 16, DType::kF32, {4}, {1}};
+  Status fine = check_kernel_views(KernelRequest{g, node, {in}, {out}});
+  EXPECT_TRUE(fine.is_ok()) << fine.to_string();
+  TensorView past{&small, 0, DType::kF32, {4}, {1}};  // 16 bytes in an allocation of 8
+  Status s = check_kernel_views(KernelRequest{g, node, {past}, {out}});
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("outside allocation"), std::string::npos) << s.message();
+  TensorView wide{&enough, 0, DType::kF32, {8}, {1}};  // inside, but not the value's shape
+  EXPECT_EQ(check_kernel_views(KernelRequest{g, node, {in}, {wide}}).code(), StatusCode::kInternal);
+  TensorView overflowing{&enough, 0, DType::kF32, {4}, {int64_t(1) << 62}};
+  EXPECT_EQ(check_kernel_views(KernelRequest{g, node, {overflowing}, {out}}).code(), StatusCode::kInternal);
+  EXPECT_EQ(check_kernel_views(KernelRequest{g, node, {}, {out}}).code(), StatusCode::kInternal);
 }
 
 }  // namespace
