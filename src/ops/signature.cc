@@ -113,6 +113,11 @@ Status check_arity(const OpSchema& schema, const Node& node) {
       return invalid_model(fmt::format("{} has {} '{}' inputs; {} takes at least {}", desc, count_present(tail),
                                        formals.back().GetName(), op, formals.back().GetMinArity()));
   }
+  const auto& formal_outputs = schema.outputs();
+  for (size_t i = 0; i < node.outputs.size() && i < formal_outputs.size(); ++i)
+    if (formal_outputs[i].GetOption() == OpSchema::Single && node.outputs[i] == kNoValue)
+      return invalid_model(fmt::format("{} omits output {} ('{}'), which {} always produces", desc, i,
+                                       formal_outputs[i].GetName(), op));
   if (count_present(node.outputs) == 0 && outputs > 0)
     return invalid_model(fmt::format("{} omits every output", desc));
   return Status::ok();

@@ -10,9 +10,13 @@ namespace {
 // A host allocation over a tensor's own bytes. Kernels only read their inputs, so a
 // constant is wrapped in place rather than copied (a folded Transpose of a large weight
 // would otherwise hold it twice).
+// An empty tensor has no bytes and a null address; kernels still form (never dereference)
+// addresses from a view's base, which on null is undefined behaviour, so it gets a
+// dummy block instead.
 std::unique_ptr<Allocation> wrap(const Tensor& tensor, const std::string& label) {
-  return std::make_unique<Allocation>(0, label, "cpu", const_cast<std::byte*>(tensor.bytes()),
-                                      int64_t(tensor.byte_size()), 1,
+  alignas(64) static std::byte empty_block[64];
+  std::byte* address = tensor.byte_size() ? const_cast<std::byte*>(tensor.bytes()) : empty_block;
+  return std::make_unique<Allocation>(0, label, "cpu", address, int64_t(tensor.byte_size()), 1,
                                       StorageMode::kHost, true);
 }
 
