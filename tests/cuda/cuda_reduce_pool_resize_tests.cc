@@ -91,8 +91,12 @@ TEST_P(CudaReducePoolResize, MaxPoolWithIndices) {
   one_d.set_ints("strides", {2});
   AttributeMap three_d = ints_attribute("kernel_shape", {2, 2, 2});
   three_d.set_ints("pads", {0, 1, 0, 1, 0, 1});
+  // A declared kernel far past the input: only the taps inside it are visited.
+  AttributeMap huge = ints_attribute("kernel_shape", {int64_t(1) << 32, 3});
+  huge.set_string("auto_pad", "SAME_UPPER");
   const std::vector<Case> cases = {{{1, 3, 7, 6}, basic},     {{2, 3, 7, 6}, column}, {{1, 2, 9, 11}, dilated},
-                                   {{1, 4, 5, 7}, same},      {{2, 3, 11}, one_d},    {{1, 2, 4, 5, 6}, three_d}};
+                                   {{1, 4, 5, 7}, same},      {{2, 3, 11}, one_d},    {{1, 2, 4, 5, 6}, three_d},
+                                   {{1, 2, 8, 8}, huge}};
   for (const Case& c : cases) {
     GraphBuilder b(12);
     auto outs = b.ops("MaxPool", {b.input("x", dtype(), c.shape)}, 2, c.attributes);
@@ -211,6 +215,11 @@ TEST(CudaReducePoolResizeInts, IntegerReductionsPoolsAndNearestResize) {
     k.set_ints("strides", {2, 2});
     p.output(p.op("MaxPool", {p.input("x", t, {1, 3, 6, 5})}, k));
     check_node_all_layouts(p.build(), {{"x", random_tensor(t, {1, 3, 6, 5}, 2)}});
+    GraphBuilder padded(12);  // windows wholly in the padding: the type's lowest value
+    AttributeMap pk = ints_attribute("kernel_shape", {2, 2});
+    pk.set_ints("pads", {0, 0, 4, 4});
+    padded.output(padded.op("MaxPool", {padded.input("x", t, {1, 2, 4, 5})}, pk));
+    check_node_all_layouts(padded.build(), {{"x", random_tensor(t, {1, 2, 4, 5}, 3)}});
     GraphBuilder r(13);
     AttributeMap nearest;
     nearest.set_string("mode", "nearest");

@@ -101,6 +101,7 @@ Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
     else if (dtype == DType::kF64) t.data<double>()[i] = normal(rng);
     else if (dtype == DType::kI64) t.data<int64_t>()[i] = int64_t(rng() % 3);
     else if (dtype == DType::kBool) t.data<uint8_t>()[i] = uint8_t(rng() & 1);
+    else if (dtype == DType::kI8) t.data<int8_t>()[i] = int8_t(int(rng() % 200) - 90);
   }
   return t;
 }
@@ -268,6 +269,30 @@ TEST_P(StridedKernels, Pooling) {
   avg.set_ints("pads", {0, 1, 1, 1});
   a.output(a.op("AveragePool", {a.input("x", DType::kF32, {2, 3, 5, 6})}, avg));
   check(a, {{"x", x({2, 3, 5, 6})}});
+  // A declared kernel far past the input (2^32 with SAME padding, each window covering the
+  // input), and windows wholly in the padding (pads past the kernel), for max and average:
+  // only the taps inside the input are visited, and an empty window gives the lowest value.
+  GraphBuilder huge;
+  AttributeMap h = ints_attribute("kernel_shape", {int64_t(1) << 32, 3});
+  h.set_string("auto_pad", "SAME_UPPER");
+  auto hm = huge.ops("MaxPool", {huge.input("x", DType::kF32, {1, 2, 8, 8})}, 2, h);
+  huge.output(hm[0]);
+  huge.output(hm[1]);
+  check(huge, {{"x", x({1, 2, 8, 8})}});
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    GraphBuilder g;
+    AttributeMap pad = ints_attribute("kernel_shape", {2, 2});
+    pad.set_ints("pads", {0, 3, 5, 0});
+    if (std::string(op) == "AveragePool") pad.set_int("count_include_pad", 1);
+    g.output(g.op(op, {g.input("x", DType::kF32, {1, 2, 4, 5})}, pad));
+    SCOPED_TRACE(op);
+    check(g, {{"x", x({1, 2, 4, 5})}});
+  }
+  GraphBuilder bytes;  // int8: the empty windows must give -128 (-inf would not convert)
+  AttributeMap bp = ints_attribute("kernel_shape", {2, 2});
+  bp.set_ints("pads", {0, 0, 4, 4});
+  bytes.output(bytes.op("MaxPool", {bytes.input("x", DType::kI8, {1, 2, 4, 5})}, bp));
+  check(bytes, {{"x", random_tensor(DType::kI8, {1, 2, 4, 5}, 9)}});
 }
 
 TEST_P(StridedKernels, DataMovement) {
