@@ -173,6 +173,15 @@ TEST(PlannerIntent, UnoptimizedPlansCopyEverything) {
   EXPECT_EQ(p.plan->stats.copies, 4);
 }
 
+// A copy of a plan's data (not its allocations) for a test to break.
+Plan copy_to_break(const Plan& plan) {
+  Plan copy;
+  copy.buffers = plan.buffers;
+  copy.steps = plan.steps;
+  copy.values = plan.values;
+  return copy;
+}
+
 TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {8, 8});
@@ -180,13 +189,7 @@ TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
   ValueId c = b.op("Neg", {x}, {}, "c");
   b.output(b.op("Add", {a, c}, {}, "out"));
   auto p = plan_graph(b.build(), nchw());
-  Plan broken;
-  broken.buffers = p.plan->buffers;
-  broken.steps = p.plan->steps;
-  broken.values.resize(p.plan->values.size());
-  for (size_t i = 0; i < p.plan->values.size(); ++i)
-    if (p.plan->values[i]) broken.values[i] = PlannedValue{p.plan->values[i]->view, p.plan->values[i]->role,
-                                                           p.plan->values[i]->alias_of, p.plan->values[i]->buffer};
+  Plan broken = copy_to_break(*p.plan);
   ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
   // Move c's buffer onto a's while both are live.
   int a_buffer = p.value("a:0").buffer, c_buffer = p.value("c:0").buffer;
@@ -207,12 +210,7 @@ TEST(VerifyPlan, RecomputesLifetimesAndCatchesOneCutShort) {
   ValueId d = b.op("Sigmoid", {c}, {}, "d");
   b.output(b.op("Add", {a, d}, {}, "out"));
   auto p = plan_graph(b.build(), nchw());
-  Plan broken;
-  broken.buffers = p.plan->buffers;
-  broken.steps = p.plan->steps;
-  broken.values.resize(p.plan->values.size());
-  for (size_t i = 0; i < p.plan->values.size(); ++i)
-    if (p.plan->values[i]) broken.values[i] = *p.plan->values[i];
+  Plan broken = copy_to_break(*p.plan);
   ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
   PlanBuffer& a_buffer = broken.buffers[size_t(p.value("a:0").buffer)];
   ASSERT_EQ(a_buffer.kind, StorageKind::kArena);
