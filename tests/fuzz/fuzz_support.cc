@@ -48,6 +48,7 @@ bool small_enough(const Shape& shape, DType dtype) {
 void require_clean(const Status& status) {
   if (status.is_ok()) return;
   if (status.code() == StatusCode::kInternal) fail("an internal error reached from a file", status);
+  if (status.code() == StatusCode::kHazard) fail("accesses no wait orders", status);
   const std::string& m = status.message();
   for (char c : m)
     if ((static_cast<unsigned char>(c) < 0x20 && !(c == '\n' && status.code() == StatusCode::kHazard)) || c == 0x7f)
@@ -68,6 +69,12 @@ void exercise_model(std::span<const std::byte> bytes) {
   options.layout = knob & 1 ? "nhwc" : "nchw";
   options.fusion = (knob & 2) == 0;
   options.dtype = knob & 4 ? DType::kBF16 : DType::kF32;
+  if (knob & 8) {  // the sim device, two queues, the sanitizer: a hazard is a finding too
+    options.device = "sim";
+    options.queues = 2;
+    options.sanitize = true;
+    options.sim_seed = knob;
+  }
   std::map<std::string, Tensor> all_inputs;
   std::vector<std::string> fixed = shape_determining_inputs(*graph);
   for (ValueId id : graph->inputs()) {

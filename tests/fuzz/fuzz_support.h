@@ -5,7 +5,8 @@
 //
 // A failure must be a Status: one line, no control bytes, and never INTERNAL (an internal
 // error reachable from a file is a check strider is missing, so the target aborts on it and
-// the fuzzer reports it like a crash). Crashes, sanitizer reports, hangs (-timeout) and
+// the fuzzer reports it like a crash) nor HAZARD (some inputs run on the sim device with two
+// queues and the sanitizer: an unordered access is an ordering bug). Crashes, sanitizer reports, hangs (-timeout) and
 // allocations beyond the budget (-malloc_limit_mb) are found by libFuzzer itself.
 #pragma once
 
