@@ -75,6 +75,10 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
     const Node& node = graph.node(step.node);
     KernelRequest request{graph, node, step.inputs, step.outputs};
     STRIDER_RETURN_IF_ERROR(check_kernel_views(request));
+    if (all_outputs_empty(request)) {
+      attempt.kernels.push_back(std::make_unique<EmptyOutputsKernel>());
+      continue;
+    }
     auto kernel = device.create_kernel(request);
     if (kernel.is_ok()) {
       attempt.kernels.push_back(std::move(kernel).value());

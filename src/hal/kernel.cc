@@ -31,6 +31,13 @@ Status check_operands(const KernelRequest& request, const std::vector<ValueId>& 
 
 }  // namespace
 
+bool all_outputs_empty(const KernelRequest& request) {
+  if (request.outputs.empty()) return false;
+  for (const TensorView& v : request.outputs)
+    if (v.allocation && v.num_elements() > 0) return false;
+  return true;
+}
+
 Status check_kernel_views(const KernelRequest& request) {
   STRIDER_RETURN_IF_ERROR(check_operands(request, request.node.inputs, request.inputs, "input"));
   return check_operands(request, request.node.outputs, request.outputs, "output");

@@ -40,6 +40,11 @@ struct KernelRequest {
 // planner bug, and this stops it from becoming a read past a buffer.
 Status check_kernel_views(const KernelRequest& request);
 
+// Whether every output of `request` is empty (zero elements): then nothing is computed,
+// and no device kernel is created, since some size per-axis tables from output dims an
+// empty tensor may still have in the billions ([0, 2^40]).
+bool all_outputs_empty(const KernelRequest& request);
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -52,6 +57,13 @@ class Kernel {
   // device (a GPU Gather meeting an index out of range) reports it here, so the run fails
   // instead of handing out outputs it computed wrong.
   virtual Status check_completed() { return Status::ok(); }
+};
+
+// What runs for a node whose outputs are all empty: nothing.
+class EmptyOutputsKernel final : public Kernel {
+ public:
+  Status run(const QueueContext&) override { return Status::ok(); }
+  std::string implementation() const override { return "strider:empty"; }
 };
 
 }  // namespace strider

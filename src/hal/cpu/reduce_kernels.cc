@@ -119,6 +119,9 @@ class SoftmaxKernel final : public Kernel {
     }
   }
   Status run(const QueueContext& context) override {
+    // An empty input has no rows; its reduced dims may still be huge ([0, 2^32]), so no
+    // row buffer is sized from them.
+    if (in_.num_elements() == 0) return Status::ok();
     const T* in = in_.host_data_as<T>();
     T* out = out_.host_data_as<T>();
     int64_t count = num_elements(reduced_sizes_);
