@@ -216,14 +216,9 @@ void transpose_from_fortran(const std::byte* src, Tensor& t) {
 }
 
 Result<int64_t> checked_bytes(const Shape& shape, DType dtype, const std::string& what) {
-  int64_t count = 1, limit = kMaxTensorBytes / dtype_size(dtype);
-  for (int64_t d : shape) {
-    if (d != 0 && count > limit / d)
-      return invalid_argument(
-          fmt::format("{}: shape {} is too large", what, shape_to_string(shape)));
-    count *= d;
-  }
-  return count * dtype_size(dtype);
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  if (!count) return invalid_argument(fmt::format("{}: shape {} is too large", what, shape_to_string(shape)));
+  return *count * dtype_size(dtype);
 }
 
 }  // namespace

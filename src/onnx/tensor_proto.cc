@@ -42,17 +42,15 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
     return unsupported(fmt::format("{}: element type {} is not supported", what,
                                    onnx_type_name(proto.data_type())));
   Layout layout{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
-  int64_t limit = kMaxTensorBytes / dtype_size(*dtype);
-  layout.count = 1;
-  for (int64_t d : layout.shape) {
+  for (int64_t d : layout.shape)
     if (d < 0)
       return invalid_model(
           fmt::format("{}: negative dimension in dims {}", what, shape_to_string(layout.shape)));
-    if (d != 0 && layout.count > limit / d)
-      return invalid_model(
-          fmt::format("{}: dims {} are too large", what, shape_to_string(layout.shape)));
-    layout.count *= d;
-  }
+  std::optional<int64_t> count = checked_element_count(layout.shape, dtype_size(*dtype));
+  if (!count)
+    return invalid_model(fmt::format("{}: dims {} are too large (more than 2^52 bytes)", what,
+                                     shape_to_string(layout.shape)));
+  layout.count = *count;
   layout.bytes = layout.count * dtype_size(*dtype);
   return layout;
 }
