@@ -28,7 +28,8 @@ class CpuDevice : public Device {
   Status download(const TensorView& source, Tensor* destination) override;
 
  protected:
-  CpuDevice() = default;  // for devices that bring their own queues (sim)
+  // For devices that bring their own queues (sim); allocations still reserve from `budget`.
+  explicit CpuDevice(std::shared_ptr<MemoryBudget> budget) : Device(std::move(budget)) {}
   void wait_for(std::span<const Timepoint> timepoints);
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> next_id_{1};

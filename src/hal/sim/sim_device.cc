@@ -30,7 +30,7 @@ class SimDevice::SimQueue final : public Queue {
   uint64_t submitted_ = 0;
 };
 
-SimDevice::SimDevice(const DeviceOptions& options) : rng_(options.sim_seed) {
+SimDevice::SimDevice(const DeviceOptions& options) : CpuDevice(options.budget), rng_(options.sim_seed) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<SimQueue>(i, *this));
