@@ -291,17 +291,21 @@ Result<bool> materialize_unpacked_inputs(PlannerState& s) {
   return changed;
 }
 
-// Decides and resolves; repeats once more if dense nodes needed materialized inputs.
+// Decides and resolves, again after each round of Materialize insertion until every dense
+// node's inputs are packed: inserting one can change what other values become (a value
+// that was its own can turn into a view of another), so one round is not always enough.
+// Each round replaces an input of a dense node by a packed copy, so the rounds are few.
 Status decide_and_resolve(PlannerState& s) {
-  for (int attempt = 0;; ++attempt) {
+  for (int round = 0;; ++round) {
     index_graph(s);
     if (s.options.views) plan_internal::decide_views(s);
     if (s.options.concat_in_place) plan_internal::decide_concats(s);
     if (s.options.in_place) plan_internal::decide_in_place(s);
     STRIDER_RETURN_IF_ERROR(plan_internal::resolve_values(s));
-    if (attempt > 0) return Status::ok();
     STRIDER_ASSIGN_OR_RETURN(bool changed, materialize_unpacked_inputs(s));
     if (!changed) return Status::ok();
+    if (round > s.graph.num_nodes())
+      return internal_error("planning dense nodes did not converge");
   }
 }
 
