@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "base/check.h"
 #include "base/checked_math.h"
 #include "base/memory_budget.h"
 #include "base/printable.h"
@@ -68,6 +69,12 @@ TEST(Printable, EscapesControlBytesAndCutsLongNames) {
   EXPECT_LE(s.message().size(), Status::kMaxMessageBytes + 32);
   // A HAZARD report keeps one finding per line.
   EXPECT_NE(Status(StatusCode::kHazard, "one\ntwo").message().find('\n'), std::string::npos);
+}
+
+// An internal check names the source file, never the path the build's sources lay at.
+TEST(InternalCheck, NamesTheFileNotItsPath) {
+  EXPECT_DEATH(STRIDER_CHECK(1 + 1 == 3, "a planted {}", "failure"),
+               "strider: internal check failed at guard_tests\\.cc:[0-9]+: 1 \\+ 1 == 3: a planted failure");
 }
 
 TEST(MemoryBudget, ReservesUntilTheLimitAndNamesWhatAsked) {
