@@ -144,6 +144,21 @@ std::vector<NodeId> last_readers(const Graph& graph) {
   return last;
 }
 
+// The nodes some graph output depends on. Only those run: a dead node may be as large as
+// a model likes (strider drops it before planning, so no budget ever saw it).
+std::vector<bool> live_nodes(const Graph& graph) {
+  std::vector<bool> needed(size_t(graph.num_values()), false), live(size_t(graph.num_nodes()), false);
+  for (ValueId id : graph.outputs()) needed[size_t(id)] = true;
+  for (NodeId n = graph.num_nodes(); n-- > 0;) {
+    const Node& node = graph.node(n);
+    for (ValueId out : node.outputs) live[size_t(n)] = live[size_t(n)] || (out != kNoValue && needed[size_t(out)]);
+    if (!live[size_t(n)]) continue;
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) needed[size_t(in)] = true;
+  }
+  return live;
+}
+
 }  // namespace
 
 bool reference_supports(const Node& node) { return find_definition(node) != nullptr; }
@@ -156,11 +171,12 @@ Result<ReferenceResult> evaluate_reference(const Graph& graph,
   std::vector<NodeId> last_reader = last_readers(graph);
   std::vector<bool> is_output(size_t(graph.num_values()), false);
   for (ValueId id : graph.outputs()) is_output[size_t(id)] = true;
+  std::vector<bool> live = live_nodes(graph);
   for (NodeId n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.node(n);
+    if (!live[size_t(n)]) continue;
     Status status = run_node(graph, node, store);
-    if (!status.is_ok())
-      return status.with_context(fmt::format("node '{}' ({})", node.name, node.op_type));
+    if (!status.is_ok()) return status.with_context(describe_node(node));
     if (keep_all_values) continue;
     for (ValueId id : node.inputs)
       if (id != kNoValue && last_reader[size_t(id)] == n && !is_output[size_t(id)])

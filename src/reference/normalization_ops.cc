@@ -175,6 +175,9 @@ Result<OpOutputs> softmax_family(const OpContext& ctx, bool log) {
   if (x->rank() == 0) return invalid_argument("input must have rank >= 1");
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
   RefTensor y = *x;
+  // An empty input's other dims may be huge ([3, 0, 2^32]): nothing to do, and no loop
+  // over them (the same early exit in Concat, Split and Gather below).
+  if (x->num_elements() == 0) return OpOutputs{std::move(y)};
   size_t a = size_t(axis), r = x->shape.size();
   if (coerce) {
     softmax_groups(y, product(x->shape, 0, a), product(x->shape, a, r), 1, log);

@@ -63,7 +63,8 @@ struct ReferenceResult {
 // Evaluates `graph` on `inputs`, keyed by graph input name; the tensors are used exactly as
 // given. Every graph input needs an entry unless it has a constant (an initializer that is
 // also an input); an input's dtype and its known dims must match the graph's declaration.
-// With `keep_all_values`, `values` holds every input, constant and node output.
+// Only the nodes some output depends on run. With `keep_all_values`, `values` holds every
+// input, constant and the output of every node that ran.
 // Errors name the node: "node 'Conv_3' (Conv): input 1 (W): ...".
 Result<ReferenceResult> evaluate_reference(const Graph& graph,
                                            const std::map<std::string, Tensor>& inputs,

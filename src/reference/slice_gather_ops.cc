@@ -131,6 +131,7 @@ Result<OpOutputs> gather_op(const OpContext& ctx) {
   int64_t inner = num_elements(std::span(data->shape).subspan(size_t(axis) + 1));
   std::vector<int64_t> source;
   source.reserve(size_t(num_elements(out)));
+  if (num_elements(out) == 0) outer = 0;  // no loop over an empty output's dims
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t p : positions)
       for (int64_t k = 0; k < inner; ++k) source.push_back((o * dim + p) * inner + k);

@@ -209,6 +209,7 @@ Result<OpOutputs> concat_op(const OpContext& ctx) {
     out[size_t(axis)] += x->shape[size_t(axis)];
   }
   RefTensor y = RefTensor::zeros(first->dtype, out);
+  if (y.num_elements() == 0) return OpOutputs{std::move(y)};  // no loop over an empty output's dims
   int64_t outer = product(out, 0, size_t(axis));
   int64_t out_chunk = product(out, size_t(axis), out.size());
   int64_t offset = 0;  // where this input's chunk starts inside each output chunk
@@ -276,7 +277,7 @@ Result<OpOutputs> split_op(const OpContext& ctx) {
     Shape shape = x->shape;
     shape[size_t(axis)] = size;
     RefTensor y = RefTensor::zeros(x->dtype, shape);
-    for (int64_t o = 0; o < outer; ++o)
+    for (int64_t o = 0; y.num_elements() > 0 && o < outer; ++o)
       copy_elements(*x, o * in_chunk + begin * inner, y, o * size * inner, size * inner);
     outputs.push_back(std::move(y));
     begin += size;
