@@ -92,9 +92,12 @@ void exercise_model(std::span<const std::byte> bytes) {
   for (const ValueInfo& info : (*session)->inputs()) inputs.push_back(all_inputs[info.name]);
   auto outputs = (*session)->run(inputs);
   require_clean(outputs.status());
-  auto reference = evaluate_reference(*graph, all_inputs);
   // The reference reports what it cannot evaluate as it likes; it must still never crash.
-  (void)reference;
+  // It runs on small inputs only: it is a float64 interpreter, a 2.75M-element pool takes
+  // it a second in Release and past the fuzzer's timeout under ASan, which is no bug.
+  int64_t elements = 0;
+  for (const auto& [name, t] : all_inputs) elements += t.num_elements();
+  if (elements <= (int64_t(1) << 16)) (void)evaluate_reference(*graph, all_inputs);
 }
 
 }  // namespace strider::fuzz
