@@ -33,10 +33,11 @@ class PoolKernel final : public Kernel {
 
   Status run(const QueueContext& context) override {
     Shape out_spatial(y_.sizes.begin() + 2, y_.sizes.end());
+    const int64_t positions = num_elements(out_spatial);
     for (int64_t n = 0; n < y_.sizes[0]; ++n)
       for (int64_t c = 0; c < y_.sizes[1]; ++c) {
         Shape o(out_spatial.size(), 0);
-        for (int64_t p = 0; p < num_elements(out_spatial); ++p, advance_index(o, out_spatial)) pool_one(n, c, o);
+        for (int64_t p = 0; p < positions; ++p, advance_index(o, out_spatial)) pool_one(n, c, o);
       }
     return Status::ok();
   }
@@ -61,7 +62,12 @@ class PoolKernel final : public Kernel {
       padded *= (end - start + g.dilations[d] - 1) / g.dilations[d];
     }
     // Only the taps inside the input (ops/window_taps.h), in row-major order of k.
-    Shape first(spatial), end(spatial), k(spatial);
+    // Per-output scratch lives in the kernel (a run is single-threaded): no allocation per
+    // output position.
+    Shape& first = first_;
+    Shape& end = end_;
+    Shape& k = k_;
+    first.resize(spatial), end.resize(spatial), k.resize(spatial);
     bool any_tap = true;
     for (size_t d = 0; d < spatial; ++d) {
       TapRange r = taps_inside(o[d] * g.strides[d] - g.pads_begin[d], g.dilations[d], g.kernel[d], x_.sizes[d + 2]);
@@ -113,6 +119,7 @@ class PoolKernel final : public Kernel {
 
   TensorView x_, y_, indices_;
   PoolSetup s_;
+  Shape first_, end_, k_;  // the current window's tap ranges and tap
 };
 
 Result<KernelPtr> make_pool_kernel(const KernelRequest& r, PoolSetup setup, TensorView indices) {
