@@ -116,6 +116,8 @@ Result<OpOutputs> max_pool_op(const OpContext& ctx) {
   }
   RefTensor y = RefTensor::zeros(x->dtype, s.out_shape);
   RefTensor indices = RefTensor::zeros(DType::kI64, s.out_shape);
+  // No planes (N or C is 0): no window to visit, however many positions the other dims give.
+  if (s.planes == 0) return OpOutputs{std::move(y), std::move(indices)};
   int64_t out_size = num_elements(s.geometry.output);
   for_each_index(s.geometry.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
     PoolWindow w = pool_window(s.geometry, out_index);
@@ -145,6 +147,7 @@ Result<OpOutputs> average_pool_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(int64_t count_include_pad,
                            ctx.attributes().get_int("count_include_pad", 0));
   RefTensor y = RefTensor::zeros(x->dtype, s.out_shape);
+  if (s.planes == 0) return OpOutputs{std::move(y)};  // as in MaxPool
   int64_t out_size = num_elements(s.geometry.output);
   for_each_index(s.geometry.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
     PoolWindow w = pool_window(s.geometry, out_index);
