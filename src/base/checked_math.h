@@ -19,6 +19,8 @@
 #include <span>
 #include <type_traits>
 
+#include "base/wrapping_math.h"
+
 namespace strider {
 
 inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 52;
@@ -123,30 +125,6 @@ I saturate_to_int(F x) {
   if (double(x) >= double(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
   if (double(x) <= double(std::numeric_limits<I>::lowest())) return std::numeric_limits<I>::lowest();
   return I(x);
-}
-
-// Integer arithmetic that wraps in two's complement, as every ONNX runtime's integer ops do
-// in practice (C++ makes signed overflow undefined behaviour, so it is done in uint64).
-// Floats pass through unchanged.
-template <class C>
-C wrapping_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) + uint64_t(b));
-  else return C(a + b);
-}
-template <class C>
-C wrapping_sub(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) - uint64_t(b));
-  else return C(a - b);
-}
-template <class C>
-C wrapping_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(a) * uint64_t(b));
-  else return C(a * b);
-}
-template <class C>
-C wrapping_neg(C a) {
-  if constexpr (std::is_integral_v<C>) return C(uint64_t(0) - uint64_t(a));
-  else return C(-a);
 }
 
 }  // namespace strider

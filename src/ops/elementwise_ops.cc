@@ -1,6 +1,8 @@
-// Shape functions of elementwise ops: unary, binary with numpy broadcasting, comparisons,
-// Where, Clip.
+// Shape functions of elementwise ops: every row of the table in ops/elementwise_math.h
+// (unary, binary with numpy broadcasting, comparisons, tests), and Where, Clip, Pow and
+// the variadic Sum/Min/Max/Mean.
 #include "base/shape.h"
+#include "ops/elementwise_params.h"
 #include "ops/op_registry.h"
 
 namespace strider {
@@ -54,6 +56,38 @@ Status infer_comparison(InferContext& ctx) {
   return Status::ok();
 }
 
+// IsNaN, IsInf: a floating input, a bool output.
+Status infer_test(InferContext& ctx) {
+  if (ctx.num_inputs() < 1 || !ctx.has_input(0)) return ctx.error("needs 1 input");
+  ctx.set_output(0, DType::kBool, ctx.input_shape(0));
+  return Status::ok();
+}
+
+// PRelu: the slope broadcasts to X's shape (one way: the output is X's shape).
+Status infer_prelu(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(infer_binary(ctx));
+  Shape shape;
+  broadcast_shapes(ctx.input_shape(0), ctx.input_shape(1), &shape);
+  if (shape != ctx.input_shape(0))
+    return ctx.error("slope {} does not broadcast to X {}", shape_to_string(ctx.input_shape(1)),
+                     shape_to_string(ctx.input_shape(0)));
+  return Status::ok();
+}
+
+// The shape function of a table row by its kind.
+InferFn infer_of(ElementwiseKind kind) {
+  switch (kind) {
+    case ElementwiseKind::kFloatUnary:
+    case ElementwiseKind::kNumericUnary:
+    case ElementwiseKind::kLogicUnary: return infer_unary;
+    case ElementwiseKind::kNumericBinary:
+    case ElementwiseKind::kLogicBinary: return infer_binary;
+    case ElementwiseKind::kCompare: return infer_comparison;
+    case ElementwiseKind::kFloatTest: return infer_test;
+  }
+  return infer_unary;
+}
+
 Status infer_where(InferContext& ctx) {
   Shape shape;
   STRIDER_RETURN_IF_ERROR(broadcast_inputs(ctx, 3, &shape));
@@ -88,15 +122,20 @@ Status infer_variadic(InferContext& ctx) {
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpSchema>& ops) {
-  for (std::string_view op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
-                              "Exp", "Log", "Sqrt", "Erf", "Neg", "Abs", "Softplus", "Elu",
-                              "Selu", "Reciprocal", "Floor", "Ceil", "Sin", "Cos", "Not"})
-    ops.push_back({op, infer_unary, {}, {}, {.in_place = true}});
-  for (std::string_view op : {"Add", "Sub", "Mul", "Div", "And", "Or", "Xor"})
-    ops.push_back({op, infer_binary, {}, {}, {.in_place = true}});
+  // The table's rows whose kernels every device makes from the functor; results of the
+  // operands' type may be written over a dying operand.
+#define STRIDER_REGISTER(name, kind, kernel, params)                                     \
+  if (ElementwiseKernel::kernel == ElementwiseKernel::kMap) {                            \
+    constexpr bool same_type = elementwise_fusable(ElementwiseKind::kind) ||              \
+                               ElementwiseKind::kind == ElementwiseKind::kLogicUnary ||  \
+                               ElementwiseKind::kind == ElementwiseKind::kLogicBinary;   \
+    ops.push_back({#name, infer_of(ElementwiseKind::kind), {}, {}, {.in_place = same_type}}); \
+  }
+  STRIDER_ELEMENTWISE_OPS(STRIDER_REGISTER)
+#undef STRIDER_REGISTER
+  for (OpSchema& op : ops)
+    if (op.op_type == "PRelu") op.infer = infer_prelu;
   ops.push_back({"Pow", infer_pow, {}, {}, {.in_place = true}});
-  for (std::string_view op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
-    ops.push_back({op, infer_comparison, {}});
   for (std::string_view op : {"Sum", "Min", "Max", "Mean"}) ops.push_back({op, infer_variadic, {}, {}, {.in_place = true}});
   ops.push_back({"Where", infer_where, {}, {}, {.in_place = true}});
   ops.push_back({"Clip", infer_clip, {}, {}, {.in_place = true}});

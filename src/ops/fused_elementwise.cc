@@ -5,39 +5,20 @@
 #include <fmt/format.h>
 
 #include "base/shape.h"
+#include "ops/elementwise_params.h"
 #include "ops/op_registry.h"
 
 namespace strider {
 
-std::string_view fused_op_name(FusedOp op) {
-  switch (op) {
-#define STRIDER_FUSED_NAME(name, arity) \
-  case FusedOp::k##name: return #name;
-    STRIDER_FUSED_OPS(STRIDER_FUSED_NAME)
-#undef STRIDER_FUSED_NAME
-  }
-  return "?";
-}
+std::string_view fused_op_name(FusedOp op) { return elementwise_op_name(op); }
 
-int fused_op_arity(FusedOp op) {
-  switch (op) {
-#define STRIDER_FUSED_ARITY(name, arity) \
-  case FusedOp::k##name: return arity;
-    STRIDER_FUSED_OPS(STRIDER_FUSED_ARITY)
-#undef STRIDER_FUSED_ARITY
-  }
-  return 0;
-}
+int fused_op_arity(FusedOp op) { return elementwise_arity(elementwise_kind(op)); }
 
 bool fused_op_from_onnx(std::string_view op_type, FusedOp* op) {
-#define STRIDER_FUSED_MATCH(name, arity) \
-  if (op_type == #name) {                \
-    *op = FusedOp::k##name;              \
-    return true;                         \
-  }
-  STRIDER_FUSED_OPS(STRIDER_FUSED_MATCH)
-#undef STRIDER_FUSED_MATCH
-  return false;
+  std::optional<ElementwiseOp> found = elementwise_op_from_onnx(op_type);
+  if (!found || !elementwise_fusable(elementwise_kind(*found))) return false;
+  *op = *found;
+  return true;
 }
 
 namespace {
@@ -50,8 +31,9 @@ std::string describe_register(const FusedProgram& p, int r, int limit) {
   const FusedInstruction& i = p.code[size_t(r - p.inputs)];
   std::string text = fmt::format("{}({}", fused_op_name(i.op), describe_register(p, i.a, r));
   if (i.b >= 0) text += ", " + describe_register(p, i.b, r);
-  if (i.op == FusedOp::kLeakyRelu || i.op == FusedOp::kElu) text += fmt::format(", alpha={}", i.alpha);
   if (i.op == FusedOp::kHardSigmoid || i.op == FusedOp::kClip) text += fmt::format(", {}, {}", i.alpha, i.beta);
+  else if (i.beta != 0) text += fmt::format(", alpha={}, beta={}", i.alpha, i.beta);
+  else if (i.alpha != 0) text += fmt::format(", alpha={}", i.alpha);
   return text + ")";
 }
 
@@ -123,7 +105,7 @@ Result<FusedProgram> read_fused_program_of(const Node& node, int inputs) {
   if (program.inputs < 1 || program.inputs > kMaxFusedInputs)
     return invalid_model(fmt::format("node '{}': a fused program reads 1 to {} inputs", node.name, kMaxFusedInputs));
   for (size_t j = 0; j < n; ++j) {
-    if (ops[j] < 0 || ops[j] >= kFusedOpCount)
+    if (ops[j] < 0 || ops[j] >= kElementwiseOpCount || !elementwise_fusable(elementwise_kind(FusedOp(ops[j]))))
       return invalid_model(fmt::format("node '{}': unknown fused op code {}", node.name, ops[j]));
     program.code.push_back({FusedOp(ops[j]), int(operands[2 * j]), int(operands[2 * j + 1]), alphas[j], betas[j]});
     Status valid = check_instruction(program, j);

@@ -6,7 +6,7 @@
 // output's shape (every fused op's output had that shape). The program is a list of
 // instructions over numbered registers: registers 0 .. inputs-1 hold the node's inputs,
 // register inputs + j holds instruction j's result, and the last instruction's result is
-// the output. Arithmetic is f32 for f32, bf16 and f16 storage (ops/fused_math.h).
+// the output. Arithmetic is f32 for f32, bf16 and f16 storage (ops/elementwise_math.h).
 //
 // On the node the program is four attributes of equal length per instruction: `ops`
 // (FusedOp codes), `operands` (two register numbers per instruction, -1 for none),
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ops/fused_math.h"
+#include "ops/elementwise_math.h"
 #include "strider/status.h"
 
 namespace strider {

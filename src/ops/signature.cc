@@ -4,6 +4,7 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string_view>
 
@@ -36,6 +37,62 @@ constexpr NewerArity kNewerArity[] = {
     {"ReduceLogSum", 18, 2}, {"ReduceLogSumExp", 18, 2}, {"ReduceMax", 18, 2},   {"ReduceMean", 18, 2},
     {"ReduceMin", 18, 2},  {"ReduceProd", 18, 2},   {"ReduceSumSquare", 18, 2},
 };
+
+// Ops ONNX defined after opset 17, which libonnx 1.12 has no schema for, written from the
+// ONNX operator definitions: how many inputs (the first `required` must be present) and
+// outputs, the attributes with their kinds, and that input 0 is floating.
+struct AttributeSpec {
+  std::string_view name;
+  Attribute::Kind kind;
+};
+struct AddedOp {
+  std::string_view op;
+  int since;
+  int required, max_inputs, max_outputs;
+  std::array<AttributeSpec, 4> attributes;
+};
+constexpr AddedOp kAddedOps[] = {
+    {"Mish", 18, 1, 1, 1, {}},
+    {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
+    {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
+};
+
+const AddedOp* find_added_op(std::string_view op) {
+  for (const AddedOp& a : kAddedOps)
+    if (a.op == op) return &a;
+  return nullptr;
+}
+
+Status check_added_op(const Graph& graph, const Node& node, const AddedOp& spec) {
+  std::string desc = describe_node(node);
+  if (node.opset < spec.since)
+    return invalid_model(fmt::format("{}: the op does not exist at opset {} (ONNX defines it from opset {})", desc,
+                                     node.opset, spec.since));
+  int inputs = int(node.inputs.size()), outputs = int(node.outputs.size());
+  if (inputs < spec.required || inputs > spec.max_inputs)
+    return invalid_model(fmt::format("{} has {} inputs; {}-{} takes {} to {}", desc, inputs, spec.op, spec.since,
+                                     spec.required, spec.max_inputs));
+  if (outputs < 1 || outputs > spec.max_outputs || node.outputs[0] == kNoValue)
+    return invalid_model(fmt::format("{} has {} outputs; {}-{} produces 1 to {}", desc, outputs, spec.op, spec.since,
+                                     spec.max_outputs));
+  for (int i = 0; i < spec.required; ++i)
+    if (node.inputs[size_t(i)] == kNoValue)
+      return invalid_model(fmt::format("{} omits input {}, which {}-{} requires", desc, i, spec.op, spec.since));
+  for (const auto& [name, value] : node.attributes.all()) {
+    auto it = std::find_if(spec.attributes.begin(), spec.attributes.end(), [&](const AttributeSpec& a) { return a.name == name; });
+    if (it == spec.attributes.end() || it->name.empty())
+      return invalid_model(fmt::format("{} has attribute '{}', which {}-{} does not define", desc, printable(name), spec.op,
+                                       spec.since));
+    if (it->kind != value.kind)
+      return invalid_model(fmt::format("{} attribute '{}' is {}, but {}-{} takes {}", desc, name,
+                                       attribute_kind_name(value.kind), spec.op, spec.since, attribute_kind_name(it->kind)));
+  }
+  const Value& x = graph.value(node.inputs[0]);
+  if (x.has_type && !is_floating(x.dtype))
+    return invalid_model(fmt::format("{} input 0 ('{}') is {}, which {}-{} does not take there", desc, printable(x.name),
+                                     dtype_name(x.dtype), spec.op, spec.since));
+  return Status::ok();
+}
 
 // The first opset that defines `op` (libonnx knows it at some version).
 int oldest_version(const std::string& op) {
@@ -211,11 +268,13 @@ Status check_model_opsets(const Graph& graph) {
 }
 
 bool has_onnx_signature(std::string_view op_type) {
+  if (find_added_op(op_type)) return true;
   return onnx::OpSchemaRegistry::Schema(std::string(op_type), libonnx_max_opset(), onnx::ONNX_DOMAIN) != nullptr;
 }
 
 Status check_node_signature(const Graph& graph, const Node& node) {
   if (!node.domain.empty()) return Status::ok();
+  if (const AddedOp* added = find_added_op(node.op_type)) return check_added_op(graph, node, *added);
   const OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, onnx::ONNX_DOMAIN);
   const OpSchema* newest = onnx::OpSchemaRegistry::Schema(node.op_type, libonnx_max_opset(), onnx::ONNX_DOMAIN);
   if (schema == nullptr && newest != nullptr)

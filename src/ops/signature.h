@@ -15,7 +15,9 @@
 // libonnx knows, the latest schema libonnx has is used with what later opsets are known
 // to have added (extra optional inputs); attributes unknown to that older schema are then
 // allowed and element types are not checked against its lists (later opsets widened
-// them), only inputs bound to one type parameter must still agree.
+// them), only inputs bound to one type parameter must still agree. Ops ONNX added after
+// opset 17 (Mish, Gelu, Swish), which libonnx lacks, are checked against strider's own table of
+// their signatures (signature.cc, from the ONNX operator definitions).
 #pragma once
 
 #include <string_view>
@@ -37,8 +39,8 @@ inline constexpr int kOldestImplementedOpset = 7;
 // without an inferred type yet are skipped by the type check.
 Status check_node_signature(const Graph& graph, const Node& node);
 
-// Whether libonnx has a schema for `op_type` (the signature check relies on it for every
-// op strider registers; a test keeps it so).
+// Whether libonnx, or strider's table of later ops, has a signature for `op_type` (the
+// signature check relies on it for every op strider registers; a test keeps it so).
 bool has_onnx_signature(std::string_view op_type);
 
 // UNSUPPORTED when the model imports an ai.onnx opset newer than kMaxKnownOpset.

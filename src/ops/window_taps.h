@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "ops/fused_math.h"  // STRIDER_HOST_DEVICE
+#include "base/host_device.h"
 
 namespace strider {
 

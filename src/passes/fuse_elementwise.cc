@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "ops/elementwise_params.h"
 #include "ops/fused_elementwise.h"
 #include "ops/op_registry.h"
 
@@ -44,11 +45,6 @@ bool clip_bound(const Graph& g, const Node& n, size_t i, float* bound) {
   return true;
 }
 
-float float_attribute(const Node& n, const char* name, float fallback) {
-  auto value = n.attributes.get_float(name, fallback);
-  return value.is_ok() ? *value : fallback;
-}
-
 Candidate as_candidate(const Graph& g, const Node& n) {
   Candidate c;
   if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return c;
@@ -58,14 +54,12 @@ Candidate as_candidate(const Graph& g, const Node& n) {
   const size_t arity = size_t(fused_op_arity(c.op));
   if (c.op == FusedOp::kClip) {
     if (!clip_bound(g, n, 1, &c.alpha) || !clip_bound(g, n, 2, &c.beta)) return c;
-  } else if (n.inputs.size() != arity) {
-    return c;  // Min and Max are variadic: only their two-operand form is fused
-  }
-  if (c.op == FusedOp::kLeakyRelu) c.alpha = float_attribute(n, "alpha", 0.01f);
-  if (c.op == FusedOp::kElu) c.alpha = float_attribute(n, "alpha", 1.0f);
-  if (c.op == FusedOp::kHardSigmoid) {
-    c.alpha = float_attribute(n, "alpha", 0.2f);
-    c.beta = float_attribute(n, "beta", 0.5f);
+  } else {
+    if (n.inputs.size() != arity) return c;  // Min and Max are variadic: only their two-operand form is fused
+    Result<ElementwiseParams> params = resolve_elementwise_params(c.op, n.attributes);
+    if (!params.is_ok()) return c;  // the node's kernel reports the bad attribute
+    c.alpha = params->alpha;
+    c.beta = params->beta;
   }
   for (size_t i = 0; i < arity; ++i) {
     ValueId v = n.input(i);

@@ -3,7 +3,7 @@
 // a group costs one pass over its operands instead of one per op.
 //
 // A group is grown backwards from a sink node: a producer joins when it is a fusable op
-// (fused_math.h lists them; float dtypes f32, bf16, f16; Clip only with constant bounds),
+// (the fusable rows of ops/elementwise_math.h; float dtypes f32, bf16, f16; Clip only with constant bounds),
 // its output has the sink's shape and dtype, is not a graph output, and every reader of it
 // is already in the group. So each removed value was read only inside its group, and the
 // fused node computes exactly the sink's output from values that exist before the sink:

@@ -11,32 +11,6 @@
 namespace strider::ref {
 namespace {
 
-Status require_numeric(const RefTensor& t, std::string_view what) {
-  if (t.dtype != DType::kBool) return Status::ok();
-  return invalid_model(fmt::format("{} is bool, expected a numeric type", what));
-}
-
-// y = f(x) for a floating x.
-template <typename F>
-Result<OpOutputs> unary_floating(const OpContext& ctx, F f) {
-  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
-  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
-  RefTensor y = *x;
-  for (double& v : y.floats) v = f(v);
-  return OpOutputs{std::move(y)};
-}
-
-// y = f(x) for a floating x, g(x) (wrapped to the dtype) for an integer x.
-template <typename F, typename G>
-Result<OpOutputs> unary_numeric(const OpContext& ctx, F f, G g) {
-  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
-  STRIDER_RETURN_IF_ERROR(require_numeric(*x, "input 0 (X)"));
-  RefTensor y = *x;
-  for (double& v : y.floats) v = f(v);
-  for (int64_t& v : y.ints) v = wrap_to_dtype(g(v), y.dtype);
-  return OpOutputs{std::move(y)};
-}
-
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double clamp01(double v) { return v < 0 ? 0 : (v > 1 ? 1 : v); }
 

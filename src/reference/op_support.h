@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ir/graph.h"
 #include "reference/reference.h"
 #include "strider/status.h"
@@ -69,6 +71,7 @@ std::span<const OpDefinition> normalization_op_definitions();
 std::span<const OpDefinition> pool_op_definitions();
 std::span<const OpDefinition> resize_op_definitions();
 std::span<const OpDefinition> reduce_op_definitions();
+std::span<const OpDefinition> activation_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 
@@ -160,6 +163,33 @@ Result<RefTensor> broadcast_binary(const RefTensor& a, const RefTensor& b, DType
   RefTensor out = RefTensor::zeros(out_dtype, shape);
   for (size_t i = 0; i < from_a.size(); ++i) apply(size_t(from_a[i]), size_t(from_b[i]), i, out);
   return out;
+}
+
+// An error unless `t` is not bool.
+inline Status require_numeric(const RefTensor& t, std::string_view what) {
+  if (t.dtype != DType::kBool) return Status::ok();
+  return invalid_model(fmt::format("{} is bool, expected a numeric type", what));
+}
+
+// y = f(x) for a floating x.
+template <typename F>
+Result<OpOutputs> unary_floating(const OpContext& ctx, F f) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  RefTensor y = *x;
+  for (double& v : y.floats) v = f(v);
+  return OpOutputs{std::move(y)};
+}
+
+// y = f(x) for a floating x, g(x) (wrapped to the dtype) for an integer x.
+template <typename F, typename G>
+Result<OpOutputs> unary_numeric(const OpContext& ctx, F f, G g) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_RETURN_IF_ERROR(require_numeric(*x, "input 0 (X)"));
+  RefTensor y = *x;
+  for (double& v : y.floats) v = f(v);
+  for (int64_t& v : y.ints) v = wrap_to_dtype(g(v), y.dtype);
+  return OpOutputs{std::move(y)};
 }
 
 }  // namespace strider::ref

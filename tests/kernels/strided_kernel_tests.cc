@@ -12,6 +12,7 @@
 #include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "ir/builder.h"
+#include "ops/elementwise_params.h"
 #include "ops/op_registry.h"
 #include "reference/reference.h"
 
@@ -174,6 +175,69 @@ TEST_P(StridedKernels, UnaryChain) {
     GraphBuilder b;
     b.output(b.op(op, {b.input("a", DType::kF32, {2, 5, 3, 4})}));
     check(b, {{"a", x({2, 5, 3, 4})}});
+  }
+}
+
+// Inputs inside an op's domain (Log of a positive, Acosh of at least 1, Atanh inside
+// (-1, 1)); IsNaN and IsInf get NaN and both infinities among the values.
+Tensor domain_input(std::string_view op, DType dtype, const Shape& shape, uint32_t seed) {
+  Tensor t = random_tensor(dtype, shape, seed);
+  if (dtype != DType::kF32) return t;
+  float* v = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (op == "Log" || op == "Sqrt") v[i] = std::fabs(v[i]) + 0.1f;
+    if (op == "Acosh") v[i] = std::fabs(v[i]) + 1.0f;
+    if (op == "Asin" || op == "Acos" || op == "Atanh") v[i] = 0.9f * std::tanh(v[i]);
+    if ((op == "IsNaN" || op == "IsInf") && i % 7 < 3)
+      v[i] = i % 7 == 0 ? NAN : (i % 7 == 1 ? INFINITY : -INFINITY);
+  }
+  return t;
+}
+
+// Every row of the elementwise table (ops/elementwise_math.h) whose kernel the devices make
+// from its functor, on each of its kinds' dtypes (f32, and int8 for the numeric ones).
+TEST_P(StridedKernels, EveryElementwiseTableOp) {
+  for (int code = 0; code < kElementwiseOpCount; ++code) {
+    const ElementwiseOp op = ElementwiseOp(code);
+    if (elementwise_kernel(op) != ElementwiseKernel::kMap) continue;
+    const ElementwiseKind kind = elementwise_kind(op);
+    const std::string name(elementwise_op_name(op));
+    const bool logic = kind == ElementwiseKind::kLogicUnary || kind == ElementwiseKind::kLogicBinary;
+    const bool numeric = kind == ElementwiseKind::kNumericUnary || kind == ElementwiseKind::kNumericBinary;
+    std::vector<DType> dtypes = logic ? std::vector<DType>{DType::kBool} : std::vector<DType>{DType::kF32};
+    if (numeric || kind == ElementwiseKind::kCompare) dtypes.push_back(DType::kI8);
+    for (DType dtype : dtypes) {
+      SCOPED_TRACE(name + " on " + std::string(dtype_name(dtype)));
+      GraphBuilder b(24);
+      AttributeMap attrs;
+      if (name == "Mod") attrs.set_int("fmod", dtype == DType::kF32 ? 1 : 0);
+      std::map<std::string, Tensor> inputs = {{"a", domain_input(name, dtype, {2, 3, 4, 5}, 1)}};
+      std::vector<ValueId> operands = {b.input("a", dtype, {2, 3, 4, 5})};
+      if (elementwise_arity(kind) == 2) {
+        Tensor second = domain_input(name, dtype, {3, 1, 5}, 2);
+        if ((name == "Div" || name == "Mod") && dtype == DType::kI8)  // no integer division by 0
+          for (int64_t i = 0; i < second.num_elements(); ++i)
+            second.data<int8_t>()[i] = int8_t(second.data<int8_t>()[i] >= 0 ? second.data<int8_t>()[i] % 50 + 1
+                                                                             : second.data<int8_t>()[i] % 50 - 1);
+        inputs["c"] = second;
+        operands.push_back(b.input("c", dtype, {3, 1, 5}));
+      }
+      b.output(b.op(name, operands, attrs));
+      check(b, inputs);
+    }
+  }
+}
+
+// A reduction over a row that is all -inf (an attention row masked out entirely) gives
+// -inf, not the lowest finite float; all +inf gives +inf for ReduceMin.
+TEST_P(StridedKernels, ReduceMaxAndMinOfInfiniteRows) {
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    SCOPED_TRACE(op);
+    Tensor t = x({3, 4, 5});
+    for (int64_t i = 0; i < 5; ++i) t.data<float>()[5 + i] = std::string(op) == "ReduceMax" ? -INFINITY : INFINITY;
+    GraphBuilder b;
+    b.output(b.op(op, {b.input("a", DType::kF32, {3, 4, 5})}, ints_attribute("axes", {2})));
+    check(b, {{"a", t}});
   }
 }
 

@@ -1,5 +1,6 @@
-// Elementwise CPU kernels: unary math, binary arithmetic and logic with broadcasting,
-// comparisons, Where, Clip, Pow and the variadic Sum/Min/Max/Mean.
+// Elementwise CPU kernels: every row of the table in ops/elementwise_math.h (unary math,
+// binary arithmetic and logic with broadcasting, comparisons, tests), and Where, Clip, Pow,
+// BatchNormalization and the variadic Sum/Min/Max/Mean.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "base/checked_math.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/map_kernel.h"
+#include "ops/elementwise_params.h"
 
 namespace strider::cpu {
 namespace {
@@ -63,105 +65,43 @@ Result<KernelPtr> bool_binary(const KernelRequest& r, Fn fn) {
   return make_map_kernel<bool, bool, bool>(r.node.op_type, r.outputs[0], {r.inputs[0], r.inputs[1]}, fn);
 }
 
-// --- functors; C is the compute type (float, double, or an integer type) ----------------
-struct Sigmoid {
-  template <class C> C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); }
-};
-struct Tanh { template <class C> C operator()(C x) const { return std::tanh(x); } };
-struct Exp { template <class C> C operator()(C x) const { return std::exp(x); } };
-struct Log { template <class C> C operator()(C x) const { return std::log(x); } };
-struct Sqrt { template <class C> C operator()(C x) const { return std::sqrt(x); } };
-struct Erf { template <class C> C operator()(C x) const { return std::erf(x); } };
-struct Floor { template <class C> C operator()(C x) const { return std::floor(x); } };
-struct Ceil { template <class C> C operator()(C x) const { return std::ceil(x); } };
-struct Sin { template <class C> C operator()(C x) const { return std::sin(x); } };
-struct Cos { template <class C> C operator()(C x) const { return std::cos(x); } };
-struct Reciprocal { template <class C> C operator()(C x) const { return C(1) / x; } };
-struct Softplus {
-  // log(1 + e^x), exact for large x where e^x would overflow.
-  template <class C> C operator()(C x) const { return x > C(20) ? x : std::log1p(std::exp(x)); }
-};
-struct HardSwish {
-  template <class C> C operator()(C x) const {
-    return x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5)));
-  }
-};
-struct HardSigmoid {
-  float alpha, beta;
-  template <class C> C operator()(C x) const {
-    return std::max(C(0), std::min(C(1), C(alpha) * x + C(beta)));
-  }
-};
-struct LeakyRelu {
-  float alpha;
-  template <class C> C operator()(C x) const { return x < C(0) ? C(alpha) * x : x; }
-};
-struct Elu {
-  float alpha;
-  template <class C> C operator()(C x) const { return x < C(0) ? C(alpha) * (std::exp(x) - C(1)) : x; }
-};
-struct Selu {
-  float alpha, gamma;
-  template <class C> C operator()(C x) const {
-    return C(gamma) * (x > C(0) ? x : C(alpha) * (std::exp(x) - C(1)));
-  }
-};
-struct Relu { template <class C> C operator()(C x) const { return x > C(0) ? x : C(0); } };
-// Integer ops wrap on overflow (base/checked_math.h): Neg and Abs of INT64_MIN give it back.
-struct Neg { template <class C> C operator()(C x) const { return wrapping_neg(x); } };
-struct Abs { template <class C> C operator()(C x) const { return x < C(0) ? wrapping_neg(x) : x; } };
+// Every device's kernels for the table's rows (ops/elementwise_math.h) come from here:
+// the functor made with the node's parameters, over the dtypes of the row's kind.
+template <typename Fn>
+Result<KernelPtr> compare(const KernelRequest& r, Fn fn) {
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    return make_map_kernel<bool, T, T>(r.node.op_type, r.outputs[0], {r.inputs[0], r.inputs[1]}, fn);
+  });
+}
 
-struct Add { template <class C> C operator()(C a, C b) const { return wrapping_add(a, b); } };
-struct Sub { template <class C> C operator()(C a, C b) const { return wrapping_sub(a, b); } };
-struct Mul { template <class C> C operator()(C a, C b) const { return wrapping_mul(a, b); } };
-struct Div {
-  template <class C> C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) {
-      // Integer division by zero or MIN / -1 would trap: define them instead of crashing.
-      if (b == 0) return C(0);
-      if (std::is_signed_v<C> && b == C(-1)) return wrapping_neg(a);
-    }
-    return C(a / b);
-  }
-};
-struct Min { template <class C> C operator()(C a, C b) const { return std::isnan(double(a)) || a < b ? a : b; } };
-struct Max { template <class C> C operator()(C a, C b) const { return std::isnan(double(a)) || a > b ? a : b; } };
-struct Equal { template <class C> bool operator()(C a, C b) const { return a == b; } };
-struct Less { template <class C> bool operator()(C a, C b) const { return a < b; } };
-struct Greater { template <class C> bool operator()(C a, C b) const { return a > b; } };
-struct LessOrEqual { template <class C> bool operator()(C a, C b) const { return a <= b; } };
-struct GreaterOrEqual { template <class C> bool operator()(C a, C b) const { return a >= b; } };
-struct And { bool operator()(bool a, bool b) const { return a && b; } };
-struct Or { bool operator()(bool a, bool b) const { return a || b; } };
-struct Xor { bool operator()(bool a, bool b) const { return a != b; } };
-struct Not { bool operator()(bool a) const { return !a; } };
+template <typename Fn>
+Result<KernelPtr> float_test(const KernelRequest& r, Fn fn) {
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (is_float_storage_v<T>)
+      return make_map_kernel<bool, T>(r.node.op_type, r.outputs[0], {r.inputs[0]}, fn);
+    else
+      return unsupported_dtype(r, r.inputs[0].dtype);
+  });
+}
+
+template <ElementwiseOp kOp>
+Result<KernelPtr> make_table_kernel(const KernelRequest& r) {
+  using Traits = ElementwiseTraits<kOp>;
+  STRIDER_ASSIGN_OR_RETURN(ElementwiseParams params, resolve_elementwise_params(kOp, r.node.attributes));
+  const typename Traits::Fn fn{params};
+  constexpr ElementwiseKind kKind = Traits::kKind;
+  if constexpr (kKind == ElementwiseKind::kFloatUnary) return float_unary(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kNumericUnary) return numeric_unary(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kNumericBinary) return numeric_binary<false>(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kCompare) return compare(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kLogicUnary) return bool_unary(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kLogicBinary) return bool_binary(r, fn);
+  else return float_test(r, fn);
+}
+
 struct Select {
   template <class C> C operator()(bool c, C a, C b) const { return c ? a : b; }
 };
-
-template <typename Fn>
-KernelFactory float_unary_factory() {
-  return [](const KernelRequest& r) { return float_unary(r, Fn{}); };
-}
-
-Result<KernelPtr> make_leaky_relu(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(float alpha, r.node.attributes.get_float("alpha", 0.01f));
-  return float_unary(r, LeakyRelu{alpha});
-}
-Result<KernelPtr> make_hard_sigmoid(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(float alpha, r.node.attributes.get_float("alpha", 0.2f));
-  STRIDER_ASSIGN_OR_RETURN(float beta, r.node.attributes.get_float("beta", 0.5f));
-  return float_unary(r, HardSigmoid{alpha, beta});
-}
-Result<KernelPtr> make_elu(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(float alpha, r.node.attributes.get_float("alpha", 1.0f));
-  return float_unary(r, Elu{alpha});
-}
-Result<KernelPtr> make_selu(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(float alpha, r.node.attributes.get_float("alpha", 1.67326319217681884765625f));
-  STRIDER_ASSIGN_OR_RETURN(float gamma, r.node.attributes.get_float("gamma", 1.05070102214813232421875f));
-  return float_unary(r, Selu{alpha, gamma});
-}
 
 Result<KernelPtr> make_where(const KernelRequest& r) {
   if (r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
@@ -379,50 +319,18 @@ Result<KernelPtr> make_batch_norm(const KernelRequest& r) {
 }  // namespace
 
 void register_elementwise_kernels(std::vector<KernelEntry>& table) {
-  table.push_back({"Sigmoid", float_unary_factory<Sigmoid>()});
-  table.push_back({"Tanh", float_unary_factory<Tanh>()});
-  table.push_back({"Exp", float_unary_factory<Exp>()});
-  table.push_back({"Log", float_unary_factory<Log>()});
-  table.push_back({"Sqrt", float_unary_factory<Sqrt>()});
-  table.push_back({"Erf", float_unary_factory<Erf>()});
-  table.push_back({"Floor", float_unary_factory<Floor>()});
-  table.push_back({"Ceil", float_unary_factory<Ceil>()});
-  table.push_back({"Sin", float_unary_factory<Sin>()});
-  table.push_back({"Cos", float_unary_factory<Cos>()});
-  table.push_back({"Reciprocal", float_unary_factory<Reciprocal>()});
-  table.push_back({"Softplus", float_unary_factory<Softplus>()});
-  table.push_back({"HardSwish", float_unary_factory<HardSwish>()});
-  table.push_back({"LeakyRelu", make_leaky_relu});
-  table.push_back({"HardSigmoid", make_hard_sigmoid});
-  table.push_back({"Elu", make_elu});
-  table.push_back({"Selu", make_selu});
-  table.push_back({"Relu", [](const KernelRequest& r) { return numeric_unary(r, Relu{}); }});
-  table.push_back({"Neg", [](const KernelRequest& r) { return numeric_unary(r, Neg{}); }});
-  table.push_back({"Abs", [](const KernelRequest& r) { return numeric_unary(r, Abs{}); }});
-  table.push_back({"Add", [](const KernelRequest& r) { return numeric_binary<false>(r, Add{}); }});
-  table.push_back({"Sub", [](const KernelRequest& r) { return numeric_binary<false>(r, Sub{}); }});
-  table.push_back({"Mul", [](const KernelRequest& r) { return numeric_binary<false>(r, Mul{}); }});
-  table.push_back({"Div", [](const KernelRequest& r) { return numeric_binary<false>(r, Div{}); }});
-  table.push_back({"Equal", [](const KernelRequest& r) {
-    if (r.inputs[0].dtype == DType::kBool) return bool_binary(r, [](bool a, bool b) { return a == b; });
-    return numeric_binary<true>(r, Equal{});
-  }});
-  table.push_back({"Less", [](const KernelRequest& r) { return numeric_binary<true>(r, Less{}); }});
-  table.push_back({"Greater", [](const KernelRequest& r) { return numeric_binary<true>(r, Greater{}); }});
-  table.push_back({"LessOrEqual", [](const KernelRequest& r) { return numeric_binary<true>(r, LessOrEqual{}); }});
-  table.push_back({"GreaterOrEqual", [](const KernelRequest& r) { return numeric_binary<true>(r, GreaterOrEqual{}); }});
-  table.push_back({"And", [](const KernelRequest& r) { return bool_binary(r, And{}); }});
-  table.push_back({"Or", [](const KernelRequest& r) { return bool_binary(r, Or{}); }});
-  table.push_back({"Xor", [](const KernelRequest& r) { return bool_binary(r, Xor{}); }});
-  table.push_back({"Not", [](const KernelRequest& r) { return bool_unary(r, Not{}); }});
+#define STRIDER_TABLE_KERNEL(name, kind, kernel, params) \
+  if (ElementwiseKernel::kernel == ElementwiseKernel::kMap) table.push_back({#name, make_table_kernel<ElementwiseOp::k##name>});
+  STRIDER_ELEMENTWISE_OPS(STRIDER_TABLE_KERNEL)
+#undef STRIDER_TABLE_KERNEL
   table.push_back({"Where", make_where});
   table.push_back({"Clip", make_clip});
   table.push_back({"Pow", make_pow});
   table.push_back({"BatchNormalization", make_batch_norm});
-  table.push_back({"Sum", [](const KernelRequest& r) { return make_variadic(r, Add{}, false); }});
-  table.push_back({"Mean", [](const KernelRequest& r) { return make_variadic(r, Add{}, true); }});
-  table.push_back({"Min", [](const KernelRequest& r) { return make_variadic(r, Min{}, false); }});
-  table.push_back({"Max", [](const KernelRequest& r) { return make_variadic(r, Max{}, false); }});
+  table.push_back({"Sum", [](const KernelRequest& r) { return make_variadic(r, elementwise::Add{}, false); }});
+  table.push_back({"Mean", [](const KernelRequest& r) { return make_variadic(r, elementwise::Add{}, true); }});
+  table.push_back({"Min", [](const KernelRequest& r) { return make_variadic(r, elementwise::Min{}, false); }});
+  table.push_back({"Max", [](const KernelRequest& r) { return make_variadic(r, elementwise::Max{}, false); }});
 }
 
 }  // namespace strider::cpu

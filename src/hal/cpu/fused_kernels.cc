@@ -25,9 +25,9 @@ void apply_row(const FusedInstruction& i, const float* a, const float* b, float*
 
 void run_instruction(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
   switch (i.op) {
-#define STRIDER_FUSED_ROW(name, arity) \
+#define STRIDER_FUSED_ROW(name, kind, kernel, params) \
   case FusedOp::k##name: return apply_row<FusedOp::k##name>(i, a, b, out, n);
-    STRIDER_FUSED_OPS(STRIDER_FUSED_ROW)
+    STRIDER_ELEMENTWISE_OPS(STRIDER_FUSED_ROW)
 #undef STRIDER_FUSED_ROW
   }
 }

@@ -70,9 +70,12 @@ class ReduceKernel final : public Kernel {
   std::string implementation() const override { return "strider:reduce"; }
 
  private:
+  // -inf / +inf for floats, not lowest / max: a row of -inf reduces to -inf (an attention
+  // row masked out entirely is found by comparing its max with -inf).
   Acc initial() const {
-    if (op_ == ReduceOp::kMax) return std::numeric_limits<Acc>::lowest();
-    if (op_ == ReduceOp::kMin) return std::numeric_limits<Acc>::max();
+    using L = std::numeric_limits<Acc>;
+    if (op_ == ReduceOp::kMax) return L::has_infinity ? -L::infinity() : L::lowest();
+    if (op_ == ReduceOp::kMin) return L::has_infinity ? L::infinity() : L::max();
     return Acc(0);
   }
   Acc combine(Acc acc, Acc x) const {

@@ -78,96 +78,17 @@ template <> struct Operand<AnyAsInt> {
   }
 };
 
-// ---- math in the compute type --------------------------------------------------------
-#define STRIDER_MATH_PAIR(name, f32, f64)                                  \
-  __device__ __forceinline__ float name(float x) { return f32(x); }       \
-  __device__ __forceinline__ double name(double x) { return f64(x); }
-STRIDER_MATH_PAIR(m_exp, expf, exp)
-STRIDER_MATH_PAIR(m_log, logf, log)
-STRIDER_MATH_PAIR(m_log1p, log1pf, log1p)
-STRIDER_MATH_PAIR(m_sqrt, sqrtf, sqrt)
-STRIDER_MATH_PAIR(m_tanh, tanhf, tanh)
-STRIDER_MATH_PAIR(m_erf, erff, erf)
-STRIDER_MATH_PAIR(m_floor, floorf, floor)
-STRIDER_MATH_PAIR(m_ceil, ceilf, ceil)
-STRIDER_MATH_PAIR(m_sin, sinf, sin)
-STRIDER_MATH_PAIR(m_cos, cosf, cos)
-#undef STRIDER_MATH_PAIR
-__device__ __forceinline__ float m_pow(float b, float e) { return powf(b, e); }
-__device__ __forceinline__ double m_pow(double b, double e) { return pow(b, e); }
-// std::min / std::max exactly (the CPU kernels use them, and NaN handling follows them).
-template <class C> __device__ __forceinline__ C s_min(C a, C b) { return b < a ? b : a; }
-template <class C> __device__ __forceinline__ C s_max(C a, C b) { return a < b ? b : a; }
-
 // ---- functors: each is made in the kernel from the launch's MapParams ---------------
 struct NoParams {
   __device__ explicit NoParams(const MapParams&) {}
 };
 
-struct Sigmoid : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C x) const { return C(1) / (C(1) + m_exp(-x)); } };
-struct Tanh : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_tanh(x); } };
-struct Exp : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_exp(x); } };
-struct Log : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_log(x); } };
-struct Sqrt : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_sqrt(x); } };
-struct Erf : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_erf(x); } };
-struct Floor : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_floor(x); } };
-struct Ceil : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_ceil(x); } };
-struct Sin : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_sin(x); } };
-struct Cos : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return m_cos(x); } };
-struct Reciprocal : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return C(1) / x; } };
-struct Softplus : NoParams { using NoParams::NoParams;
-  // log(1 + e^x), exact for large x where e^x would overflow.
-  template <class C> __device__ C operator()(C x) const { return x > C(20) ? x : m_log1p(m_exp(x)); } };
-struct HardSwish : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C x) const { return x * s_max(C(0), s_min(C(1), x / C(6) + C(0.5))); } };
-
-struct Alpha {
-  float alpha, beta;
-  __device__ explicit Alpha(const MapParams& p) : alpha(p.scalars[0]), beta(p.scalars[1]) {}
+// A row of the table in ops/elementwise_math.h, with the node's parameters.
+template <class F>
+struct FromTable : F {
+  __device__ explicit FromTable(const MapParams& p) : F{ElementwiseParams{p.scalars[0], p.scalars[1]}} {}
 };
-struct LeakyRelu : Alpha { using Alpha::Alpha;
-  template <class C> __device__ C operator()(C x) const { return x < C(0) ? C(alpha) * x : x; } };
-struct HardSigmoid : Alpha { using Alpha::Alpha;
-  template <class C> __device__ C operator()(C x) const { return s_max(C(0), s_min(C(1), C(alpha) * x + C(beta))); } };
-struct Elu : Alpha { using Alpha::Alpha;
-  template <class C> __device__ C operator()(C x) const { return x < C(0) ? C(alpha) * (m_exp(x) - C(1)) : x; } };
-struct Selu : Alpha { using Alpha::Alpha;  // beta holds gamma
-  template <class C> __device__ C operator()(C x) const { return C(beta) * (x > C(0) ? x : C(alpha) * (m_exp(x) - C(1))); } };
 
-struct Relu : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return x > C(0) ? x : C(0); } };
-struct Neg : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C x) const { return C(-x); } };
-struct Abs : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else return x < C(0) ? C(-x) : x;
-  } };
-
-struct Add : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a + b); } };
-struct Sub : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a - b); } };
-struct Mul : NoParams { using NoParams::NoParams; template <class C> __device__ C operator()(C a, C b) const { return C(a * b); } };
-struct Div : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) {
-      // Division by zero and MIN / -1 are defined instead of trapping, as on the CPU.
-      if (b == 0) return C(0);
-      if (std::is_signed_v<C> && b == C(-1)) return C(-a);
-    }
-    return C(a / b);
-  } };
-struct Min : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C a, C b) const { return isnan(double(a)) || a < b ? a : b; } };
-struct Max : NoParams { using NoParams::NoParams;
-  template <class C> __device__ C operator()(C a, C b) const { return isnan(double(a)) || a > b ? a : b; } };
-struct Equal : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a == b; } };
-struct Less : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a < b; } };
-struct Greater : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a > b; } };
-struct LessOrEqual : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a <= b; } };
-struct GreaterOrEqual : NoParams { using NoParams::NoParams; template <class C> __device__ bool operator()(C a, C b) const { return a >= b; } };
-struct And : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a && b; } };
-struct Or : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a || b; } };
-struct Xor : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a, bool b) const { return a != b; } };
-struct Not : NoParams { using NoParams::NoParams; __device__ bool operator()(bool a) const { return !a; } };
 // Where on raw words of the element size: a select needs no arithmetic.
 struct Select : NoParams { using NoParams::NoParams;
   template <class W> __device__ W operator()(bool c, W a, W b) const { return c ? a : b; } };
@@ -215,7 +136,7 @@ struct Pow : NoParams {
   using C = Compute<B>;
   __device__ C operator()(C base, double exponent) const {
     if constexpr (std::is_integral_v<C>) return C(integral_pow(double(base), exponent));
-    else return C(m_pow(base, C(exponent)));
+    else return C(::pow(base, C(exponent)));
   }
 };
 
@@ -247,7 +168,7 @@ struct BatchNorm {
   __device__ explicit BatchNorm(const MapParams& p) : epsilon(p.scalars[0]) {}
   template <class C>
   __device__ C operator()(C x, C scale, C bias, C mean, C var) const {
-    C a = scale / m_sqrt(var + C(epsilon));
+    C a = scale / scalar::sqrt(var + C(epsilon));
     return x * a + (bias - mean * a);
   }
 };
@@ -603,53 +524,46 @@ Status pick_pow(const MapSpec& s, MapLaunch* l) {
   return STRIDER_PICK(numeric_types, base, launch_map<Pow<T>, T, T, AnyAsDouble>);
 }
 
+// The launcher of a table row for input dtype t, over the dtypes of the row's kind.
+template <ElementwiseOp kOp>
+Status table_launcher(DType t, MapLaunch* l) {
+  using Traits = ElementwiseTraits<kOp>;
+  using Fn = FromTable<typename Traits::Fn>;
+  constexpr ElementwiseKind kKind = Traits::kKind;
+  if constexpr (Traits::kKernel == ElementwiseKernel::kOwn) return no_kernel(t);
+  else if constexpr (kKind == ElementwiseKind::kFloatUnary) return unary_float<Fn>(t, l);
+  else if constexpr (kKind == ElementwiseKind::kNumericUnary) return unary_numeric<Fn>(t, l);
+  else if constexpr (kKind == ElementwiseKind::kNumericBinary) return binary_numeric<Fn>(t, l);
+  else if constexpr (kKind == ElementwiseKind::kCompare)
+    return t == DType::kBool ? use(l, &launch_map<Fn, bool, bool, bool>) : compare<Fn>(t, l);
+  else if constexpr (kKind == ElementwiseKind::kLogicUnary) return use(l, &launch_map<Fn, bool, bool>);
+  else if constexpr (kKind == ElementwiseKind::kLogicBinary) return use(l, &launch_map<Fn, bool, bool, bool>);
+  else return STRIDER_PICK(float_types, t, launch_map<Fn, bool, T>);
+}
+
+Status select_table_launcher(ElementwiseOp op, DType t, MapLaunch* l) {
+  switch (op) {
+#define STRIDER_TABLE_CASE(name, kind, kernel, params) \
+  case ElementwiseOp::k##name: return table_launcher<ElementwiseOp::k##name>(t, l);
+    STRIDER_ELEMENTWISE_OPS(STRIDER_TABLE_CASE)
+#undef STRIDER_TABLE_CASE
+  }
+  return no_kernel(t);
+}
+
 Status select_launcher(const MapSpec& s, MapLaunch* l) {
   const DType t = s.inputs[0].dtype;
   switch (s.op) {
-    case MapOp::kSigmoid: return unary_float<Sigmoid>(t, l);
-    case MapOp::kTanh: return unary_float<Tanh>(t, l);
-    case MapOp::kExp: return unary_float<Exp>(t, l);
-    case MapOp::kLog: return unary_float<Log>(t, l);
-    case MapOp::kSqrt: return unary_float<Sqrt>(t, l);
-    case MapOp::kErf: return unary_float<Erf>(t, l);
-    case MapOp::kFloor: return unary_float<Floor>(t, l);
-    case MapOp::kCeil: return unary_float<Ceil>(t, l);
-    case MapOp::kSin: return unary_float<Sin>(t, l);
-    case MapOp::kCos: return unary_float<Cos>(t, l);
-    case MapOp::kReciprocal: return unary_float<Reciprocal>(t, l);
-    case MapOp::kSoftplus: return unary_float<Softplus>(t, l);
-    case MapOp::kHardSwish: return unary_float<HardSwish>(t, l);
-    case MapOp::kLeakyRelu: return unary_float<LeakyRelu>(t, l);
-    case MapOp::kHardSigmoid: return unary_float<HardSigmoid>(t, l);
-    case MapOp::kElu: return unary_float<Elu>(t, l);
-    case MapOp::kSelu: return unary_float<Selu>(t, l);
-    case MapOp::kRelu: return unary_numeric<Relu>(t, l);
-    case MapOp::kNeg: return unary_numeric<Neg>(t, l);
-    case MapOp::kAbs: return unary_numeric<Abs>(t, l);
-    case MapOp::kAdd: return binary_numeric<Add>(t, l);
-    case MapOp::kSub: return binary_numeric<Sub>(t, l);
-    case MapOp::kMul: return binary_numeric<Mul>(t, l);
-    case MapOp::kDiv: return binary_numeric<Div>(t, l);
-    case MapOp::kEqual:
-      if (t == DType::kBool) return use(l, &launch_map<Equal, bool, bool, bool>);
-      return compare<Equal>(t, l);
-    case MapOp::kLess: return compare<Less>(t, l);
-    case MapOp::kGreater: return compare<Greater>(t, l);
-    case MapOp::kLessOrEqual: return compare<LessOrEqual>(t, l);
-    case MapOp::kGreaterOrEqual: return compare<GreaterOrEqual>(t, l);
-    case MapOp::kAnd: return use(l, &launch_map<And, bool, bool, bool>);
-    case MapOp::kOr: return use(l, &launch_map<Or, bool, bool, bool>);
-    case MapOp::kXor: return use(l, &launch_map<Xor, bool, bool, bool>);
-    case MapOp::kNot: return use(l, &launch_map<Not, bool, bool>);
+    case MapOp::kElementwise: return select_table_launcher(s.params.elementwise, t, l);
     case MapOp::kWhere: return STRIDER_PICK(word_types, s.out.dtype, launch_map<Select, T, bool, T, T>);
     case MapOp::kClip: return STRIDER_PICK(numeric_types, t, launch_map<Clip<T>, T, T>);
     case MapOp::kPow: return pick_pow(s, l);
     case MapOp::kCast: return pick_cast(s, l);
     case MapOp::kBatchNorm: return STRIDER_PICK(float_types, t, launch_map<BatchNorm, T, T, T, T, T, T>);
     case MapOp::kSum:
-    case MapOp::kMean: return variadic<Add>(t, l);
-    case MapOp::kMin: return variadic<Min>(t, l);
-    case MapOp::kMax: return variadic<Max>(t, l);
+    case MapOp::kMean: return variadic<FromTable<elementwise::Add>>(t, l);
+    case MapOp::kMin: return variadic<FromTable<elementwise::Min>>(t, l);
+    case MapOp::kMax: return variadic<FromTable<elementwise::Max>>(t, l);
     case MapOp::kFused: return pick_fused(s, l);
   }
   return no_kernel(t);

@@ -1,7 +1,7 @@
-// Elementwise kernels on the GPU: unary math, binary arithmetic and logic with numpy
-// broadcasting, comparisons, Where, Clip, Pow, the variadic Sum/Mean/Min/Max, Cast and
-// CastLike, and BatchNormalization (inference). Same ops, dtypes and attribute handling
-// as the CPU's elementwise kernels; the launches themselves live in elementwise.cu.
+// Elementwise kernels on the GPU: every row of the table in ops/elementwise_math.h, and
+// Where, Clip, Pow, the variadic Sum/Mean/Min/Max, Cast and CastLike, and
+// BatchNormalization (inference). Same ops, dtypes, functors and parameters as the CPU's
+// elementwise kernels; the launches themselves live in elementwise.cu.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/launch.h"
+#include "ops/elementwise_params.h"
 #include "ops/fused_elementwise.h"
 
 namespace strider::cuda {
@@ -75,41 +76,23 @@ Result<KernelPtr> make_map(const KernelRequest& r, MapOp op, std::vector<TensorV
   return KernelPtr(new MapKernel(r.node.op_type, {launch}));
 }
 
-// Ops whose output has the dtype of input 0 (or bool, for comparisons).
-Result<KernelPtr> same_dtype_map(const KernelRequest& r, MapOp op, size_t arity, MapParams params = {}) {
-  bool to_bool = op == MapOp::kEqual || op == MapOp::kLess || op == MapOp::kGreater || op == MapOp::kLessOrEqual ||
-                 op == MapOp::kGreaterOrEqual;
-  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], to_bool ? DType::kBool : r.inputs[0].dtype, "output"));
-  for (size_t i = 1; i < arity; ++i) STRIDER_RETURN_IF_ERROR(check_dtype(r, r.inputs[i], r.inputs[0].dtype, "input"));
-  return make_map(r, op, std::vector<TensorView>(r.inputs.begin(), r.inputs.begin() + long(arity)), params);
-}
-
-template <MapOp kOp, size_t kArity>
-Result<KernelPtr> simple(const KernelRequest& r, const CudaContext&) {
-  return same_dtype_map(r, kOp, kArity);
-}
-
-Result<KernelPtr> make_leaky_relu(const KernelRequest& r, const CudaContext&) {
+// A row of the table in ops/elementwise_math.h: its parameters resolved from the node,
+// its operands checked against its kind.
+template <ElementwiseOp kOp>
+Result<KernelPtr> table_kernel(const KernelRequest& r, const CudaContext&) {
+  constexpr ElementwiseKind kKind = ElementwiseTraits<kOp>::kKind;
+  constexpr size_t kArity = size_t(elementwise_arity(kKind));
+  constexpr bool kLogic = kKind == ElementwiseKind::kLogicUnary || kKind == ElementwiseKind::kLogicBinary;
+  constexpr bool kToBool = kKind == ElementwiseKind::kCompare || kKind == ElementwiseKind::kFloatTest;
+  if (kLogic && r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
+  STRIDER_ASSIGN_OR_RETURN(ElementwiseParams params, resolve_elementwise_params(kOp, r.node.attributes));
   MapParams p;
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 0.01f));
-  return same_dtype_map(r, MapOp::kLeakyRelu, 1, p);
-}
-Result<KernelPtr> make_hard_sigmoid(const KernelRequest& r, const CudaContext&) {
-  MapParams p;
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 0.2f));
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[1], r.node.attributes.get_float("beta", 0.5f));
-  return same_dtype_map(r, MapOp::kHardSigmoid, 1, p);
-}
-Result<KernelPtr> make_elu(const KernelRequest& r, const CudaContext&) {
-  MapParams p;
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 1.0f));
-  return same_dtype_map(r, MapOp::kElu, 1, p);
-}
-Result<KernelPtr> make_selu(const KernelRequest& r, const CudaContext&) {
-  MapParams p;
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[0], r.node.attributes.get_float("alpha", 1.67326319217681884765625f));
-  STRIDER_ASSIGN_OR_RETURN(p.scalars[1], r.node.attributes.get_float("gamma", 1.05070102214813232421875f));
-  return same_dtype_map(r, MapOp::kSelu, 1, p);
+  p.elementwise = kOp;
+  p.scalars[0] = params.alpha;
+  p.scalars[1] = params.beta;
+  STRIDER_RETURN_IF_ERROR(check_dtype(r, r.outputs[0], kToBool ? DType::kBool : r.inputs[0].dtype, "output"));
+  for (size_t i = 1; i < kArity; ++i) STRIDER_RETURN_IF_ERROR(check_dtype(r, r.inputs[i], r.inputs[0].dtype, "input"));
+  return make_map(r, MapOp::kElementwise, std::vector<TensorView>(r.inputs.begin(), r.inputs.begin() + long(kArity)), p);
 }
 
 Result<KernelPtr> make_where(const KernelRequest& r, const CudaContext&) {
@@ -234,51 +217,13 @@ Result<KernelPtr> variadic(const KernelRequest& r, const CudaContext&) {
   return make_variadic(r, kOp);
 }
 
-Result<KernelPtr> make_equal(const KernelRequest& r, const CudaContext&) { return same_dtype_map(r, MapOp::kEqual, 2); }
-
-// Logic ops take bool only.
-template <MapOp kOp, size_t kArity>
-Result<KernelPtr> logic(const KernelRequest& r, const CudaContext&) {
-  if (r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
-  return same_dtype_map(r, kOp, kArity);
-}
-
 }  // namespace
 
 void register_elementwise_kernels(std::vector<KernelEntry>& table) {
-  table.push_back({"Sigmoid", simple<MapOp::kSigmoid, 1>});
-  table.push_back({"Tanh", simple<MapOp::kTanh, 1>});
-  table.push_back({"Exp", simple<MapOp::kExp, 1>});
-  table.push_back({"Log", simple<MapOp::kLog, 1>});
-  table.push_back({"Sqrt", simple<MapOp::kSqrt, 1>});
-  table.push_back({"Erf", simple<MapOp::kErf, 1>});
-  table.push_back({"Floor", simple<MapOp::kFloor, 1>});
-  table.push_back({"Ceil", simple<MapOp::kCeil, 1>});
-  table.push_back({"Sin", simple<MapOp::kSin, 1>});
-  table.push_back({"Cos", simple<MapOp::kCos, 1>});
-  table.push_back({"Reciprocal", simple<MapOp::kReciprocal, 1>});
-  table.push_back({"Softplus", simple<MapOp::kSoftplus, 1>});
-  table.push_back({"HardSwish", simple<MapOp::kHardSwish, 1>});
-  table.push_back({"LeakyRelu", make_leaky_relu});
-  table.push_back({"HardSigmoid", make_hard_sigmoid});
-  table.push_back({"Elu", make_elu});
-  table.push_back({"Selu", make_selu});
-  table.push_back({"Relu", simple<MapOp::kRelu, 1>});
-  table.push_back({"Neg", simple<MapOp::kNeg, 1>});
-  table.push_back({"Abs", simple<MapOp::kAbs, 1>});
-  table.push_back({"Add", simple<MapOp::kAdd, 2>});
-  table.push_back({"Sub", simple<MapOp::kSub, 2>});
-  table.push_back({"Mul", simple<MapOp::kMul, 2>});
-  table.push_back({"Div", simple<MapOp::kDiv, 2>});
-  table.push_back({"Equal", make_equal});
-  table.push_back({"Less", simple<MapOp::kLess, 2>});
-  table.push_back({"Greater", simple<MapOp::kGreater, 2>});
-  table.push_back({"LessOrEqual", simple<MapOp::kLessOrEqual, 2>});
-  table.push_back({"GreaterOrEqual", simple<MapOp::kGreaterOrEqual, 2>});
-  table.push_back({"And", logic<MapOp::kAnd, 2>});
-  table.push_back({"Or", logic<MapOp::kOr, 2>});
-  table.push_back({"Xor", logic<MapOp::kXor, 2>});
-  table.push_back({"Not", logic<MapOp::kNot, 1>});
+#define STRIDER_TABLE_KERNEL(name, kind, kernel, params) \
+  if (ElementwiseKernel::kernel == ElementwiseKernel::kMap) table.push_back({#name, table_kernel<ElementwiseOp::k##name>});
+  STRIDER_ELEMENTWISE_OPS(STRIDER_TABLE_KERNEL)
+#undef STRIDER_TABLE_KERNEL
   table.push_back({"Where", make_where});
   table.push_back({"Clip", make_clip});
   table.push_back({"Pow", make_pow});

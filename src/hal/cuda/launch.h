@@ -17,7 +17,7 @@
 
 #include "hal/cuda/indexer.h"
 #include "memory/tensor_view.h"
-#include "ops/fused_math.h"
+#include "ops/elementwise_math.h"
 #include "strider/dtype.h"
 #include "strider/status.h"
 
@@ -71,13 +71,7 @@ inline void order_dims_by(const Strides& key, Shape& sizes, std::vector<Strides>
 // ---- elementwise.cu ------------------------------------------------------------------
 
 enum class MapOp : uint8_t {
-  // float types
-  kSigmoid, kTanh, kExp, kLog, kSqrt, kErf, kFloor, kCeil, kSin, kCos, kReciprocal,
-  kSoftplus, kHardSwish, kLeakyRelu, kHardSigmoid, kElu, kSelu,
-  // numeric types
-  kRelu, kNeg, kAbs, kAdd, kSub, kMul, kDiv,
-  kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual,  // -> bool; Equal on bool too
-  kAnd, kOr, kXor, kNot,                                    // bool
+  kElementwise,  // a row of the table in ops/elementwise_math.h (params.elementwise)
   kWhere,      // (bool, T, T) -> T, any T
   kClip,       // bounds from `bounds` (device scalars of T) or the defaults in scalars
   kPow,        // base f32 f16 bf16 f64 i64 i32; exponent any numeric dtype
@@ -105,7 +99,8 @@ struct FusedCode {
 
 // What a map kernel reads besides its operands.
 struct MapParams {
-  float scalars[4] = {};               // attributes: alpha, beta, gamma, epsilon, Clip defaults
+  ElementwiseOp elementwise = ElementwiseOp::kAdd;  // kElementwise: the table's row
+  float scalars[4] = {};               // the row's ElementwiseParams (alpha, beta); epsilon; Clip defaults
   double scale = 0;                    // Mean: 1 / number of inputs (0: not Mean, or not yet)
   const void* bounds[2] = {};          // Clip's min and max inputs (device scalars) or null
   DType dynamic = DType::kF32;         // dtype of Pow's exponent / Cast's source
@@ -116,7 +111,7 @@ struct MapParams {
 // out = op(inputs...) at every element of out's sizes. Inputs must already be broadcast
 // to out's sizes (stride 0 on broadcast dims); any strides, negative included.
 struct MapSpec {
-  MapOp op = MapOp::kRelu;
+  MapOp op = MapOp::kElementwise;
   TensorView out;
   std::vector<TensorView> inputs;
   MapParams params;

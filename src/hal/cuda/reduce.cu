@@ -38,9 +38,10 @@ template <typename A>
 __device__ __forceinline__ A initial(ReduceKind kind) {
   using L = ::cuda::std::numeric_limits<A>;
   switch (kind) {
-    case ReduceKind::kMax: return L::lowest();
-    case ReduceKind::kMin: return L::max();
+    // -inf / +inf for floats: a row of -inf reduces to -inf (as ONNX and the reference say).
+    case ReduceKind::kMax:
     case ReduceKind::kPoolMax: return L::has_infinity ? -L::infinity() : L::lowest();
+    case ReduceKind::kMin: return L::has_infinity ? L::infinity() : L::max();
     default: return A(0);
   }
 }
