@@ -6,6 +6,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/shape_ops.h"
+#include "ops/view_ops.h"
 #include "plan/planner_state.h"
 
 namespace strider::plan_internal {
@@ -45,50 +46,11 @@ size_t output_index(const Node& node, ValueId v) {
   return size_t(std::find(node.outputs.begin(), node.outputs.end(), v) - node.outputs.begin());
 }
 
-// The view the producer of `v` makes of `source`, or nullopt when none exists (a Reshape
-// of strides that do not merge).
+// The view the producer of `v` makes of `source` (ops/view_ops.h, which the copy kernels
+// use too), or nullopt when none exists (a Reshape of strides that do not merge).
 Result<std::optional<TensorView>> view_for(const PlannerState& s, ValueId v, const TensorView& source) {
-  const Value& value = s.graph.value(v);
-  const Node& node = s.graph.node(value.producer);
-  NodeInputs inputs(s.graph, node);
-  switch (find_op_schema(node.domain, node.op_type)->traits.view) {
-    case ViewKind::kSameElements: return reshape_view(source, value.shape);
-    case ViewKind::kTranspose: {
-      STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(inputs));
-      STRIDER_ASSIGN_OR_RETURN(TensorView view, permute_view(source, perm));
-      return std::optional(view);
-    }
-    case ViewKind::kSlice: {
-      STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(inputs));
-      TensorView view = source;
-      for (const SliceAxis& a : axes) {
-        STRIDER_ASSIGN_OR_RETURN(view, slice_count_view(view, a.axis, a.start, a.step, a.count));
-      }
-      return std::optional(view);
-    }
-    case ViewKind::kSplit: {
-      STRIDER_ASSIGN_OR_RETURN(SplitParams p, resolve_split(inputs));
-      size_t k = output_index(node, v);
-      int64_t offset = 0;
-      for (size_t i = 0; i < k; ++i) offset += p.sizes[i];
-      STRIDER_ASSIGN_OR_RETURN(TensorView view, slice_view(source, p.axis, offset, offset + p.sizes[k], 1));
-      return std::optional(view);
-    }
-    case ViewKind::kExpand: {
-      STRIDER_ASSIGN_OR_RETURN(TensorView view, broadcast_view(source, value.shape));
-      return std::optional(view);
-    }
-    case ViewKind::kGather: {
-      int64_t axis = node.attributes.get_int("axis", 0).value();
-      if (axis < 0) axis += source.rank();
-      int64_t index = s.graph.value(node.inputs[1]).constant->element_as_int(0);
-      if (index < 0) index += source.sizes[size_t(axis)];
-      STRIDER_ASSIGN_OR_RETURN(TensorView one, slice_view(source, axis, index, index + 1, 1));
-      return reshape_view(one, value.shape);
-    }
-    case ViewKind::kNone: break;
-  }
-  return internal_error(fmt::format("node '{}' has no view kind", node.name));
+  const Node& node = s.graph.node(s.graph.value(v).producer);
+  return output_view(NodeInputs(s.graph, node), output_index(node, v), source);
 }
 
 Status resolve(PlannerState& s, ValueId v);

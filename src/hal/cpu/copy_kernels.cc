@@ -1,5 +1,5 @@
-// Data-movement kernels. Each op is a view of its input (or, for Concat, of its output)
-// followed by strided copies: Split, Slice, Concat, Transpose, Expand, Reshape and its
+// Data-movement kernels. Each op is a view of its input (or, for Concat, of its output;
+// ops/view_ops.h computes both, for the planner too) followed by strided copies: Split, Slice, Concat, Transpose, Expand, Reshape and its
 // relatives, Gather; and Cast, a converting copy.
 #include <cmath>
 #include <limits>
@@ -10,6 +10,7 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
 #include "ops/shape_ops.h"
+#include "ops/view_ops.h"
 
 namespace strider::cpu {
 namespace {
@@ -65,8 +66,8 @@ class StagedCopyKernel final : public Kernel {
   Allocation scratch_allocation_;
 };
 
-// Identity, Reshape, Flatten, Squeeze, Unsqueeze: the same elements in row-major order.
-Result<KernelPtr> make_reshape_copy(const KernelRequest& r) {
+// Materialize: the same elements in row-major order, into bytes of the output's own.
+Result<KernelPtr> make_materialize(const KernelRequest& r) {
   const TensorView& in = r.inputs[0];
   const TensorView& out = r.outputs[0];
   if (auto src = reshape_view(in, out.sizes)) return single_copy(r, *src);
@@ -75,56 +76,29 @@ Result<KernelPtr> make_reshape_copy(const KernelRequest& r) {
   return KernelPtr(new StagedCopyKernel(r.node.op_type, in, out));
 }
 
-Result<KernelPtr> make_transpose(const KernelRequest& r) {
+// A view op (Reshape and its relatives, Transpose, Slice, Split, Expand) whose outputs the
+// planner gave bytes of their own: each present output is copied from the view of the
+// input it is (ops/view_ops.h). A reshape whose strides admit no view is staged.
+Result<KernelPtr> make_view_copy(const KernelRequest& r) {
   NodeInputs node(r.graph, r.node);
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(node));
-  STRIDER_ASSIGN_OR_RETURN(TensorView src, permute_view(r.inputs[0], perm));
-  return single_copy(r, std::move(src));
-}
-
-Result<KernelPtr> make_slice(const KernelRequest& r) {
-  NodeInputs node(r.graph, r.node);
-  STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(node));
-  TensorView src = r.inputs[0];
-  for (const SliceAxis& a : axes) {
-    STRIDER_ASSIGN_OR_RETURN(src, slice_count_view(src, a.axis, a.start, a.step, a.count));
-  }
-  return single_copy(r, std::move(src));
-}
-
-Result<KernelPtr> make_split(const KernelRequest& r) {
-  NodeInputs node(r.graph, r.node);
-  STRIDER_ASSIGN_OR_RETURN(SplitParams p, resolve_split(node));
   std::vector<std::pair<TensorView, TensorView>> copies;
-  int64_t offset = 0;
-  for (size_t i = 0; i < p.sizes.size(); ++i) {
-    if (i < r.outputs.size() && r.outputs[i].allocation) {
-      STRIDER_ASSIGN_OR_RETURN(TensorView part,
-                               slice_view(r.inputs[0], p.axis, offset, offset + p.sizes[i], 1));
-      copies.emplace_back(r.outputs[i], std::move(part));
-    }
-    offset += p.sizes[i];
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    if (!r.outputs[i].allocation) continue;
+    STRIDER_ASSIGN_OR_RETURN(std::optional<TensorView> src, output_view(node, i, r.inputs[0]));
+    if (!src) return make_materialize(r);
+    copies.emplace_back(r.outputs[i], std::move(*src));
   }
-  return KernelPtr(new CopyKernel("Split", std::move(copies)));
+  return KernelPtr(new CopyKernel(r.node.op_type, std::move(copies)));
 }
 
 Result<KernelPtr> make_concat(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.require_int("axis"));
-  if (axis < 0) axis += r.outputs[0].rank();
+  NodeInputs node(r.graph, r.node);
   std::vector<std::pair<TensorView, TensorView>> copies;
-  int64_t offset = 0;
-  for (const TensorView& in : r.inputs) {
-    int64_t size = in.sizes[size_t(axis)];
-    STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.outputs[0], axis, offset, offset + size, 1));
-    copies.emplace_back(std::move(part), in);
-    offset += size;
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    STRIDER_ASSIGN_OR_RETURN(TensorView part, concat_part_view(node, i, r.outputs[0]));
+    copies.emplace_back(std::move(part), r.inputs[i]);
   }
   return KernelPtr(new CopyKernel("Concat", std::move(copies)));
-}
-
-Result<KernelPtr> make_expand(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(TensorView src, broadcast_view(r.inputs[0], r.outputs[0].sizes));
-  return single_copy(r, std::move(src));
 }
 
 // Gather: out[pre..., j..., post...] = data[pre..., indices[j...], post...]. Indices are
@@ -216,13 +190,10 @@ Result<KernelPtr> make_cast(const KernelRequest& r) {
 }  // namespace
 
 void register_copy_kernels(std::vector<KernelEntry>& table) {
-  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Materialize"})
-    table.push_back({op, make_reshape_copy});
-  table.push_back({"Transpose", make_transpose});
-  table.push_back({"Slice", make_slice});
-  table.push_back({"Split", make_split});
+  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Split", "Expand"})
+    table.push_back({op, make_view_copy});
+  table.push_back({"Materialize", make_materialize});
   table.push_back({"Concat", make_concat});
-  table.push_back({"Expand", make_expand});
   table.push_back({"Gather", make_gather});
   table.push_back({"Cast", make_cast});
   table.push_back({"CastLike", make_cast});

@@ -1,6 +1,7 @@
 // Data-movement kernels on the GPU: Split, Slice, Concat, Transpose, Expand, Reshape and
 // its relatives, Materialize; and Gather (gather.h). As on the CPU, each op is a
-// view of its input (or, for Concat, of its output) followed by strided copies; a pair
+// view of its input (or, for Concat, of its output: ops/view_ops.h computes both, for the
+// planner too) followed by strided copies; a pair
 // whose source already is its destination (the planner placed it there) is dropped.
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/gather.h"
 #include "ops/shape_ops.h"
+#include "ops/view_ops.h"
 
 namespace strider::cuda {
 
@@ -36,7 +38,8 @@ KernelPtr single_copy(const KernelRequest& r, TensorView src) {
   return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
 }
 
-Result<KernelPtr> make_reshape_copy(const KernelRequest& r, const CudaContext&) {
+// Materialize: the same elements in row-major order, into bytes of the output's own.
+Result<KernelPtr> make_materialize(const KernelRequest& r, const CudaContext&) {
   if (auto src = reshape_view(r.inputs[0], r.outputs[0].sizes)) return single_copy(r, *src);
   if (auto dst = reshape_view(r.outputs[0], r.inputs[0].sizes))
     return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, r.inputs[0]}}));
@@ -44,52 +47,28 @@ Result<KernelPtr> make_reshape_copy(const KernelRequest& r, const CudaContext&) 
                                  r.inputs[0].to_string(), r.outputs[0].to_string()));
 }
 
-Result<KernelPtr> make_transpose(const KernelRequest& r, const CudaContext&) {
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(NodeInputs(r.graph, r.node)));
-  STRIDER_ASSIGN_OR_RETURN(TensorView src, permute_view(r.inputs[0], perm));
-  return single_copy(r, std::move(src));
-}
-
-Result<KernelPtr> make_slice(const KernelRequest& r, const CudaContext&) {
-  STRIDER_ASSIGN_OR_RETURN(std::vector<SliceAxis> axes, resolve_slice(NodeInputs(r.graph, r.node)));
-  TensorView src = r.inputs[0];
-  for (const SliceAxis& a : axes) {
-    STRIDER_ASSIGN_OR_RETURN(src, slice_count_view(src, a.axis, a.start, a.step, a.count));
-  }
-  return single_copy(r, std::move(src));
-}
-
-Result<KernelPtr> make_split(const KernelRequest& r, const CudaContext&) {
-  STRIDER_ASSIGN_OR_RETURN(SplitParams p, resolve_split(NodeInputs(r.graph, r.node)));
+// A view op whose outputs the planner gave bytes of their own: each present output is
+// copied from the view of the input it is (ops/view_ops.h, what the planner computes).
+Result<KernelPtr> make_view_copy(const KernelRequest& r, const CudaContext& context) {
+  NodeInputs node(r.graph, r.node);
   std::vector<std::pair<TensorView, TensorView>> copies;
-  int64_t offset = 0;
-  for (size_t i = 0; i < p.sizes.size(); ++i) {
-    if (i < r.outputs.size() && r.outputs[i].allocation) {
-      STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.inputs[0], p.axis, offset, offset + p.sizes[i], 1));
-      copies.emplace_back(r.outputs[i], std::move(part));
-    }
-    offset += p.sizes[i];
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    if (!r.outputs[i].allocation) continue;
+    STRIDER_ASSIGN_OR_RETURN(std::optional<TensorView> src, output_view(node, i, r.inputs[0]));
+    if (!src) return make_materialize(r, context);
+    copies.emplace_back(r.outputs[i], std::move(*src));
   }
-  return KernelPtr(new CopyKernel("Split", std::move(copies)));
+  return KernelPtr(new CopyKernel(r.node.op_type, std::move(copies)));
 }
 
 Result<KernelPtr> make_concat(const KernelRequest& r, const CudaContext&) {
-  STRIDER_ASSIGN_OR_RETURN(int64_t axis, r.node.attributes.require_int("axis"));
-  if (axis < 0) axis += r.outputs[0].rank();
+  NodeInputs node(r.graph, r.node);
   std::vector<std::pair<TensorView, TensorView>> copies;
-  int64_t offset = 0;
-  for (const TensorView& in : r.inputs) {
-    int64_t size = in.sizes[size_t(axis)];
-    STRIDER_ASSIGN_OR_RETURN(TensorView part, slice_view(r.outputs[0], axis, offset, offset + size, 1));
-    copies.emplace_back(std::move(part), in);
-    offset += size;
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    STRIDER_ASSIGN_OR_RETURN(TensorView part, concat_part_view(node, i, r.outputs[0]));
+    copies.emplace_back(std::move(part), r.inputs[i]);
   }
   return KernelPtr(new CopyKernel("Concat", std::move(copies)));
-}
-
-Result<KernelPtr> make_expand(const KernelRequest& r, const CudaContext&) {
-  STRIDER_ASSIGN_OR_RETURN(TensorView src, broadcast_view(r.inputs[0], r.outputs[0].sizes));
-  return single_copy(r, std::move(src));
 }
 
 // The GatherReport lives in pinned, host-mapped memory: the kernel writes it through its
@@ -145,13 +124,10 @@ Result<KernelPtr> make_gather(const KernelRequest& r, const CudaContext&) {
 }  // namespace
 
 void register_copy_kernels(std::vector<KernelEntry>& table) {
-  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Materialize"})
-    table.push_back({op, make_reshape_copy});
-  table.push_back({"Transpose", make_transpose});
-  table.push_back({"Slice", make_slice});
-  table.push_back({"Split", make_split});
+  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Split", "Expand"})
+    table.push_back({op, make_view_copy});
+  table.push_back({"Materialize", make_materialize});
   table.push_back({"Concat", make_concat});
-  table.push_back({"Expand", make_expand});
   table.push_back({"Gather", make_gather});
 }
 
