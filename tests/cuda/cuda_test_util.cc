@@ -24,75 +24,9 @@ bool have_gpu() {
   return have;
 }
 
-std::string layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::kDense: return "dense";
-    case Layout::kChannelsLast: return "channels-last padded";
-    case Layout::kReversed: return "reversed";
-    case Layout::kChannelSlice: return "channel slice";
-    case Layout::kAlignedSlice: return "aligned channel slice";
-    case Layout::kNchwSlice: return "nchw channel slice";
-  }
-  return "?";
-}
-
 namespace {
 
 constexpr uint8_t kPoison = 0xA5;
-
-struct Placement {
-  Strides strides;
-  int64_t offset = 0;    // elements
-  int64_t elements = 0;  // the buffer's size in elements
-};
-
-Placement place(const Shape& sizes, Layout layout) {
-  const size_t rank = sizes.size();
-  std::vector<size_t> order(rank);  // storage order, outermost first
-  std::iota(order.begin(), order.end(), 0);
-  Shape extent = sizes;
-  Placement p;
-  int slice_dim = -1;
-  const bool slice = layout == Layout::kChannelSlice || layout == Layout::kAlignedSlice;
-  const int64_t slice_start = layout == Layout::kAlignedSlice ? 4 : 2;
-  if (layout == Layout::kNchwSlice && rank >= 2) {
-    slice_dim = 1;
-    extent[1] += 5;
-  }
-  if (layout == Layout::kChannelsLast || slice) {
-    if (rank >= 3) {
-      order = {0};
-      for (size_t d = 2; d < rank; ++d) order.push_back(d);
-      order.push_back(1);
-    }
-    if (layout == Layout::kChannelsLast) {
-      for (int64_t& e : extent) e += 1;
-      p.offset = 3;
-    } else if (rank > 0) {
-      slice_dim = rank >= 2 ? 1 : 0;
-      extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 8 : 5;
-    }
-  }
-  p.strides.assign(rank, 0);
-  int64_t span = 1;
-  for (size_t k = rank; k-- > 0;) {
-    p.strides[order[k]] = span;
-    span *= std::max<int64_t>(extent[order[k]], 1);
-  }
-  if (slice_dim >= 0) p.offset += (layout == Layout::kNchwSlice ? 2 : slice_start) * p.strides[size_t(slice_dim)];
-  if (layout == Layout::kReversed) {
-    std::set<size_t> reversed;
-    for (size_t d = 0; d < rank; ++d)
-      if (sizes[d] > 1) reversed.insert(d);
-    if (reversed.size() > 2) reversed = {*reversed.begin(), *reversed.rbegin()};
-    for (size_t d : reversed) {
-      p.offset += (sizes[d] - 1) * p.strides[d];
-      p.strides[d] = -p.strides[d];
-    }
-  }
-  p.elements = p.offset + span + 8;
-  return p;
-}
 
 // Calls fn(i, element offset) for every element of the view in row-major order.
 template <typename Fn>
@@ -106,20 +40,6 @@ void for_each_element(const TensorView& v, Fn fn) {
       if (++index[d] < v.sizes[d]) break;
       index[d] = 0;
     }
-  }
-}
-
-void set_element(Tensor& t, int64_t i, double v) {
-  switch (t.dtype()) {
-    case DType::kF32: t.data<float>()[i] = float(v); break;
-    case DType::kF16: t.data<uint16_t>()[i] = f16::from_float(float(v)).bits; break;
-    case DType::kBF16: t.data<uint16_t>()[i] = bf16::from_float(float(v)).bits; break;
-    case DType::kF64: t.data<double>()[i] = v; break;
-    case DType::kI64: t.data<int64_t>()[i] = int64_t(v); break;
-    case DType::kI32: t.data<int32_t>()[i] = int32_t(v); break;
-    case DType::kI8: t.data<int8_t>()[i] = int8_t(v); break;
-    case DType::kU8: t.data<uint8_t>()[i] = uint8_t(v); break;
-    case DType::kBool: t.data<uint8_t>()[i] = v != 0 ? 1 : 0; break;
   }
 }
 
@@ -138,7 +58,7 @@ std::vector<double> doubles(const Tensor& t) {
 }  // namespace
 
 DeviceTensor::DeviceTensor(DType dtype, const Shape& sizes, Layout layout) {
-  Placement p = place(sizes, layout);
+  kernel_test::Placement p = kernel_test::place(sizes, layout, false);
   const int64_t esize = dtype_size(dtype);
   const int64_t bytes = p.elements * esize;
   host_.assign(size_t(bytes), std::byte{kPoison});
@@ -191,47 +111,23 @@ std::vector<int64_t> DeviceTensor::clobbered() const {
   return bad;
 }
 
-Tolerance tolerance_for(DType dtype) {
-  if (dtype == DType::kBF16 || dtype == DType::kF16) return {2e-2, 1e-3, 0.999};
-  return {1e-5, 1e-6, 0.99999};
-}
-
-Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal;
-  Tensor t(dtype, shape);
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    double v = 0;
-    switch (dtype) {
-      case DType::kU8: v = double(rng() % 11); break;
-      case DType::kBool: v = double(rng() & 1); break;
-      case DType::kI64:
-      case DType::kI32:
-      case DType::kI8: v = double(int(rng() % 11) - 5); break;
-      default: v = normal(rng);
-    }
-    set_element(t, i, v);
-  }
-  return t;
-}
-
 Tensor tensor_of(DType dtype, const Shape& shape, const std::vector<double>& values) {
-  Tensor t(dtype, shape);
-  for (int64_t i = 0; i < t.num_elements(); ++i) set_element(t, i, values.at(size_t(i)));
-  return t;
+  Tensor t(DType::kF64, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<double>()[i] = values.at(size_t(i));
+  return kernel_test::converted(t, dtype);
 }
 
 Tensor random_magnitudes(DType dtype, const Shape& shape, uint32_t seed, double low, double high, bool positive) {
   positive = positive || dtype == DType::kU8;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uniform(low, high);
-  Tensor t(dtype, shape);
+  Tensor t(DType::kF64, shape);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     double v = uniform(rng);
     if (!positive && (rng() & 1)) v = -v;
-    set_element(t, i, is_floating(dtype) ? v : std::round(v));
+    t.data<double>()[i] = is_floating(dtype) ? v : std::round(v);
   }
-  return t;
+  return kernel_test::converted(t, dtype);
 }
 
 namespace {

@@ -16,6 +16,7 @@
 
 #include "check/compare.h"
 #include "hal/kernel.h"
+#include "kernel_harness.h"
 #include "ir/builder.h"
 #include "memory/allocation.h"
 #include "memory/tensor_view.h"
@@ -28,18 +29,14 @@ bool have_gpu();
 #define STRIDER_REQUIRE_GPU() \
   if (!::strider::cuda_test::have_gpu()) GTEST_SKIP() << "no CUDA device: CUDA kernel tests run on a GPU only"
 
-// Where a view's elements sit in its buffer.
-enum class Layout {
-  kDense,         // row-major
-  kChannelsLast,  // dim 1 innermost in memory, every dim padded by one element, offset by 3
-  kReversed,      // row-major with the outermost and innermost non-trivial dims reversed
-  kChannelSlice,  // channels-last; the view is channels [2, 2 + C) of C + 5 (dim 0 if rank 1)
-  kAlignedSlice,  // channels-last; channels [4, 4 + C) of C + 8: 16-byte aligned rows when C % 4 == 0
-  kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kAllLayouts)
-};
+// The layouts and values of the kernel harness every device shares
+// (tests/support/kernel_harness.h); these tests add the NCHW channel slice cuDNN takes.
+using kernel_test::Layout;
+using kernel_test::layout_name;
+using kernel_test::random_tensor;
+using kernel_test::tolerance_for;
 inline constexpr Layout kAllLayouts[] = {Layout::kDense, Layout::kChannelsLast, Layout::kReversed, Layout::kChannelSlice,
                                          Layout::kAlignedSlice};
-std::string layout_name(Layout layout);
 
 // Device memory for one view, with its poisoned host mirror.
 class DeviceTensor {
@@ -67,11 +64,6 @@ class DeviceTensor {
   TensorView view_;
 };
 
-// Tolerance for a floating output of `dtype` (f32/f64 tight, bf16/f16 as DESIGN.md says).
-Tolerance tolerance_for(DType dtype);
-
-// Seeded random values: normal for floats (rounded to the dtype), small integers, 0/1.
-Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);
 // `values` stored as `dtype` (bf16 and f16 rounded to nearest even).
 Tensor tensor_of(DType dtype, const Shape& shape, const std::vector<double>& values);
 // Values with |v| in [low, high), positive when `positive` or u8; integers rounded.

@@ -23,10 +23,12 @@ struct LtMatrix {
 // Our logical matrix X [r, c] with strides (sr, sc) as a cuBLASLt operand L with
 // op(L) = X^T: row-major storage (unit column stride) read as column-major already is X^T
 // ([c, r], ld sr, no transpose); column-major storage (unit row stride) is X ([r, c],
-// ld sc), transposed by cuBLASLt. nullopt when neither stride is unit.
+// ld sc), transposed by cuBLASLt. nullopt when neither stride is unit, or when the other
+// stride is no leading dimension (below the row length: rows that overlap, or a stride 0
+// of an Expand's view, which cuBLASLt would read as distinct rows).
 std::optional<LtMatrix> as_lt(int64_t r, int64_t c, int64_t sr, int64_t sc) {
-  if (sc == 1 || c == 1) return LtMatrix{false, c, r, std::max<int64_t>(r == 1 ? c : sr, c)};
-  if (sr == 1 || r == 1) return LtMatrix{true, r, c, std::max<int64_t>(c == 1 ? r : sc, r)};
+  if ((sc == 1 || c == 1) && (r == 1 || sr >= c)) return LtMatrix{false, c, r, r == 1 ? c : sr};
+  if ((sr == 1 || r == 1) && (c == 1 || sc >= r)) return LtMatrix{true, r, c, c == 1 ? r : sc};
   return std::nullopt;
 }
 
@@ -66,6 +68,8 @@ std::optional<Batch> collapse_batch(const MatMulViews& v) {
   };
   CollapsedDims c = collapse_dims(sizes, {batch_strides(v.a), batch_strides(v.b), batch_strides(v.out)});
   if (c.sizes.size() > 1) return std::nullopt;
+  for (const Strides& s : c.strides)  // a reversed batch: not a cuBLASLt batch stride
+    if (!s.empty() && s[0] < 0) return std::nullopt;
   Batch b;
   if (c.sizes.empty()) return b;
   return Batch{c.sizes[0], c.strides[0][0], c.strides[1][0], c.strides[2][0]};
@@ -143,7 +147,7 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
   // D = C^T [N, M] col-major needs the output row-major; A^T and B^T from either storage.
   std::optional<LtMatrix> lt_a = as_lt(k, n, v.b.strides[r - 2], v.b.strides[r - 1]);
   std::optional<LtMatrix> lt_b = as_lt(m, k, v.a.strides[r - 2], v.a.strides[r - 1]);
-  bool row_major_out = v.out.strides[r - 1] == 1 || n == 1;
+  bool row_major_out = (v.out.strides[r - 1] == 1 || n == 1) && (m == 1 || v.out.strides[r - 2] >= n);
   if (!batch || !lt_a || !lt_b || !row_major_out)
     return unsupported(fmt::format("cuBLASLt cannot take views {} x {} -> {}", v.a.to_string(), v.b.to_string(),
                                    v.out.to_string()));
@@ -168,7 +172,7 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
     cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
   }
-  LtMatrix lt_d{false, n, m, std::max<int64_t>(m == 1 ? n : v.out.strides[r - 2], n)};
+  LtMatrix lt_d{false, n, m, m == 1 ? n : v.out.strides[r - 2]};
   STRIDER_RETURN_IF_ERROR(layout(&a_, v.b.dtype, *lt_a, *batch, batch->b));
   STRIDER_RETURN_IF_ERROR(layout(&b_, v.a.dtype, *lt_b, *batch, batch->a));
   STRIDER_RETURN_IF_ERROR(layout(&d_, v.out.dtype, lt_d, *batch, batch->out));

@@ -1,0 +1,294 @@
+// The kernel suite: every op's kernel on every device (cpu, sim with two queues, cuda; cuda
+// skips without a GPU) over one catalog of view layouts (tests/support/kernel_harness.h:
+// dense, channels-last padded, reversed, channel slices at an offset, broadcast inputs),
+// each result checked against the float64 reference and every byte outside each output
+// checked untouched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "ir/builder.h"
+#include "kernel_harness.h"
+#include "ops/elementwise_params.h"
+
+namespace strider {
+namespace {
+
+using kernel_test::Layout;
+
+class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {
+ protected:
+  void SetUp() override {
+    auto device = kernel_test::open_device(std::get<0>(GetParam()));
+    if (!device.is_ok()) GTEST_SKIP() << std::get<0>(GetParam()) << " is not here: " << device.status().message();
+    device_ = std::move(*device);
+  }
+  Layout layout() const { return std::get<1>(GetParam()); }
+  void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
+    kernel_test::check_node(*device_, b.build(), inputs, layout());
+  }
+  Tensor x(const Shape& shape, uint32_t seed = 1) { return kernel_test::random_tensor(DType::kF32, shape, seed); }
+  Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+    return kernel_test::random_tensor(dtype, shape, seed);
+  }
+  std::unique_ptr<Device> device_;
+};
+
+TEST_P(KernelSuite, BinaryWithBroadcast) {
+  GraphBuilder b;
+  b.output(b.op("Add", {b.input("a", DType::kF32, {2, 3, 4, 5}), b.input("c", DType::kF32, {3, 1, 5})}));
+  check(b, {{"a", x({2, 3, 4, 5})}, {"c", x({3, 1, 5}, 2)}});
+}
+
+TEST_P(KernelSuite, UnaryChain) {
+  for (const char* op : {"Sigmoid", "Tanh", "Relu", "HardSwish", "Exp", "Abs", "Neg", "Erf"}) {
+    GraphBuilder b;
+    b.output(b.op(op, {b.input("a", DType::kF32, {2, 5, 3, 4})}));
+    check(b, {{"a", x({2, 5, 3, 4})}});
+  }
+}
+
+// Inputs inside an op's domain (Log of a positive, Acosh of at least 1, Atanh inside
+// (-1, 1)); IsNaN and IsInf get NaN and both infinities among the values.
+Tensor domain_input(std::string_view op, DType dtype, const Shape& shape, uint32_t seed) {
+  Tensor t = kernel_test::random_tensor(DType::kF32, shape, seed);
+  if (!is_floating(dtype)) return kernel_test::random_tensor(dtype, shape, seed);
+  float* v = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (op == "Log" || op == "Sqrt") v[i] = std::fabs(v[i]) + 0.1f;
+    if (op == "Acosh") v[i] = std::fabs(v[i]) + 1.0f;
+    if (op == "Asin" || op == "Acos" || op == "Atanh") v[i] = 0.9f * std::tanh(v[i]);
+    if ((op == "IsNaN" || op == "IsInf") && i % 7 < 3)
+      v[i] = i % 7 == 0 ? NAN : (i % 7 == 1 ? INFINITY : -INFINITY);
+  }
+  return dtype == DType::kF32 ? t : kernel_test::converted(t, dtype);
+}
+
+// Every row of the elementwise table (ops/elementwise_math.h) whose kernel the devices make
+// from its functor, on each of its kinds' dtypes (f32, f16, bf16, and int8 for the numeric ones).
+TEST_P(KernelSuite, EveryElementwiseTableOp) {
+  for (int code = 0; code < kElementwiseOpCount; ++code) {
+    const ElementwiseOp op = ElementwiseOp(code);
+    if (elementwise_kernel(op) != ElementwiseKernel::kMap) continue;
+    const ElementwiseKind kind = elementwise_kind(op);
+    const std::string name(elementwise_op_name(op));
+    const bool logic = kind == ElementwiseKind::kLogicUnary || kind == ElementwiseKind::kLogicBinary;
+    const bool numeric = kind == ElementwiseKind::kNumericUnary || kind == ElementwiseKind::kNumericBinary;
+    std::vector<DType> dtypes = logic ? std::vector<DType>{DType::kBool}
+                                      : std::vector<DType>{DType::kF32, DType::kF16, DType::kBF16};
+    if (numeric || kind == ElementwiseKind::kCompare) dtypes.push_back(DType::kI8);
+    for (DType dtype : dtypes) {
+      SCOPED_TRACE(name + " on " + std::string(dtype_name(dtype)));
+      GraphBuilder b(24);
+      AttributeMap attrs;
+      if (name == "Mod") attrs.set_int("fmod", is_floating(dtype) ? 1 : 0);
+      std::map<std::string, Tensor> inputs = {{"a", domain_input(name, dtype, {2, 3, 4, 5}, 1)}};
+      std::vector<ValueId> operands = {b.input("a", dtype, {2, 3, 4, 5})};
+      if (elementwise_arity(kind) == 2) {
+        Tensor second = domain_input(name, dtype, {3, 1, 5}, 2);
+        if ((name == "Div" || name == "Mod") && dtype == DType::kI8)  // no integer division by 0
+          for (int64_t i = 0; i < second.num_elements(); ++i)
+            second.data<int8_t>()[i] = int8_t(second.data<int8_t>()[i] >= 0 ? second.data<int8_t>()[i] % 50 + 1
+                                                                             : second.data<int8_t>()[i] % 50 - 1);
+        inputs["c"] = second;
+        operands.push_back(b.input("c", dtype, {3, 1, 5}));
+      }
+      b.output(b.op(name, operands, attrs));
+      check(b, inputs);
+    }
+  }
+}
+
+// A reduction over a row that is all -inf (an attention row masked out entirely) gives
+// -inf, not the lowest finite float; all +inf gives +inf for ReduceMin.
+TEST_P(KernelSuite, ReduceMaxAndMinOfInfiniteRows) {
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    SCOPED_TRACE(op);
+    Tensor t = x({3, 4, 5});
+    for (int64_t i = 0; i < 5; ++i) t.data<float>()[5 + i] = std::string(op) == "ReduceMax" ? -INFINITY : INFINITY;
+    GraphBuilder b;
+    b.output(b.op(op, {b.input("a", DType::kF32, {3, 4, 5})}, ints_attribute("axes", {2})));
+    check(b, {{"a", t}});
+  }
+}
+
+TEST_P(KernelSuite, MatMulBatchedAndGemmTransposed) {
+  GraphBuilder b;
+  b.output(b.op("MatMul", {b.input("a", DType::kF32, {2, 6, 7}), b.input("w", DType::kF32, {7, 5})}));
+  check(b, {{"a", x({2, 6, 7})}, {"w", x({7, 5}, 2)}});
+  GraphBuilder g;
+  AttributeMap attrs = int_attribute("transB", 1);
+  attrs.set_float("alpha", 0.5f);
+  g.output(g.op("Gemm", {g.input("a", DType::kF32, {6, 7}), g.input("w", DType::kF32, {5, 7}), g.input("c", DType::kF32, {5})}, attrs));
+  check(g, {{"a", x({6, 7})}, {"w", x({5, 7}, 2)}, {"c", x({5}, 3)}});
+}
+
+// f64 has no oneDNN kernel: these run the naive strided kernels on every layout.
+TEST_P(KernelSuite, NaiveMatMulAndConvOnF64) {
+  GraphBuilder b;
+  b.output(b.op("MatMul", {b.input("a", DType::kF64, {2, 6, 7}), b.input("w", DType::kF64, {7, 5})}));
+  check(b, {{"a", random_tensor(DType::kF64, {2, 6, 7}, 1)}, {"w", random_tensor(DType::kF64, {7, 5}, 2)}});
+  GraphBuilder c;
+  AttributeMap attrs = ints_attribute("pads", {1, 0, 1, 2});
+  attrs.set_int("group", 2);
+  c.output(c.op("Conv", {c.input("x", DType::kF64, {2, 4, 7, 6}), c.input("w", DType::kF64, {6, 2, 3, 3})}, attrs));
+  check(c, {{"x", random_tensor(DType::kF64, {2, 4, 7, 6}, 3)}, {"w", random_tensor(DType::kF64, {6, 2, 3, 3}, 4)}});
+}
+
+TEST_P(KernelSuite, ConvGroupedPaddedStrided) {
+  GraphBuilder b;
+  AttributeMap attrs = ints_attribute("pads", {1, 0, 1, 2});
+  attrs.set_ints("strides", {2, 1});
+  attrs.set_int("group", 2);
+  b.output(b.op("Conv", {b.input("x", DType::kF32, {2, 4, 7, 6}), b.input("w", DType::kF32, {6, 2, 3, 3}),
+                         b.input("bias", DType::kF32, {6})}, attrs));
+  check(b, {{"x", x({2, 4, 7, 6})}, {"w", x({6, 2, 3, 3}, 2)}, {"bias", x({6}, 3)}});
+}
+
+TEST_P(KernelSuite, Pooling) {
+  GraphBuilder b;
+  AttributeMap attrs = ints_attribute("kernel_shape", {3, 3});
+  attrs.set_ints("pads", {1, 1, 1, 1});
+  attrs.set_ints("strides", {2, 2});
+  auto outs = b.ops("MaxPool", {b.input("x", DType::kF32, {1, 3, 7, 6})}, 2, attrs);
+  b.output(outs[0]);
+  b.output(outs[1]);
+  check(b, {{"x", x({1, 3, 7, 6})}});
+  GraphBuilder a;
+  AttributeMap avg = ints_attribute("kernel_shape", {2, 3});
+  avg.set_int("count_include_pad", 1);
+  avg.set_ints("pads", {0, 1, 1, 1});
+  a.output(a.op("AveragePool", {a.input("x", DType::kF32, {2, 3, 5, 6})}, avg));
+  check(a, {{"x", x({2, 3, 5, 6})}});
+  // A declared kernel far past the input (2^32 with SAME padding, each window covering the
+  // input), and windows wholly in the padding (pads past the kernel), for max and average:
+  // only the taps inside the input are visited, and an empty window gives the lowest value.
+  GraphBuilder huge;
+  AttributeMap h = ints_attribute("kernel_shape", {int64_t(1) << 32, 3});
+  h.set_string("auto_pad", "SAME_UPPER");
+  auto hm = huge.ops("MaxPool", {huge.input("x", DType::kF32, {1, 2, 8, 8})}, 2, h);
+  huge.output(hm[0]);
+  huge.output(hm[1]);
+  check(huge, {{"x", x({1, 2, 8, 8})}});
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    GraphBuilder g;
+    AttributeMap pad = ints_attribute("kernel_shape", {2, 2});
+    pad.set_ints("pads", {0, 3, 5, 0});
+    if (std::string(op) == "AveragePool") pad.set_int("count_include_pad", 1);
+    g.output(g.op(op, {g.input("x", DType::kF32, {1, 2, 4, 5})}, pad));
+    SCOPED_TRACE(op);
+    check(g, {{"x", x({1, 2, 4, 5})}});
+  }
+  GraphBuilder bytes;  // int8: the empty windows must give -128 (-inf would not convert)
+  AttributeMap bp = ints_attribute("kernel_shape", {2, 2});
+  bp.set_ints("pads", {0, 0, 4, 4});
+  bytes.output(bytes.op("MaxPool", {bytes.input("x", DType::kI8, {1, 2, 4, 5})}, bp));
+  check(bytes, {{"x", random_tensor(DType::kI8, {1, 2, 4, 5}, 9)}});
+}
+
+TEST_P(KernelSuite, DataMovement) {
+  GraphBuilder c;
+  c.output(c.op("Concat", {c.input("a", DType::kF32, {2, 3, 4}), c.input("b", DType::kF32, {2, 5, 4})}, int_attribute("axis", 1)));
+  check(c, {{"a", x({2, 3, 4})}, {"b", x({2, 5, 4}, 2)}});
+  GraphBuilder s;
+  auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64_tensor({2, 4}))}, 2, int_attribute("axis", 1));
+  s.output(parts[0]);
+  s.output(parts[1]);
+  check(s, {{"a", x({2, 6, 4})}});
+  GraphBuilder l;
+  l.output(l.op("Slice", {l.input("a", DType::kF32, {5, 6, 4}), l.constant("starts", i64_tensor({-1, 1})),
+                          l.constant("ends", i64_tensor({-6, 6})), l.constant("axes", i64_tensor({0, 1})), l.constant("steps", i64_tensor({-2, 2}))}));
+  check(l, {{"a", x({5, 6, 4})}});
+  GraphBuilder t;
+  t.output(t.op("Transpose", {t.input("a", DType::kF32, {2, 3, 4})}, ints_attribute("perm", {2, 0, 1})));
+  check(t, {{"a", x({2, 3, 4})}});
+  GraphBuilder e;
+  e.output(e.op("Expand", {e.input("a", DType::kF32, {3, 1}), e.constant("shape", i64_tensor({2, 3, 4}))}));
+  check(e, {{"a", x({3, 1})}});
+}
+
+TEST_P(KernelSuite, ReshapeOfAStridedInput) {
+  GraphBuilder b;
+  b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64_tensor({4, 6}))}));
+  check(b, {{"a", x({2, 3, 4})}});
+}
+
+TEST_P(KernelSuite, GatherWhereCastClip) {
+  GraphBuilder g;
+  g.output(g.op("Gather", {g.input("a", DType::kF32, {4, 5, 3}), g.input("i", DType::kI64, {2, 2})}, int_attribute("axis", 1)));
+  check(g, {{"a", x({4, 5, 3})}, {"i", Tensor::from_values<int64_t>(DType::kI64, {2, 2}, std::vector<int64_t>{4, -5, 0, -2})}});
+  GraphBuilder w;
+  w.output(w.op("Where", {w.input("c", DType::kBool, {3, 4}), w.input("a", DType::kF32, {3, 4}), w.input("b", DType::kF32, {4})}));
+  check(w, {{"c", random_tensor(DType::kBool, {3, 4}, 6)}, {"a", x({3, 4})}, {"b", x({4}, 2)}});
+  GraphBuilder k;
+  AttributeMap to = int_attribute("to", 7);  // INT64
+  k.output(k.op("Cast", {k.input("a", DType::kF32, {3, 4})}, to));
+  check(k, {{"a", x({3, 4})}});
+  GraphBuilder p;
+  p.output(p.op("Clip", {p.input("a", DType::kF32, {3, 4}), p.constant("lo", Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{-0.5f})),
+                         p.constant("hi", Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{0.7f}))}));
+  check(p, {{"a", x({3, 4})}});
+}
+
+TEST_P(KernelSuite, NormalizationAndReductions) {
+  GraphBuilder s;
+  s.output(s.op("Softmax", {s.input("a", DType::kF32, {2, 3, 5})}, int_attribute("axis", 1)));
+  check(s, {{"a", x({2, 3, 5})}});
+  GraphBuilder r;  // opset 17: axes is an attribute
+  AttributeMap keep = int_attribute("keepdims", 0);
+  AttributeMap keep_axes = ints_attribute("axes", {0, 2});
+  keep_axes.set_int("keepdims", 0);
+  r.output(r.op("ReduceSum", {r.input("a", DType::kF32, {2, 3, 5}), r.constant("axes", i64_tensor({0, 2}))}, keep));
+  check(r, {{"a", x({2, 3, 5})}});
+  GraphBuilder m;
+  m.output(m.op("ReduceMean", {m.input("a", DType::kF32, {2, 3, 5})}, keep_axes));
+  check(m, {{"a", x({2, 3, 5})}});
+  GraphBuilder r18(18);  // opset 18: ReduceMean's axes is an input
+  r18.output(r18.op("ReduceMean", {r18.input("a", DType::kF32, {2, 3, 5}), r18.constant("axes", i64_tensor({0, 2}))}, keep));
+  check(r18, {{"a", x({2, 3, 5})}});
+  GraphBuilder n;
+  std::vector<ValueId> params;
+  ValueId in = n.input("x", DType::kF32, {2, 3, 4, 2});
+  for (const char* name : {"scale", "bias", "mean", "var"}) params.push_back(n.input(name, DType::kF32, {3}));
+  n.output(n.op("BatchNormalization", {in, params[0], params[1], params[2], params[3]}));
+  Tensor var = x({3}, 9);
+  for (int64_t i = 0; i < 3; ++i) var.data<float>()[i] = 0.5f + std::fabs(var.data<float>()[i]);
+  check(n, {{"x", x({2, 3, 4, 2})}, {"scale", x({3}, 2)}, {"bias", x({3}, 3)}, {"mean", x({3}, 4)}, {"var", var}});
+}
+
+TEST_P(KernelSuite, ResizeModes) {
+  struct Case {
+    int opset;
+    const char* mode;
+    const char* coordinates;
+  };
+  for (Case c : {Case{13, "nearest", "asymmetric"}, Case{13, "linear", "half_pixel"}, Case{13, "cubic", "align_corners"},
+                 Case{11, "nearest", "tf_half_pixel_for_nn"}, Case{19, "linear", "half_pixel_symmetric"}}) {
+    GraphBuilder b(c.opset);
+    AttributeMap attrs;
+    attrs.set_string("mode", c.mode);
+    attrs.set_string("coordinate_transformation_mode", c.coordinates);
+    Tensor scales = Tensor::from_values<float>(DType::kF32, {4}, std::vector<float>{1, 1, 1.5f, 0.75f});
+    ValueId roi = b.constant("roi", Tensor(DType::kF32, {0}));
+    b.output(b.op("Resize", {b.input("x", DType::kF32, {1, 2, 4, 8}), roi, b.constant("scales", scales)}, attrs));
+    SCOPED_TRACE(std::string(c.mode) + " " + c.coordinates);
+    check(b, {{"x", x({1, 2, 4, 8})}});
+  }
+}
+
+
+std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {
+  std::string name = std::string(std::get<0>(info.param)) + "_" + kernel_test::layout_name(std::get<1>(info.param));
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(DevicesAndLayouts, KernelSuite,
+                         ::testing::Combine(::testing::ValuesIn(kernel_test::kDevices),
+                                            ::testing::ValuesIn(kernel_test::kCatalog)),
+                         suite_name);
+
+}  // namespace
+}  // namespace strider

@@ -1,0 +1,98 @@
+// One kernel test harness for every device: a one-node graph's kernel, made by the device
+// under test (cpu, sim or cuda) through the Device interface, runs on views laid out as
+// one catalog says, and is checked against the float64 reference. Every view lives in an
+// allocation of its own, poisoned (0xA5) around and between its elements: inputs are
+// written at their elements only, and after the run no byte of an output's allocation
+// outside its elements may have changed. The same catalog serves every device, so a
+// layout bug in one backend cannot hide behind a layout another backend's test never uses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "check/compare.h"
+#include "hal/device.h"
+#include "ir/graph.h"
+#include "memory/tensor_view.h"
+#include "strider/tensor.h"
+
+namespace strider::kernel_test {
+
+// Where a view's elements sit in its allocation.
+enum class Layout {
+  kDense,         // row-major
+  kChannelsLast,  // dim 1 innermost in memory, every dim padded by one element, offset by 3
+  kReversed,      // row-major with the outermost and innermost non-trivial dims reversed
+  kChannelSlice,  // channels-last; the view is channels [2, 2 + C) of C + 5 (dim 0 if rank 1)
+  kAlignedSlice,  // channels-last; channels [4, 4 + C) of C + 8: 16-byte aligned rows when C % 4 == 0
+  kBroadcast,     // inputs: stride 0 along the outermost dim of size > 1 (outputs: dense)
+  kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kCatalog)
+};
+inline constexpr Layout kCatalog[] = {Layout::kDense,        Layout::kChannelsLast, Layout::kReversed,
+                                      Layout::kChannelSlice, Layout::kAlignedSlice, Layout::kBroadcast};
+std::string layout_name(Layout layout);
+
+// A view's strides and offset in its buffer (elements), the buffer's size in elements,
+// and the dim an input broadcasts along (-1: none).
+struct Placement {
+  Strides strides;
+  int64_t offset = 0;
+  int64_t elements = 0;
+  int broadcast_dim = -1;
+};
+Placement place(const Shape& sizes, Layout layout, bool is_output);
+
+// The devices the harness runs on; cuda is skipped on a machine without a GPU.
+inline constexpr const char* kDevices[] = {"cpu", "sim", "cuda"};
+// The device (sim with two queues), or a DEVICE_ERROR when it is not here.
+Result<std::unique_ptr<Device>> open_device(std::string_view name);
+
+// Tolerance for a floating output of `dtype` (f32/f64 tight, bf16/f16 as DESIGN.md says).
+Tolerance tolerance_for(DType dtype);
+// Seeded random values: normal for floats (rounded to the dtype), small integers, 0/1.
+Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);
+
+// `values` stored as `dtype` (bf16 and f16 rounded to nearest even, integers truncated).
+Tensor converted(const Tensor& values, DType dtype);
+
+// `values` made constant along `dim` (every slice a copy of the first): what a view with
+// stride 0 there reads.
+Tensor constant_along(const Tensor& values, int dim);
+
+// One view in an allocation of `device`'s, poisoned around its elements.
+class DeviceBuffer {
+ public:
+  static Result<std::unique_ptr<DeviceBuffer>> create(Device& device, DType dtype, const Shape& sizes, Layout layout,
+                                                      bool is_output);
+  ~DeviceBuffer();
+  const TensorView& view() const { return view_; }
+  // Writes `values` (dense, the view's sizes; constant along a broadcast dim) at the view's elements.
+  Status write(const Tensor& values);
+  Result<Tensor> read() const;
+  // Byte offsets of the allocation that are not bytes of the view's elements and lost
+  // their poison.
+  Result<std::vector<int64_t>> clobbered() const;
+
+ private:
+  DeviceBuffer(Device& device, Allocation* allocation) : device_(device), allocation_(allocation) {}
+  Device& device_;
+  Allocation* allocation_;
+  Placement placement_;
+  TensorView view_;
+};
+
+// Infers node 0 of `graph`, has `device` make its kernel for views in `layout` (constants
+// dense), runs it on a device queue and checks each output against the float64
+// reference (of `reference` when given: an equivalent graph the reference can evaluate)
+// and its allocation's poison. A kernel may refuse views that are not packed (the planner
+// then packs them): that is allowed, and reported; packed views must be taken, except that
+// cuda, which lacks kernels for some configurations (f64 matmuls), skips the test then.
+void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+                const Graph* reference = nullptr);
+
+}  // namespace strider::kernel_test
