@@ -1,5 +1,7 @@
 #include "ops/op_registry.h"
 
+#include "ops/normalization.h"
+
 #include <algorithm>
 #include <mutex>
 
@@ -55,6 +57,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_tensor_ops(ops);
     register_nn_ops(ops);
     register_resize_ops(ops);
+    register_normalization_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

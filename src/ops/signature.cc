@@ -53,6 +53,10 @@ struct AddedOp {
 };
 constexpr AddedOp kAddedOps[] = {
     {"Mish", 18, 1, 1, 1, {}},
+    {"GroupNormalization", 18, 3, 3, 1,
+     {{{"epsilon", Attribute::Kind::kFloat}, {"num_groups", Attribute::Kind::kInt}, {"stash_type", Attribute::Kind::kInt}}}},
+    {"RMSNormalization", 23, 2, 2, 1,
+     {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
 };

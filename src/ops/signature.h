@@ -16,7 +16,7 @@
 // to have added (extra optional inputs); attributes unknown to that older schema are then
 // allowed and element types are not checked against its lists (later opsets widened
 // them), only inputs bound to one type parameter must still agree. Ops ONNX added after
-// opset 17 (Mish, Gelu, Swish), which libonnx lacks, are checked against strider's own table of
+// opset 17 (Mish, GroupNormalization, Gelu, RMSNormalization, Swish), which libonnx lacks, are checked against strider's own table of
 // their signatures (signature.cc, from the ONNX operator definitions).
 #pragma once
 

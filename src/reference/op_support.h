@@ -72,6 +72,7 @@ std::span<const OpDefinition> pool_op_definitions();
 std::span<const OpDefinition> resize_op_definitions();
 std::span<const OpDefinition> reduce_op_definitions();
 std::span<const OpDefinition> activation_op_definitions();
+std::span<const OpDefinition> norm_family_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 

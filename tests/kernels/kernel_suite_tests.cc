@@ -257,6 +257,49 @@ TEST_P(KernelSuite, NormalizationAndReductions) {
   check(n, {{"x", x({2, 3, 4, 2})}, {"scale", x({3}, 2)}, {"bias", x({3}, 3)}, {"mean", x({3}, 4)}, {"var", var}});
 }
 
+// The normalization family (ops/normalization.h): LayerNormalization with broadcast
+// parameters and its Mean and InvStdDev outputs, RMSNormalization, InstanceNormalization,
+// GroupNormalization per group (18) and per channel (21), MeanVarianceNormalization.
+TEST_P(KernelSuite, NormalizationFamily) {
+  {
+    GraphBuilder b(17);
+    AttributeMap attrs = int_attribute("axis", -2);
+    attrs.set_float("epsilon", 1e-3f);
+    auto outs = b.ops("LayerNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {1, 5}),
+                                             b.input("c", DType::kF32, {4, 5})}, 3, attrs);
+    for (ValueId v : outs) b.output(v);
+    SCOPED_TRACE("LayerNormalization");
+    check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({1, 5}, 2)}, {"c", x({4, 5}, 3)}});
+  }
+  {
+    GraphBuilder b(23);
+    b.output(b.op("RMSNormalization", {b.input("x", DType::kF32, {2, 3, 8}), b.input("s", DType::kF32, {8})}));
+    SCOPED_TRACE("RMSNormalization");
+    check(b, {{"x", x({2, 3, 8})}, {"s", x({8}, 2)}});
+  }
+  {
+    GraphBuilder b(17);
+    b.output(b.op("InstanceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {3}),
+                                            b.input("c", DType::kF32, {3})}));
+    SCOPED_TRACE("InstanceNormalization");
+    check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({3}, 2)}, {"c", x({3}, 3)}});
+  }
+  for (int opset : {18, 21}) {
+    GraphBuilder b(opset);
+    const int64_t params = opset == 18 ? 3 : 6;
+    b.output(b.op("GroupNormalization", {b.input("x", DType::kF32, {2, 6, 4, 5}), b.input("s", DType::kF32, {params}),
+                                         b.input("c", DType::kF32, {params})}, int_attribute("num_groups", 3)));
+    SCOPED_TRACE("GroupNormalization-" + std::to_string(opset));
+    check(b, {{"x", x({2, 6, 4, 5})}, {"s", x({params}, 2)}, {"c", x({params}, 3)}});
+  }
+  {
+    GraphBuilder b(13);
+    b.output(b.op("MeanVarianceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5})}));
+    SCOPED_TRACE("MeanVarianceNormalization");
+    check(b, {{"x", x({2, 3, 4, 5})}});
+  }
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

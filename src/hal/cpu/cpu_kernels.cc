@@ -20,6 +20,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_reduce_kernels(t);
     register_resize_kernels(t);
     register_generator_kernels(t);
+    register_normalization_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;
