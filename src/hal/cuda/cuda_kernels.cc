@@ -15,6 +15,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_resize_kernels(t);
     register_matmul_kernels(t);
     register_conv_kernels(t);
+    register_normalization_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

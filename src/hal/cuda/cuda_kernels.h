@@ -43,5 +43,6 @@ void register_pool_kernels(std::vector<KernelEntry>& table);         // pool.cu
 void register_resize_kernels(std::vector<KernelEntry>& table);       // resize.cu
 void register_matmul_kernels(std::vector<KernelEntry>& table);       // matmul.cc (cuBLASLt)
 void register_conv_kernels(std::vector<KernelEntry>& table);         // conv.cc (cuDNN)
+void register_normalization_kernels(std::vector<KernelEntry>& table);  // normalize.cu
 
 }  // namespace strider::cuda

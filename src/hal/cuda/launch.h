@@ -165,6 +165,48 @@ struct ReduceLaunch {
 Status prepare_reduce(const ReduceSpec& spec, ReduceLaunch* launch);
 Status run_reduce(const ReduceLaunch& launch, cudaStream_t stream);
 
+// ---- normalize.cu --------------------------------------------------------------------
+
+// The normalization family (ops/normalization.h) as hal/normalization_views.h describes it:
+// operands x, y, scale, bias, mean, inv_std (absent: null data); rows of inner elements.
+inline constexpr int kNormLaunchOperands = 6;
+struct NormSpec {
+  Shape row_sizes, inner_sizes;
+  std::vector<Strides> row_strides;    // kNormLaunchOperands
+  std::vector<Strides> inner_strides;  // x, y, scale, bias
+  DType dtype = DType::kF32;           // x, y, scale and bias
+  DType stat_dtype = DType::kF32;      // mean and inv_std
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* scale = nullptr;
+  const void* bias = nullptr;
+  void* mean = nullptr;
+  void* inv_std = nullptr;
+  float epsilon = 1e-5f;
+  bool subtract_mean = true, epsilon_after_sqrt = false;
+};
+
+struct NormLaunch {
+  using Launcher = cudaError_t (*)(const NormLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  StridedIndexer<kNormLaunchOperands> rows;
+  StridedIndexer<4> inner;
+  FastDivisor rows_div[kMaxDims], inner_div[kMaxDims];
+  const void* x = nullptr;
+  void* y = nullptr;
+  const void* scale = nullptr;
+  const void* bias = nullptr;
+  void* mean = nullptr;
+  void* inv_std = nullptr;
+  DType stat_dtype = DType::kF32;
+  float epsilon = 1e-5f;
+  bool subtract_mean = true, epsilon_after_sqrt = false;
+  int block_threads = 32;
+};
+
+Status prepare_normalize(const NormSpec& spec, NormLaunch* launch);
+Status run_normalize(const NormLaunch& launch, cudaStream_t stream);
+
 // ---- pool.cu -------------------------------------------------------------------------
 
 inline constexpr int kMaxPoolDims = 3;
@@ -341,6 +383,25 @@ __device__ __forceinline__ void strided_offsets(const StridedIndexer<M>& ix, con
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] += index * ix.strides[k][d];
   }
+}
+
+inline constexpr int kMaxWarps = kThreads / 32;
+
+// Combines each thread's `value` over the block in thread order; the result is valid in
+// thread 0. `identity` fills the slots of missing warps. Every thread of the block calls it.
+template <typename A, typename Merge>
+__device__ A block_combine(A value, A identity, Merge merge_fn) {
+  __shared__ A partial[kMaxWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < int(blockDim.x / 32) ? partial[lane] : identity;
+    for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
+  }
+  __syncthreads();  // `partial` is reused by the next call
+  return value;
 }
 
 __device__ __forceinline__ int64_t global_thread() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }

@@ -22,7 +22,6 @@ using namespace device;
 
 // Rows longer than this get a block of threads each.
 constexpr int64_t kThreadRowMax = 32;
-constexpr int kMaxWarps = kThreads / 32;
 
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double,
@@ -90,23 +89,6 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const ReduceLaunc
     }
     finish<T>(a, row[1], acc);
   }
-}
-
-// Combines each thread's `value` over the block in thread order; the result is valid in
-// thread 0. `identity` fills the slots of missing warps.
-template <typename A, typename Merge>
-__device__ A block_combine(A value, A identity, Merge merge_fn) {
-  __shared__ A partial[kMaxWarps];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
-  if (lane == 0) partial[warp] = value;
-  __syncthreads();
-  if (warp == 0) {
-    value = lane < int(blockDim.x / 32) ? partial[lane] : identity;
-    for (int offset = 16; offset > 0; offset /= 2) value = merge_fn(value, __shfl_down_sync(0xffffffffu, value, offset));
-  }
-  __syncthreads();  // `partial` is reused by the next call
-  return value;
 }
 
 template <typename T>
