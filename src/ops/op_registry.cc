@@ -1,5 +1,6 @@
 #include "ops/op_registry.h"
 
+#include "ops/index_map.h"
 #include "ops/normalization.h"
 
 #include <algorithm>
@@ -58,6 +59,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_nn_ops(ops);
     register_resize_ops(ops);
     register_normalization_ops(ops);
+    register_index_map_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

@@ -73,6 +73,7 @@ std::span<const OpDefinition> resize_op_definitions();
 std::span<const OpDefinition> reduce_op_definitions();
 std::span<const OpDefinition> activation_op_definitions();
 std::span<const OpDefinition> norm_family_op_definitions();
+std::span<const OpDefinition> pad_tile_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 

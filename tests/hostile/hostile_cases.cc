@@ -97,13 +97,14 @@ std::vector<HostileCase> size_cases() {
          m.input("x", kFloat, {4}).init_i64("r", {1}, {k2e62});
          m.node("Tile", {"x", "r"}, {"y"}, "tile").output("y");
        }),
-       "run {dir}/model.onnx", 3, "'tile'"},  // UNSUPPORTED until Tile exists; then its checked sizes
+       "run {dir}/model.onnx", 3, "node 'tile' (Tile): repeats 4611686018427387904 on axis 0 of size 4 overflow"},
       {"PadsThatOverflow",
        model([](ModelMaker& m) {
          m.input("x", kFloat, {4}).init_i64("p", {2}, {kMax, kMax});
          m.node("Pad", {"x", "p"}, {"y"}, "pad").output("y");
        }),
-       "run {dir}/model.onnx", 3, "'pad'"},  // likewise for Pad
+       "run {dir}/model.onnx", 3,
+       "node 'pad' (Pad): pads 9223372036854775807 and 9223372036854775807 on axis 0 of size 4 give no valid size"},
       {"ResizeScaleThatOverflows",
        model([](ModelMaker& m) {
          m.input("x", kFloat, {1, 1, 4, 4}).init_f32("roi", {0}, {}).init_f32("s", {4}, {1, 1, 1e30f, 1e30f});

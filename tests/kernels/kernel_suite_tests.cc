@@ -300,6 +300,42 @@ TEST_P(KernelSuite, NormalizationFamily) {
   }
 }
 
+// Pad in every mode (with pads cropping one side, an axes input, a pad value input) and
+// Tile (ops/index_map.h), on f32 and on int8 and bool bytes.
+TEST_P(KernelSuite, PadAndTile) {
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"}) {
+    GraphBuilder b(19);
+    AttributeMap attrs;
+    attrs.set_string("mode", mode);
+    b.output(b.op("Pad", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.constant("p", i64_tensor({1, 0, 2, -1, 0, 2, 3, 1})),
+                          b.constant("v", Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{0.75f}))},
+                  attrs));
+    SCOPED_TRACE(mode);
+    check(b, {{"x", x({2, 3, 4, 5})}});
+  }
+  {
+    GraphBuilder b(19);
+    AttributeMap attrs;
+    attrs.set_string("mode", "reflect");
+    b.output(b.op("Pad", {b.input("x", DType::kI8, {3, 4, 5}), b.constant("p", i64_tensor({3, 2, 1, 4})), ValueId(kNoValue),
+                          b.constant("axes", i64_tensor({-1, 1}))}, attrs));
+    SCOPED_TRACE("reflect over axes, int8");
+    check(b, {{"x", random_tensor(DType::kI8, {3, 4, 5}, 4)}});
+  }
+  {
+    GraphBuilder b(17);
+    b.output(b.op("Pad", {b.input("x", DType::kF32, {3, 4}), b.constant("p", i64_tensor({1, 1, 2, 0})), b.input("v", DType::kF32, {})}));
+    SCOPED_TRACE("pad value computed at run time");
+    check(b, {{"x", x({3, 4})}, {"v", x({}, 5)}});
+  }
+  for (DType dtype : {DType::kF32, DType::kBool}) {
+    GraphBuilder b(17);
+    b.output(b.op("Tile", {b.input("x", dtype, {2, 3, 4}), b.constant("r", i64_tensor({2, 1, 3}))}));
+    SCOPED_TRACE(std::string("Tile ") + std::string(dtype_name(dtype)));
+    check(b, {{"x", random_tensor(dtype, {2, 3, 4}, 6)}});
+  }
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

@@ -21,6 +21,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_resize_kernels(t);
     register_generator_kernels(t);
     register_normalization_kernels(t);
+    register_index_map_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

@@ -39,5 +39,6 @@ void register_reduce_kernels(std::vector<KernelEntry>& table);
 void register_resize_kernels(std::vector<KernelEntry>& table);
 void register_generator_kernels(std::vector<KernelEntry>& table);
 void register_normalization_kernels(std::vector<KernelEntry>& table);
+void register_index_map_kernels(std::vector<KernelEntry>& table);
 
 }  // namespace strider::cpu

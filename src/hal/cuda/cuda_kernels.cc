@@ -16,6 +16,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_matmul_kernels(t);
     register_conv_kernels(t);
     register_normalization_kernels(t);
+    register_index_map_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

@@ -44,5 +44,6 @@ void register_resize_kernels(std::vector<KernelEntry>& table);       // resize.c
 void register_matmul_kernels(std::vector<KernelEntry>& table);       // matmul.cc (cuBLASLt)
 void register_conv_kernels(std::vector<KernelEntry>& table);         // conv.cc (cuDNN)
 void register_normalization_kernels(std::vector<KernelEntry>& table);  // normalize.cu
+void register_index_map_kernels(std::vector<KernelEntry>& table);      // index_map.cu: Pad, Tile
 
 }  // namespace strider::cuda

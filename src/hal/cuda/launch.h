@@ -207,6 +207,31 @@ struct NormLaunch {
 Status prepare_normalize(const NormSpec& spec, NormLaunch* launch);
 Status run_normalize(const NormLaunch& launch, cudaStream_t stream);
 
+// ---- index_map.cu --------------------------------------------------------------------
+
+// Pad and Tile (ops/index_map.h): output element (o_0, ..., o_r) copies the input element
+// at offset tables[start[0] + o_0] + ... (device tables of element offsets), or the pad
+// value when an entry is kNoSource. Element bytes move as they are.
+inline constexpr int64_t kIndexMapNoSource = INT64_MIN;  // ops/index_map.h's kNoSource
+struct IndexMapLaunch {
+  using Launcher = cudaError_t (*)(const IndexMapLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  int rank = 0;
+  int64_t count = 0;
+  int64_t sizes[kMaxDims] = {}, out_strides[kMaxDims] = {}, table_start[kMaxDims] = {};
+  FastDivisor div[kMaxDims];
+  const int64_t* tables = nullptr;  // device memory the kernel owns
+  const void* in = nullptr;
+  void* out = nullptr;
+  const void* value = nullptr;  // the pad value as a device scalar, or null: value_bits
+  uint64_t value_bits = 0;
+};
+
+// `tables` are device addresses of the concatenated per-axis tables (entries per output dim).
+Status prepare_index_map(const TensorView& in, const TensorView& out, const int64_t* tables, int element_size,
+                         IndexMapLaunch* launch);
+Status run_index_map(const IndexMapLaunch& launch, cudaStream_t stream);
+
 // ---- pool.cu -------------------------------------------------------------------------
 
 inline constexpr int kMaxPoolDims = 3;

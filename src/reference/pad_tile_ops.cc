@@ -1,0 +1,118 @@
+// Pad (constant, reflect, edge, wrap; pads, value and axes as attributes or inputs) and
+// Tile in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
+// Independent of ops/index_map.h, which the devices share.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "reference/op_support.h"
+
+namespace strider::ref {
+namespace {
+
+// The input index numpy.pad reads for output index o of an axis of size n padded by
+// `before` in `mode`, or -1 for the constant.
+int64_t padded_source(const std::string& mode, int64_t o, int64_t before, int64_t n) {
+  int64_t i = o - before;
+  if (i >= 0 && i < n) return i;
+  if (mode == "constant" || n == 0) return -1;
+  if (mode == "edge") return i < 0 ? 0 : n - 1;
+  if (mode == "wrap") return ((i % n) + n) % n;
+  // reflect: mirror at the edges (the edge element is not repeated), again and again.
+  if (n == 1) return 0;
+  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+  return i;
+}
+
+RefTensor gather_by_axes(const RefTensor& x, const Shape& out_shape, const std::vector<std::vector<int64_t>>& sources,
+                         double value) {
+  RefTensor y = RefTensor::zeros(x.dtype, out_shape);
+  std::vector<int64_t> in_strides(x.shape.size(), 1);
+  for (size_t d = x.shape.size(); d-- > 1;) in_strides[d - 1] = in_strides[d] * x.shape[d];
+  for_each_index(out_shape, [&](int64_t flat, const std::vector<int64_t>& index) {
+    int64_t source = 0;
+    for (size_t d = 0; d < index.size(); ++d) {
+      int64_t s = sources[d][size_t(index[d])];
+      if (s < 0) {
+        source = -1;
+        break;
+      }
+      source += s * in_strides[d];
+    }
+    if (y.is_floating()) y.floats[size_t(flat)] = source < 0 ? value : x.floats[size_t(source)];
+    else y.ints[size_t(flat)] = source < 0 ? std::clamp(truncate_to_int(value), integer_lowest(y.dtype), integer_highest(y.dtype)) : x.ints[size_t(source)];
+  });
+  return y;
+}
+
+Result<OpOutputs> pad_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "data"));
+  STRIDER_ASSIGN_OR_RETURN(std::string mode, ctx.attributes().get_string("mode", "constant"));
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return invalid_model("mode must be constant, reflect, edge or wrap");
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (ctx.opset() < 11) {
+    STRIDER_ASSIGN_OR_RETURN(pads, ctx.attributes().require_ints("pads"));
+    STRIDER_ASSIGN_OR_RETURN(float v, ctx.attributes().get_float("value", 0.0f));
+    value = v;
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(const RefTensor* p, ctx.input(1, "pads"));
+    STRIDER_ASSIGN_OR_RETURN(pads, read_ints(*p, "input 1 (pads)"));
+    if (const RefTensor* v = ctx.optional_input(2)) {
+      STRIDER_ASSIGN_OR_RETURN(value, read_scalar_double(*v, "input 2 (constant_value)"));
+    }
+  }
+  const int64_t rank = x->rank();
+  std::vector<int64_t> axes;
+  if (const RefTensor* a = ctx.opset() >= 18 ? ctx.optional_input(3) : nullptr) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> given, read_ints(*a, "input 3 (axes)"));
+    STRIDER_ASSIGN_OR_RETURN(axes, normalized_axes(given, rank, "input 3 (axes)"));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size()) return invalid_model("pads must have two values per axis");
+  std::vector<int64_t> before(size_t(rank), 0), after(size_t(rank), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    before[size_t(axes[k])] = pads[k];
+    after[size_t(axes[k])] = pads[k + axes.size()];
+  }
+  Shape out_shape;
+  std::vector<std::vector<int64_t>> sources(static_cast<size_t>(rank));
+  for (size_t d = 0; d < size_t(rank); ++d) {
+    int64_t size = x->shape[d] + before[d] + after[d];
+    if (size < 0) return invalid_model("pads crop more than the axis has");
+    out_shape.push_back(size);
+    for (int64_t o = 0; o < size; ++o) sources[d].push_back(padded_source(mode, o, before[d], x->shape[d]));
+  }
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out_shape, "output").status());
+  return OpOutputs{gather_by_axes(*x, out_shape, sources, value)};
+}
+
+Result<OpOutputs> tile_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* r, ctx.input(1, "repeats"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, read_ints(*r, "input 1 (repeats)"));
+  if (int64_t(repeats.size()) != x->rank()) return invalid_model("repeats must have one value per axis");
+  Shape out_shape;
+  std::vector<std::vector<int64_t>> sources(repeats.size());
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    if (repeats[d] < 0) return invalid_model("repeats must not be negative");
+    out_shape.push_back(x->shape[d] * repeats[d]);
+  }
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out_shape, "output").status());
+  for (size_t d = 0; d < repeats.size(); ++d)
+    for (int64_t o = 0; o < out_shape[d]; ++o) sources[d].push_back(o % x->shape[d]);
+  return OpOutputs{gather_by_axes(*x, out_shape, sources, 0)};
+}
+
+constexpr OpDefinition kPadTileOps[] = {
+    {"Pad", 2, 27, pad_op},
+    {"Tile", 6, 27, tile_op},
+};
+
+}  // namespace
+
+std::span<const OpDefinition> pad_tile_op_definitions() { return kPadTileOps; }
+
+}  // namespace strider::ref
