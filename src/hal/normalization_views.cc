@@ -32,6 +32,17 @@ Result<TensorView> statistic_over(const TensorView& stat, const Shape& grouped) 
 
 }  // namespace
 
+std::array<TensorView, kNormOperands> normalization_operands(const NormalizationParams& p, const KernelRequest& r) {
+  std::array<TensorView, kNormOperands> operands;
+  operands[kNormX] = r.inputs[0];
+  operands[kNormY] = r.outputs[0];
+  if (p.scale_input >= 0 && r.has_input(size_t(p.scale_input))) operands[kNormScale] = r.inputs[size_t(p.scale_input)];
+  if (p.bias_input >= 0 && r.has_input(size_t(p.bias_input))) operands[kNormBias] = r.inputs[size_t(p.bias_input)];
+  if (p.has_mean_output && r.outputs.size() > 1) operands[kNormMean] = r.outputs[1];
+  if (p.has_inv_std_output && r.outputs.size() > 2) operands[kNormInvStd] = r.outputs[2];
+  return operands;
+}
+
 Result<NormalizationViews> normalization_views(const NormalizationParams& p,
                                                const std::array<TensorView, kNormOperands>& operands) {
   const TensorView& x = operands[kNormX];

@@ -8,6 +8,7 @@
 
 #include <array>
 
+#include "hal/kernel.h"
 #include "memory/tensor_view.h"
 #include "ops/normalization.h"
 
@@ -22,6 +23,10 @@ struct NormalizationViews {
   std::array<TensorView, kNormOperands> views;  // the operands as given (for their data and dtype)
   int64_t inner_count = 1;
 };
+
+// A kernel request's views in NormalizationOperand order (absent ones empty).
+std::array<TensorView, kNormOperands> normalization_operands(const NormalizationParams& params,
+                                                             const KernelRequest& request);
 
 // `operands` in NormalizationOperand order, absent ones with a null allocation. INVALID_ARGUMENT
 // when a parameter does not fit the normalized dims (shape inference checked it already).

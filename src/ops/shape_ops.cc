@@ -148,6 +148,17 @@ Result<Shape> resolve_reshape(const NodeInputs& node) {
   return Shape(target);
 }
 
+Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, node.attributes().get_int("axis", 0));
+  const int64_t rank = node.input_rank(0);
+  int64_t axis = 0;
+  if (!normalize_axis(axis_attr, rank, &axis)) return node.error("axis {} out of range for rank {}", axis_attr, rank);
+  if (node.input_rank(1) != rank) return node.error("indices have rank {}, data {}", node.input_rank(1), rank);
+  if (node.input_dtype(1) != DType::kI64 && node.input_dtype(1) != DType::kI32)
+    return node.error("indices must be i64 or i32, got {}", dtype_name(node.input_dtype(1)));
+  return axis;
+}
+
 Result<std::vector<int64_t>> resolve_transpose(const NodeInputs& node) {
   int64_t rank = node.input_rank(0);
   std::vector<int64_t> reverse;

@@ -29,6 +29,8 @@ Result<std::vector<SliceAxis>> resolve_slice(const NodeInputs& node);
 Result<Shape> resolve_reshape(const NodeInputs& node);
 // Transpose's permutation (the reverse when `perm` is absent).
 Result<std::vector<int64_t>> resolve_transpose(const NodeInputs& node);
+// GatherElements' axis, normalized, with data and indices of one rank and integer indices.
+Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node);
 Result<Shape> resolve_squeeze(const NodeInputs& node);
 Result<Shape> resolve_unsqueeze(const NodeInputs& node);
 // Cast's target dtype from the `to` attribute.

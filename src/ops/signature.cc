@@ -82,7 +82,8 @@ Status check_added_op(const Graph& graph, const Node& node, const AddedOp& spec)
   for (int i = 0; i < spec.required; ++i)
     if (node.inputs[size_t(i)] == kNoValue)
       return invalid_model(fmt::format("{} omits input {}, which {}-{} requires", desc, i, spec.op, spec.since));
-  for (const auto& [name, value] : node.attributes.all()) {
+  for (const auto& [attribute_name, value] : node.attributes.all()) {
+    const std::string& name = attribute_name;  // clang 14 cannot capture a structured binding
     auto it = std::find_if(spec.attributes.begin(), spec.attributes.end(), [&](const AttributeSpec& a) { return a.name == name; });
     if (it == spec.attributes.end() || it->name.empty())
       return invalid_model(fmt::format("{} has attribute '{}', which {}-{} does not define", desc, printable(name), spec.op,

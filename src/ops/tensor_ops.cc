@@ -135,6 +135,26 @@ Status infer_gather(InferContext& ctx) {
   return Status::ok();
 }
 
+// GatherElements: indices of data's rank pick, along `axis`, one element per output
+// position (the output has the indices' shape; its other dims must fit data's).
+Status infer_gather_elements(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, resolve_gather_elements_axis(ctx));
+  const Shape& data = ctx.input_shape(0);
+  const Shape& indices = ctx.input_shape(1);
+  for (size_t d = 0; d < data.size(); ++d)
+    if (int64_t(d) != axis && indices[d] > data[d])
+      return ctx.error("indices {} do not fit data {} on axis {}", shape_to_string(indices), shape_to_string(data), d);
+  if (const Tensor* constant = ctx.input_constant(1)) {
+    const int64_t dim = data[size_t(axis)];
+    for (int64_t i = 0; i < constant->num_elements(); ++i) {
+      int64_t index = constant->element_as_int(i);
+      if (index < -dim || index >= dim) return ctx.error("index {} out of range for axis {} of size {}", index, axis, dim);
+    }
+  }
+  ctx.set_output(0, ctx.input_dtype(0), indices);
+  return Status::ok();
+}
+
 Status infer_cast(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(DType to, cast_target(ctx));
   ctx.set_output(0, to, ctx.input_shape(0));
@@ -211,6 +231,7 @@ void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Flatten", infer_flatten, {}, {}, {.view = ViewKind::kSameElements}});
   ops.push_back({"Expand", infer_expand, {}, {1}, {.view = ViewKind::kExpand}});
   ops.push_back({"Gather", infer_gather, {}, {}, {.view = ViewKind::kGather}});
+  ops.push_back({"GatherElements", infer_gather_elements, {}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});
   ops.push_back({"Shape", infer_shape, {}});

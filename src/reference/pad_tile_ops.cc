@@ -1,5 +1,5 @@
-// Pad (constant, reflect, edge, wrap; pads, value and axes as attributes or inputs) and
-// Tile in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
+// Pad (constant, reflect, edge, wrap; pads, value and axes as attributes or inputs),
+// Tile and GatherElements in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
 // Independent of ops/index_map.h, which the devices share.
 #include <fmt/format.h>
 
@@ -106,7 +106,40 @@ Result<OpOutputs> tile_op(const OpContext& ctx) {
   return OpOutputs{gather_by_axes(*x, out_shape, sources, 0)};
 }
 
+// GatherElements: out[p] = data[p with its axis coordinate indices[p]].
+Result<OpOutputs> gather_elements_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* data, ctx.input(0, "data"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* indices, ctx.input(1, "indices"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, data->rank(), "attribute 'axis'"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> picks, read_ints(*indices, "input 1 (indices)"));
+  if (indices->rank() != data->rank()) return invalid_model("indices and data must have one rank");
+  std::vector<int64_t> strides(data->shape.size(), 1);
+  for (size_t d = data->shape.size(); d-- > 1;) strides[d - 1] = strides[d] * data->shape[d];
+  RefTensor out = RefTensor::zeros(data->dtype, indices->shape);
+  const int64_t dim = data->shape[size_t(axis)];
+  Status failure;
+  for_each_index(indices->shape, [&](int64_t flat, const std::vector<int64_t>& index) {
+    int64_t k = picks[size_t(flat)];
+    if (k < -dim || k >= dim) {
+      failure = out_of_range(fmt::format("index {} out of range [{}, {})", k, -dim, dim));
+      return;
+    }
+    int64_t source = 0;
+    for (size_t d = 0; d < index.size(); ++d) {
+      if (int64_t(d) != axis && index[d] >= data->shape[d]) failure = invalid_model("indices do not fit data");
+      source += (int64_t(d) == axis ? (k < 0 ? k + dim : k) : index[d]) * strides[d];
+    }
+    if (!failure.is_ok()) return;
+    if (out.is_floating()) out.floats[size_t(flat)] = data->floats[size_t(source)];
+    else out.ints[size_t(flat)] = data->ints[size_t(source)];
+  });
+  STRIDER_RETURN_IF_ERROR(failure);
+  return OpOutputs{std::move(out)};
+}
+
 constexpr OpDefinition kPadTileOps[] = {
+    {"GatherElements", 11, 27, gather_elements_op},
     {"Pad", 2, 27, pad_op},
     {"Tile", 6, 27, tile_op},
 };

@@ -336,6 +336,20 @@ TEST_P(KernelSuite, PadAndTile) {
   }
 }
 
+// GatherElements along a middle axis with negative indices, indices smaller than data
+// in another dim, on f32 and int8.
+TEST_P(KernelSuite, GatherElements) {
+  for (DType dtype : {DType::kF32, DType::kI8}) {
+    GraphBuilder b(17);
+    b.output(b.op("GatherElements", {b.input("x", dtype, {3, 5, 4}), b.input("i", DType::kI64, {2, 6, 4})},
+                  int_attribute("axis", 1)));
+    Tensor indices(DType::kI64, {2, 6, 4});
+    for (int64_t k = 0; k < indices.num_elements(); ++k) indices.data<int64_t>()[k] = (k * 7) % 10 - 5;  // [-5, 4]
+    SCOPED_TRACE(dtype_name(dtype));
+    check(b, {{"x", random_tensor(dtype, {3, 5, 4}, 3)}, {"i", indices}});
+  }
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

@@ -2,6 +2,7 @@
 // ops/view_ops.h computes both, for the planner too) followed by strided copies: Split, Slice, Concat, Transpose, Expand, Reshape and its
 // relatives, Gather; and Cast, a converting copy.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "hal/cpu/copy.h"
@@ -159,6 +160,46 @@ Result<KernelPtr> make_gather(const KernelRequest& r) {
   return KernelPtr(new GatherKernel(r.inputs[0], r.inputs[1], r.outputs[0], axis, r.node.name));
 }
 
+// GatherElements: out[p] = data[p with its axis coordinate replaced by indices[p]], for
+// every position p of the output (the indices' shape); indices are read at run time.
+class GatherElementsKernel final : public Kernel {
+ public:
+  GatherElementsKernel(TensorView data, TensorView indices, TensorView out, int64_t axis, std::string node)
+      : data_(std::move(data)), indices_(std::move(indices)), out_(std::move(out)), axis_(axis), node_(std::move(node)) {}
+
+  Status run(const QueueContext&) override {
+    const int64_t dim = data_.sizes[size_t(axis_)], esize = dtype_size(data_.dtype);
+    Shape index(out_.sizes.size(), 0);
+    for (int64_t e = 0; e < out_.num_elements(); ++e, advance_index(index, out_.sizes)) {
+      int64_t at_index = 0, at_out = 0, at_data = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        at_index += index[d] * indices_.strides[d];
+        at_out += index[d] * out_.strides[d];
+        if (int64_t(d) != axis_) at_data += index[d] * data_.strides[d];
+      }
+      const std::byte* p = indices_.host_data() + at_index * dtype_size(indices_.dtype);
+      int64_t k = indices_.dtype == DType::kI64 ? *reinterpret_cast<const int64_t*>(p) : *reinterpret_cast<const int32_t*>(p);
+      if (k < -dim || k >= dim)
+        return out_of_range(fmt::format("node '{}': index {} out of range [{}, {})", node_, k, -dim, dim));
+      if (k < 0) k += dim;
+      at_data += k * data_.strides[size_t(axis_)];
+      std::memcpy(out_.host_data() + at_out * esize, data_.host_data() + at_data * esize, size_t(esize));
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:GatherElements"; }
+
+ private:
+  TensorView data_, indices_, out_;
+  int64_t axis_;
+  std::string node_;
+};
+
+Result<KernelPtr> make_gather_elements(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, resolve_gather_elements_axis(NodeInputs(r.graph, r.node)));
+  return KernelPtr(new GatherElementsKernel(r.inputs[0], r.inputs[1], r.outputs[0], axis, r.node.name));
+}
+
 // Cast: float to integer truncates toward zero; NaN becomes 0 and out-of-range values
 // saturate (ONNX leaves them undefined; C++ would make them undefined behaviour).
 template <typename TOut>
@@ -195,6 +236,7 @@ void register_copy_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Materialize", make_materialize});
   table.push_back({"Concat", make_concat});
   table.push_back({"Gather", make_gather});
+  table.push_back({"GatherElements", make_gather_elements});
   table.push_back({"Cast", make_cast});
   table.push_back({"CastLike", make_cast});
 }

@@ -78,13 +78,15 @@ class GatherKernel final : public Kernel {
   ~GatherKernel() override {
     if (report_) cudaFreeHost(report_);
   }
-  Status init(const KernelRequest& r, int64_t axis) {
+  Status init(const KernelRequest& r, int64_t axis, bool elements) {
     STRIDER_CUDA_RETURN(cudaHostAlloc(reinterpret_cast<void**>(&report_), sizeof(GatherReport), cudaHostAllocMapped),
                         "Gather report");
     *report_ = GatherReport{};
     GatherReport* device_report = nullptr;
     STRIDER_CUDA_RETURN(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_report), report_, 0), "Gather report");
     node_ = r.node.name;
+    name_ = r.node.op_type;
+    if (elements) return prepare_gather_elements(r.inputs[0], r.inputs[1], r.outputs[0], axis, device_report, &launch_);
     return prepare_gather(r.inputs[0], r.inputs[1], r.outputs[0], axis, device_report, &launch_);
   }
   Status run(const QueueContext& context) override { return launch_gather(launch_, stream_of(context)); }
@@ -94,9 +96,10 @@ class GatherKernel final : public Kernel {
     *report_ = GatherReport{};  // the next run starts clean
     return out_of_range(fmt::format("node '{}': index {} out of range [{}, {})", node_, bad, -launch_.dim, launch_.dim));
   }
-  std::string implementation() const override { return "strider-cuda:Gather"; }
+  std::string implementation() const override { return "strider-cuda:" + name_; }
 
  private:
+  std::string name_;
   GatherReport* report_ = nullptr;
   GatherLaunch launch_;
   std::string node_;
@@ -117,7 +120,16 @@ Result<KernelPtr> make_gather(const KernelRequest& r, const CudaContext&) {
     }
   }
   auto kernel = std::make_unique<GatherKernel>();
-  STRIDER_RETURN_IF_ERROR(kernel->init(r, axis));
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, axis, false));
+  return KernelPtr(std::move(kernel));
+}
+
+// GatherElements: indices read on the GPU at run time (constant ones were checked by
+// shape inference).
+Result<KernelPtr> make_gather_elements(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, resolve_gather_elements_axis(NodeInputs(r.graph, r.node)));
+  auto kernel = std::make_unique<GatherKernel>();
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, axis, true));
   return KernelPtr(std::move(kernel));
 }
 
@@ -129,6 +141,7 @@ void register_copy_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Materialize", make_materialize});
   table.push_back({"Concat", make_concat});
   table.push_back({"Gather", make_gather});
+  table.push_back({"GatherElements", make_gather_elements});
 }
 
 }  // namespace strider::cuda

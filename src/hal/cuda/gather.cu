@@ -35,6 +35,24 @@ void launch_words(const GatherLaunch& l, cudaStream_t stream) {
   else launch_typed<Word, int32_t>(l, stream);
 }
 
+// The launch over the output's elements with per-output-dim strides of out, data (0 where
+// the index supplies the axis offset) and indices.
+Status finish_gather(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
+                     const std::vector<Strides>& strides, GatherReport* report, GatherLaunch* launch) {
+  GatherLaunch l;
+  STRIDER_RETURN_IF_ERROR(make_indexer<3>(out.sizes, strides, &l.ix));
+  l.dim = data.sizes[size_t(axis)];
+  l.axis_stride = data.strides[size_t(axis)];
+  l.element_size = int(dtype_size(data.dtype));
+  l.indices_i64 = indices.dtype == DType::kI64;
+  l.out = device_data<void>(out);
+  l.data = device_data<const void>(data);
+  l.indices = device_data<const void>(indices);
+  l.report = report;
+  *launch = l;
+  return Status::ok();
+}
+
 }  // namespace
 
 Status prepare_gather(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
@@ -52,18 +70,17 @@ Status prepare_gather(const TensorView& data, const TensorView& indices, const T
     data_strides.push_back(index_dim ? 0 : data.strides[size_t(data_dim)]);
     index_strides.push_back(index_dim ? indices.strides[size_t(d - axis)] : 0);
   }
-  GatherLaunch l;
-  STRIDER_RETURN_IF_ERROR(make_indexer<3>(out.sizes, {out.strides, data_strides, index_strides}, &l.ix));
-  l.dim = data.sizes[size_t(axis)];
-  l.axis_stride = data.strides[size_t(axis)];
-  l.element_size = int(dtype_size(data.dtype));
-  l.indices_i64 = indices.dtype == DType::kI64;
-  l.out = device_data<void>(out);
-  l.data = device_data<const void>(data);
-  l.indices = device_data<const void>(indices);
-  l.report = report;
-  *launch = l;
-  return Status::ok();
+  return finish_gather(data, indices, out, axis, {out.strides, data_strides, index_strides}, report, launch);
+}
+
+Status prepare_gather_elements(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
+                               GatherReport* report, GatherLaunch* launch) {
+  if (indices.dtype != DType::kI64 && indices.dtype != DType::kI32)
+    return unsupported("GatherElements indices must be int64 or int32");
+  if (out.rank() != data.rank() || indices.rank() != data.rank()) return internal_error("GatherElements: ranks differ");
+  Strides data_strides = data.strides;
+  data_strides[size_t(axis)] = 0;
+  return finish_gather(data, indices, out, axis, {out.strides, data_strides, indices.strides}, report, launch);
 }
 
 Status launch_gather(const GatherLaunch& l, cudaStream_t stream) {

@@ -38,6 +38,10 @@ struct GatherLaunch {
 // Builds the launch for views `data`, `indices` (i32 or i64) and `out` along `axis`.
 Status prepare_gather(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
                       GatherReport* report, GatherLaunch* launch);
+// GatherElements: out[p] = data[p with its axis coordinate indices[p]] (the same kernel:
+// the data's stride along the axis is 0 and the index adds the axis offset).
+Status prepare_gather_elements(const TensorView& data, const TensorView& indices, const TensorView& out, int64_t axis,
+                               GatherReport* report, GatherLaunch* launch);
 Status launch_gather(const GatherLaunch& launch, cudaStream_t stream);
 
 }  // namespace strider::cuda

@@ -28,13 +28,7 @@ T* data_or_null(const TensorView& view) {
 
 Result<std::unique_ptr<Kernel>> make_normalization(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(NormalizationParams p, resolve_normalization(NodeInputs(r.graph, r.node)));
-  std::array<TensorView, kNormOperands> operands;
-  operands[kNormX] = r.inputs[0];
-  operands[kNormY] = r.outputs[0];
-  if (p.scale_input >= 0 && r.has_input(size_t(p.scale_input))) operands[kNormScale] = r.inputs[size_t(p.scale_input)];
-  if (p.bias_input >= 0 && r.has_input(size_t(p.bias_input))) operands[kNormBias] = r.inputs[size_t(p.bias_input)];
-  if (p.has_mean_output && r.outputs.size() > 1) operands[kNormMean] = r.outputs[1];
-  if (p.has_inv_std_output && r.outputs.size() > 2) operands[kNormInvStd] = r.outputs[2];
+  const std::array<TensorView, kNormOperands> operands = normalization_operands(p, r);
   STRIDER_ASSIGN_OR_RETURN(NormalizationViews v, normalization_views(p, operands));
   NormSpec spec;
   spec.row_sizes = v.row_sizes;
