@@ -1,6 +1,7 @@
 // Shape functions of the neural-network ops: MatMul, Gemm, Conv, BatchNormalization,
 // pooling, Softmax and the reductions.
 #include "ops/op_registry.h"
+#include "ops/reduce_math.h"
 #include "base/checked_math.h"
 #include "ops/shape_ops.h"
 
@@ -174,8 +175,9 @@ void register_nn_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"GlobalMaxPool", infer_global_pool, {}});
   ops.push_back({"Softmax", infer_softmax, {}});
   ops.push_back({"LogSoftmax", infer_softmax, {}});
-  for (std::string_view op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
-    ops.push_back({op, infer_reduce, {}, {1}});
+#define STRIDER_REDUCE_SCHEMA(op, name) ops.push_back({name, infer_reduce, {}, {1}});
+  STRIDER_REDUCE_OPS(STRIDER_REDUCE_SCHEMA)
+#undef STRIDER_REDUCE_SCHEMA
 }
 
 }  // namespace strider

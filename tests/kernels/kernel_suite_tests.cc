@@ -350,6 +350,26 @@ TEST_P(KernelSuite, GatherElements) {
   }
 }
 
+// Every reduction of ops/reduce_math.h over two axes; LogSum of positive values, and
+// LogSumExp of values up to 150, where e^x overflows f32 without the row maximum.
+TEST_P(KernelSuite, EveryReduction) {
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"}) {
+    GraphBuilder b(18);
+    b.output(b.op(op, {b.input("a", DType::kF32, {3, 4, 5}), b.constant("axes", i64_tensor({0, 2}))},
+                  int_attribute("keepdims", 0)));
+    Tensor a = x({3, 4, 5});
+    for (int64_t i = 0; i < a.num_elements(); ++i) {
+      float& v = a.data<float>()[i];
+      if (std::string(op) == "ReduceLogSum") v = std::fabs(v) + 0.1f;
+      if (std::string(op) == "ReduceLogSumExp") v *= 50.0f;
+      if (std::string(op) == "ReduceProd") v = 0.5f + 0.25f * v;
+    }
+    SCOPED_TRACE(op);
+    check(b, {{"a", a}});
+  }
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

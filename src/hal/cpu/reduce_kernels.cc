@@ -1,4 +1,4 @@
-// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin) and Softmax / LogSoftmax.
+// Reductions (every ReduceX of ops/reduce_math.h) and Softmax / LogSoftmax.
 // Both walk "outer x reduced" index spaces over strided views and accumulate in f32
 // (f64 for f64, i64 for integers).
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
+#include "ops/reduce_math.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cpu {
@@ -25,7 +26,7 @@ int64_t offset_of(const Shape& index, const std::vector<int64_t>& dims, const St
   return offset;
 }
 
-enum class ReduceOp { kSum, kMean, kMax, kMin };
+using ReduceOp = ReduceMath;
 
 // Splits the input dims into kept (outer) and reduced ones and visits each output.
 template <typename T>
@@ -56,14 +57,12 @@ class ReduceKernel final : public Kernel {
     int64_t count = num_elements(reduced_sizes_);
     for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance_index(outer, kept_sizes_)) {
       const T* base = in + offset_of(outer, kept_dims_, in_.strides);
-      Acc acc = initial();
-      Shape inner(reduced_sizes_.size(), 0);
-      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_))
-        acc = combine(acc, Acc(load(base[offset_of(inner, reduced_dims_, in_.strides)])));
-      if (op_ == ReduceOp::kMean) acc = count ? Acc(acc / Acc(count)) : Acc(0);
+      Acc row_max = Acc(0);
+      if (reduce_needs_max(op_)) row_max = fold(base, count, ReduceOp::kMax, Acc(0));
+      Acc acc = fold(base, count, op_, row_max);
       int64_t out_offset = 0;
       for (size_t i = 0; i < outer.size(); ++i) out_offset += outer[i] * out_kept_strides_[i];
-      out[out_offset] = store<T>(ComputeType<T>(acc));
+      out[out_offset] = store<T>(ComputeType<T>(reduce_finish(op_, acc, count, row_max)));
     }
     return Status::ok();
   }
@@ -72,18 +71,19 @@ class ReduceKernel final : public Kernel {
  private:
   // -inf / +inf for floats, not lowest / max: a row of -inf reduces to -inf (an attention
   // row masked out entirely is found by comparing its max with -inf).
-  Acc initial() const {
+  Acc initial(ReduceOp op) const {
     using L = std::numeric_limits<Acc>;
-    if (op_ == ReduceOp::kMax) return L::has_infinity ? -L::infinity() : L::lowest();
-    if (op_ == ReduceOp::kMin) return L::has_infinity ? L::infinity() : L::max();
-    return Acc(0);
+    if (op == ReduceOp::kMax) return L::has_infinity ? -L::infinity() : L::lowest();
+    if (op == ReduceOp::kMin) return L::has_infinity ? L::infinity() : L::max();
+    return op == ReduceOp::kProd ? Acc(1) : Acc(0);
   }
-  Acc combine(Acc acc, Acc x) const {
-    switch (op_) {
-      case ReduceOp::kMax: return (x > acc || x != x) ? x : acc;
-      case ReduceOp::kMin: return (x < acc || x != x) ? x : acc;
-      default: return wrapping_add(acc, x);  // integer sums wrap, never undefined
-    }
+  // The row's elements mapped and combined as `op` says.
+  Acc fold(const T* base, int64_t count, ReduceOp op, Acc row_max) const {
+    Acc acc = initial(op);
+    Shape inner(reduced_sizes_.size(), 0);
+    for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_))
+      acc = reduce_combine(op, acc, reduce_map(op, Acc(load(base[offset_of(inner, reduced_dims_, in_.strides)])), row_max));
+    return acc;
   }
 
   TensorView in_, out_;
@@ -97,6 +97,9 @@ Result<KernelPtr> make_reduce(const KernelRequest& r, ReduceOp op) {
   NodeInputs node(r.graph, r.node);
   STRIDER_ASSIGN_OR_RETURN(ReduceParams p, resolve_reduce(node));
   return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (!std::is_floating_point_v<ComputeType<T>>) {
+      if (reduce_is_float_only(op)) return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(r.inputs[0].dtype)));
+    }
     if constexpr (std::is_same_v<T, bool>) {
       // Max and Min of booleans are "any" and "all"; sums of booleans are not defined.
       if (op != ReduceOp::kMax && op != ReduceOp::kMin) return unsupported(fmt::format("{} on bool", r.node.op_type));
@@ -179,10 +182,10 @@ Result<KernelPtr> make_softmax(const KernelRequest& r, bool log) {
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
-  table.push_back({"ReduceSum", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kSum); }});
-  table.push_back({"ReduceMean", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMean); }});
-  table.push_back({"ReduceMax", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMax); }});
-  table.push_back({"ReduceMin", [](const KernelRequest& r) { return make_reduce(r, ReduceOp::kMin); }});
+#define STRIDER_REDUCE_KERNEL(op, name) \
+  table.push_back({name, [](const KernelRequest& r) { return make_reduce(r, ReduceOp::op); }});
+  STRIDER_REDUCE_OPS(STRIDER_REDUCE_KERNEL)
+#undef STRIDER_REDUCE_KERNEL
   table.push_back({"Softmax", [](const KernelRequest& r) { return make_softmax(r, false); }});
   table.push_back({"LogSoftmax", [](const KernelRequest& r) { return make_softmax(r, true); }});
 }

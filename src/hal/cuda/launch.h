@@ -18,6 +18,7 @@
 #include "hal/cuda/indexer.h"
 #include "memory/tensor_view.h"
 #include "ops/elementwise_math.h"
+#include "ops/reduce_math.h"
 #include "strider/dtype.h"
 #include "strider/status.h"
 
@@ -135,6 +136,8 @@ Status run_map(const MapLaunch& launch, cudaStream_t stream);
 
 enum class ReduceKind : uint8_t {
   kSum, kMean, kMax, kMin,
+  kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp,  // ops/reduce_math.h
+
   kPoolMax,  // max as MaxPool takes it: the first element, then only greater ones
   kSoftmax, kLogSoftmax,
 };

@@ -33,6 +33,23 @@ __device__ __forceinline__ bool is_nan(A x) {
   else return x != x;
 }
 
+// The reduction's arithmetic (ops/reduce_math.h, shared with the CPU); kPoolMax and the
+// softmax kinds are this file's own.
+__device__ __forceinline__ ReduceMath math_of(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kMean: return ReduceMath::kMean;
+    case ReduceKind::kMax: return ReduceMath::kMax;
+    case ReduceKind::kMin: return ReduceMath::kMin;
+    case ReduceKind::kProd: return ReduceMath::kProd;
+    case ReduceKind::kL1: return ReduceMath::kL1;
+    case ReduceKind::kL2: return ReduceMath::kL2;
+    case ReduceKind::kSumSquare: return ReduceMath::kSumSquare;
+    case ReduceKind::kLogSum: return ReduceMath::kLogSum;
+    case ReduceKind::kLogSumExp: return ReduceMath::kLogSumExp;
+    default: return ReduceMath::kSum;
+  }
+}
+
 template <typename A>
 __device__ __forceinline__ A initial(ReduceKind kind) {
   using L = ::cuda::std::numeric_limits<A>;
@@ -41,19 +58,16 @@ __device__ __forceinline__ A initial(ReduceKind kind) {
     case ReduceKind::kMax:
     case ReduceKind::kPoolMax: return L::has_infinity ? -L::infinity() : L::lowest();
     case ReduceKind::kMin: return L::has_infinity ? L::infinity() : L::max();
+    case ReduceKind::kProd: return A(1);
     default: return A(0);
   }
 }
 
-// One more element into a running result, in element order (`first`: no element yet).
+// One more (mapped) element into a running result, in element order (`first`: no element yet).
 template <typename A>
 __device__ __forceinline__ A step(ReduceKind kind, A acc, A x, bool first) {
-  switch (kind) {
-    case ReduceKind::kMax: return (x > acc || is_nan(x)) ? x : acc;
-    case ReduceKind::kMin: return (x < acc || is_nan(x)) ? x : acc;
-    case ReduceKind::kPoolMax: return (first || x > acc) ? x : acc;
-    default: return A(acc + x);
-  }
+  if (kind == ReduceKind::kPoolMax) return (first || x > acc) ? x : acc;
+  return reduce_combine(math_of(kind), acc, x);
 }
 
 // Two partial results, `a` holding elements before `b`'s. kMax and kMin are NaN-sticky
@@ -61,33 +75,36 @@ __device__ __forceinline__ A step(ReduceKind kind, A acc, A x, bool first) {
 // always the partial that holds the row's first element.
 template <typename A>
 __device__ __forceinline__ A merge(ReduceKind kind, A a, A b) {
-  switch (kind) {
-    case ReduceKind::kMax: return (b > a || is_nan(b)) ? b : a;
-    case ReduceKind::kMin: return (b < a || is_nan(b)) ? b : a;
-    case ReduceKind::kPoolMax: return b > a ? b : a;
-    default: return A(a + b);
-  }
+  if (kind == ReduceKind::kPoolMax) return b > a ? b : a;
+  return reduce_combine(math_of(kind), a, b);
 }
 
 template <typename T, typename A>
-__device__ __forceinline__ void finish(const ReduceLaunch& a, int64_t out_offset, A acc) {
-  if (a.kind == ReduceKind::kMean) acc = a.inner.count ? A(acc / A(a.inner.count)) : A(0);
-  store<T>(a.out, out_offset, Compute<T>(acc));
+__device__ __forceinline__ void finish(const ReduceLaunch& a, int64_t out_offset, A acc, A row_max) {
+  store<T>(a.out, out_offset, Compute<T>(reduce_finish(math_of(a.kind), acc, a.inner.count, row_max)));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const ReduceLaunch a) {
   using A = Acc<T>;
+  const ReduceMath math = math_of(a.kind);
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
-    int64_t row[2];
+    int64_t row[2], off[1];
     strided_offsets(a.rows, a.rows_div, r, row);
+    A row_max = 0;
+    if (reduce_needs_max(math)) {
+      row_max = initial<A>(ReduceKind::kMax);
+      for (int64_t j = 0; j < a.inner.count; ++j) {
+        strided_offsets(a.inner, a.inner_div, j, off);
+        row_max = reduce_combine(ReduceMath::kMax, row_max, A(load<T>(a.in, row[0] + off[0])));
+      }
+    }
     A acc = initial<A>(a.kind);
     for (int64_t j = 0; j < a.inner.count; ++j) {
-      int64_t off[1];
       strided_offsets(a.inner, a.inner_div, j, off);
-      acc = step(a.kind, acc, A(load<T>(a.in, row[0] + off[0])), j == 0);
+      acc = step(a.kind, acc, reduce_map(math, A(load<T>(a.in, row[0] + off[0])), row_max), j == 0);
     }
-    finish<T>(a, row[1], acc);
+    finish<T>(a, row[1], acc, row_max);
   }
 }
 
@@ -95,17 +112,32 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) reduce_block_kernel(const ReduceLaunch a) {
   using A = Acc<T>;
   const ReduceKind kind = a.kind;
+  const ReduceMath math = math_of(kind);
   for (int64_t r = blockIdx.x; r < a.rows.count; r += gridDim.x) {
-    int64_t row[2];
+    int64_t row[2], off[1];
     strided_offsets(a.rows, a.rows_div, r, row);
+    A row_max = 0;
+    if (reduce_needs_max(math)) {
+      __shared__ A shared_max;
+      row_max = initial<A>(ReduceKind::kMax);
+      for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) {
+        strided_offsets(a.inner, a.inner_div, j, off);
+        row_max = reduce_combine(ReduceMath::kMax, row_max, A(load<T>(a.in, row[0] + off[0])));
+      }
+      row_max = block_combine(row_max, initial<A>(ReduceKind::kMax),
+                              [](A x, A y) { return reduce_combine(ReduceMath::kMax, x, y); });
+      if (threadIdx.x == 0) shared_max = row_max;
+      __syncthreads();
+      row_max = shared_max;
+      __syncthreads();  // shared_max is rewritten for the next row
+    }
     A acc = initial<A>(kind);
     for (int64_t j = threadIdx.x; j < a.inner.count; j += blockDim.x) {
-      int64_t off[1];
       strided_offsets(a.inner, a.inner_div, j, off);
-      acc = step(kind, acc, A(load<T>(a.in, row[0] + off[0])), j == threadIdx.x);
+      acc = step(kind, acc, reduce_map(math, A(load<T>(a.in, row[0] + off[0])), row_max), j == threadIdx.x);
     }
     acc = block_combine(acc, initial<A>(kind), [kind](A x, A y) { return merge(kind, x, y); });
-    if (threadIdx.x == 0) finish<T>(a, row[1], acc);
+    if (threadIdx.x == 0) finish<T>(a, row[1], acc, row_max);
   }
 }
 

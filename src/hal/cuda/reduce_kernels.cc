@@ -65,6 +65,8 @@ Result<KernelPtr> make_reduce(const KernelRequest& r, ReduceKind kind) {
   // Max and Min of booleans are "any" and "all"; sums of booleans are not defined.
   if (in.dtype == DType::kBool && kind != ReduceKind::kMax && kind != ReduceKind::kMin)
     return unsupported(fmt::format("{} on bool", r.node.op_type));
+  const bool float_only = kind == ReduceKind::kL2 || kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp;
+  if (float_only && !is_floating(in.dtype)) return unsupported(fmt::format("{} on {}", r.node.op_type, dtype_name(in.dtype)));
   if (out.dtype != in.dtype)
     return invalid_argument(fmt::format("{} from {} to {}", r.node.op_type, dtype_name(in.dtype), dtype_name(out.dtype)));
   std::vector<bool> reduced(size_t(in.rank()), false);
@@ -110,6 +112,12 @@ void register_reduce_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"ReduceMean", reduce<ReduceKind::kMean>});
   table.push_back({"ReduceMax", reduce<ReduceKind::kMax>});
   table.push_back({"ReduceMin", reduce<ReduceKind::kMin>});
+  table.push_back({"ReduceProd", reduce<ReduceKind::kProd>});
+  table.push_back({"ReduceL1", reduce<ReduceKind::kL1>});
+  table.push_back({"ReduceL2", reduce<ReduceKind::kL2>});
+  table.push_back({"ReduceSumSquare", reduce<ReduceKind::kSumSquare>});
+  table.push_back({"ReduceLogSum", reduce<ReduceKind::kLogSum>});
+  table.push_back({"ReduceLogSumExp", reduce<ReduceKind::kLogSumExp>});
   table.push_back({"Softmax", softmax<ReduceKind::kSoftmax>});
   table.push_back({"LogSoftmax", softmax<ReduceKind::kLogSoftmax>});
 }
