@@ -18,6 +18,29 @@ Status infer_identity(InferContext& ctx) {
   return Status::ok();
 }
 
+// Dropout at inference: the output is the input (a view), the mask all true (a constant).
+// Training mode, when a constant true with a ratio that is not 0, is random: refused.
+Status infer_dropout(InferContext& ctx) {
+  if (ctx.opset() >= 12 && ctx.has_input(2)) {
+    const Tensor* training = ctx.input_constant(2);
+    if (training == nullptr) return unsupported("Dropout's training_mode is computed at run time; strider runs inference only");
+    const Tensor* ratio = ctx.input_constant(1);
+    const bool zero_ratio = ratio != nullptr && ratio->num_elements() == 1 && ratio->element_as_double(0) == 0;
+    if (training->num_elements() == 1 && training->element_as_int(0) != 0 && !zero_ratio)
+      return unsupported("Dropout in training mode (random) is not supported; strider runs inference only");
+  }
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
+  if (ctx.has_output(1)) {
+    constexpr int64_t kMaxMaskElements = int64_t(1) << 28;
+    const int64_t count = num_elements(ctx.input_shape(0));
+    if (count > kMaxMaskElements) return unsupported(fmt::format("a Dropout mask of {} elements", count));
+    Tensor mask(DType::kBool, ctx.input_shape(0));
+    std::fill(mask.data<uint8_t>(), mask.data<uint8_t>() + count, uint8_t(1));
+    ctx.set_output_constant(1, std::move(mask));
+  }
+  return Status::ok();
+}
+
 Status infer_split(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(SplitParams params, resolve_split(ctx));
   Shape shape = ctx.input_shape(0);
@@ -221,6 +244,8 @@ Status infer_range(InferContext& ctx) {
 
 void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Identity", infer_identity, {}, {}, {.view = ViewKind::kSameElements}});
+  // ratio and training_mode decide what Dropout is: they must be known at session creation.
+  ops.push_back({"Dropout", infer_dropout, {}, {1, 2}, {.view = ViewKind::kSameElements}});
   ops.push_back({"Split", infer_split, {}, {1}, {.view = ViewKind::kSplit}});
   ops.push_back({"Concat", infer_concat, {}});
   ops.push_back({"Slice", infer_slice, {}, {1, 2, 3, 4}, {.view = ViewKind::kSlice}});

@@ -53,7 +53,8 @@ Result<KernelPtr> make_view_copy(const KernelRequest& r, const CudaContext& cont
   NodeInputs node(r.graph, r.node);
   std::vector<std::pair<TensorView, TensorView>> copies;
   for (size_t i = 0; i < r.outputs.size(); ++i) {
-    if (!r.outputs[i].allocation) continue;
+    // Outputs that are constants (Dropout's all-true mask) are no views of the input.
+    if (!r.outputs[i].allocation || r.graph.value(r.node.outputs[i]).is_constant()) continue;
     STRIDER_ASSIGN_OR_RETURN(std::optional<TensorView> src, output_view(node, i, r.inputs[0]));
     if (!src) return make_materialize(r, context);
     copies.emplace_back(r.outputs[i], std::move(*src));
@@ -136,7 +137,8 @@ Result<KernelPtr> make_gather_elements(const KernelRequest& r, const CudaContext
 }  // namespace
 
 void register_copy_kernels(std::vector<KernelEntry>& table) {
-  for (std::string_view op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Split", "Expand"})
+  for (std::string_view op : {"Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Split",
+                              "Expand"})
     table.push_back({op, make_view_copy});
   table.push_back({"Materialize", make_materialize});
   table.push_back({"Concat", make_concat});
