@@ -61,4 +61,13 @@ STRIDER_HOST_DEVICE A reduce_finish(ReduceMath op, A acc, int64_t count, A row_m
   return acc;
 }
 
+// ArgMax / ArgMin: whether `x`, at a later index, replaces the running extreme `best`. A
+// NaN counts as the extreme (numpy's rule): the first one wins, or the last with `last`.
+template <class A>
+STRIDER_HOST_DEVICE bool arg_reduce_takes(bool max, bool last, A x, A best) {
+  if (best != best) return last && x != x;
+  if (x != x) return true;
+  return max ? (last ? x >= best : x > best) : (last ? x <= best : x < best);
+}
+
 }  // namespace strider

@@ -148,6 +148,40 @@ Result<Shape> resolve_reshape(const NodeInputs& node) {
   return Shape(target);
 }
 
+Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node) {
+  ArgReduceParams p;
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, node.attributes().get_int("axis", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t keepdims, node.attributes().get_int("keepdims", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t last, node.attributes().get_int("select_last_index", 0));
+  const int64_t rank = node.input_rank(0);
+  if (!normalize_axis(axis, rank, &p.axis)) return node.error("axis {} out of range for rank {}", axis, rank);
+  if (node.input_shape(0)[size_t(p.axis)] == 0) return node.error("axis {} is empty: no element to pick", p.axis);
+  p.keepdims = keepdims != 0;
+  p.last = last != 0;
+  p.max = node.node().op_type == "ArgMax";
+  return p;
+}
+
+Result<TriluParams> resolve_trilu(const NodeInputs& node) {
+  TriluParams p;
+  STRIDER_ASSIGN_OR_RETURN(int64_t upper, node.attributes().get_int("upper", 1));
+  p.upper = upper != 0;
+  if (node.input_rank(0) < 2) return node.error("input must have rank 2 or more, not {}", node.input_rank(0));
+  if (node.has_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> k, node.constant_ints(1, "k"));
+    if (k.size() != 1) return node.error("k must be one integer, got {} values", k.size());
+    p.k = k[0];
+  }
+  return p;
+}
+
+Tensor trilu_mask(const TriluParams& p, int64_t rows, int64_t cols) {
+  Tensor mask(DType::kBool, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask.data<uint8_t>()[i * cols + j] = trilu_keeps(p, i, j) ? 1 : 0;
+  return mask;
+}
+
 Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node) {
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, node.attributes().get_int("axis", 0));
   const int64_t rank = node.input_rank(0);

@@ -29,6 +29,31 @@ Result<std::vector<SliceAxis>> resolve_slice(const NodeInputs& node);
 Result<Shape> resolve_reshape(const NodeInputs& node);
 // Transpose's permutation (the reverse when `perm` is absent).
 Result<std::vector<int64_t>> resolve_transpose(const NodeInputs& node);
+// Trilu: keep the upper (j - i >= k) or lower (j - i <= k) triangle of each matrix of the
+// last two dims; k is input 1 (a constant scalar, 0 when omitted).
+struct TriluParams {
+  bool upper = true;
+  int64_t k = 0;
+};
+Result<TriluParams> resolve_trilu(const NodeInputs& node);
+inline bool trilu_keeps(const TriluParams& p, int64_t row, int64_t col) {
+  // row and col are below 2^52 (checked shapes): col - row cannot overflow, whatever k is.
+  return p.upper ? col - row >= p.k : col - row <= p.k;
+}
+// The bool [rows, cols] mask of the elements Trilu keeps (rows, cols: the last two dims).
+Tensor trilu_mask(const TriluParams& p, int64_t rows, int64_t cols);
+
+// ArgMax / ArgMin: the index of the first (or, select_last_index, last) extreme element
+// along `axis`; a NaN counts as the extreme (numpy's rule). Output int64.
+struct ArgReduceParams {
+  int64_t axis = 0;
+  bool keepdims = true;
+  bool last = false;
+  bool max = true;
+};
+Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node);
+// (Which element wins: arg_reduce_takes in ops/reduce_math.h, for every device.)
+
 // GatherElements' axis, normalized, with data and indices of one rank and integer indices.
 Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node);
 Result<Shape> resolve_squeeze(const NodeInputs& node);

@@ -178,6 +178,22 @@ Status infer_gather_elements(InferContext& ctx) {
   return Status::ok();
 }
 
+Status infer_arg_reduce(InferContext& ctx) {
+  if (ctx.input_dtype(0) == DType::kBool) return ctx.error("input is bool, expected a numeric type");
+  STRIDER_ASSIGN_OR_RETURN(ArgReduceParams p, resolve_arg_reduce(ctx));
+  Shape shape = ctx.input_shape(0);
+  if (p.keepdims) shape[size_t(p.axis)] = 1;
+  else shape.erase(shape.begin() + p.axis);
+  ctx.set_output(0, DType::kI64, std::move(shape));
+  return Status::ok();
+}
+
+Status infer_trilu(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(resolve_trilu(ctx).status());
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
+  return Status::ok();
+}
+
 Status infer_cast(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(DType to, cast_target(ctx));
   ctx.set_output(0, to, ctx.input_shape(0));
@@ -257,6 +273,9 @@ void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Expand", infer_expand, {}, {1}, {.view = ViewKind::kExpand}});
   ops.push_back({"Gather", infer_gather, {}, {}, {.view = ViewKind::kGather}});
   ops.push_back({"GatherElements", infer_gather_elements, {}});
+  ops.push_back({"Trilu", infer_trilu, {}, {1}});
+  ops.push_back({"ArgMax", infer_arg_reduce, {}});
+  ops.push_back({"ArgMin", infer_arg_reduce, {}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});
   ops.push_back({"Shape", infer_shape, {}});

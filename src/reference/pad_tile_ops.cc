@@ -1,9 +1,10 @@
 // Pad (constant, reflect, edge, wrap; pads, value and axes as attributes or inputs),
-// Tile and GatherElements in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
+// Tile, GatherElements, Trilu, ArgMax and ArgMin in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
 // Independent of ops/index_map.h, which the devices share.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "reference/op_support.h"
 
@@ -138,7 +139,68 @@ Result<OpOutputs> gather_elements_op(const OpContext& ctx) {
   return OpOutputs{std::move(out)};
 }
 
+// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of each matrix of the last
+// two dims; the rest 0.
+Result<OpOutputs> trilu_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t upper, ctx.attributes().get_int("upper", 1));
+  int64_t k = 0;
+  if (const RefTensor* given = ctx.optional_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(k, read_scalar_int(*given, "input 1 (k)"));
+  }
+  if (x->rank() < 2) return invalid_model("Trilu needs rank 2 or more");
+  RefTensor y = *x;
+  const int64_t rows = x->shape[x->shape.size() - 2], cols = x->shape.back();
+  for (int64_t e = 0; e < x->num_elements(); ++e) {
+    const int64_t i = (e / cols) % rows, j = e % cols;
+    const bool keep = upper ? j - i >= k : j - i <= k;
+    if (keep) continue;
+    if (y.is_floating()) y.floats[size_t(e)] = 0;
+    else y.ints[size_t(e)] = 0;
+  }
+  return OpOutputs{std::move(y)};
+}
+
+// ArgMax / ArgMin as numpy computes them (a NaN is the extreme; select_last_index takes the
+// last of equal extremes), int64 out.
+Result<OpOutputs> arg_reduce(const OpContext& ctx, bool max) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "data"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t keepdims, ctx.attributes().get_int("keepdims", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t last, ctx.attributes().get_int("select_last_index", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
+  const int64_t n = x->shape[size_t(axis)];
+  if (n == 0) return invalid_model("ArgMax/ArgMin over an empty axis");
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; d < x->shape.size(); ++d) inner *= x->shape[d];
+  Shape out_shape = x->shape;
+  if (keepdims) out_shape[size_t(axis)] = 1;
+  else out_shape.erase(out_shape.begin() + axis);
+  RefTensor y = RefTensor::zeros(DType::kI64, out_shape);
+  for (int64_t o = 0; o < y.num_elements(); ++o) {
+    const int64_t base = (o / inner) * n * inner + o % inner;
+    auto value = [&](int64_t j) { return x->element_as_double(base + j * inner); };
+    int64_t at = 0;
+    for (int64_t j = 1; j < n; ++j) {
+      const double v = value(j), best = value(at);
+      bool takes;
+      if (std::isnan(best)) takes = last && std::isnan(v);
+      else if (std::isnan(v)) takes = true;
+      else takes = max ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
+      if (takes) at = j;
+    }
+    y.ints[size_t(o)] = at;
+  }
+  return OpOutputs{std::move(y)};
+}
+
+Result<OpOutputs> arg_max_op(const OpContext& ctx) { return arg_reduce(ctx, true); }
+Result<OpOutputs> arg_min_op(const OpContext& ctx) { return arg_reduce(ctx, false); }
+
 constexpr OpDefinition kPadTileOps[] = {
+    {"ArgMax", 7, 27, arg_max_op},
+    {"ArgMin", 7, 27, arg_min_op},
+    {"Trilu", 14, 27, trilu_op},
     {"GatherElements", 11, 27, gather_elements_op},
     {"Pad", 2, 27, pad_op},
     {"Tile", 6, 27, tile_op},

@@ -370,6 +370,41 @@ TEST_P(KernelSuite, EveryReduction) {
   }
 }
 
+// Trilu, upper and lower, with k of both signs and past the matrix, on f32 and int8.
+TEST_P(KernelSuite, Trilu) {
+  for (int64_t k : {int64_t(0), int64_t(2), int64_t(-1), int64_t(-9)})
+    for (int upper : {1, 0}) {
+      GraphBuilder b(14);
+      b.output(b.op("Trilu", {b.input("x", DType::kF32, {2, 4, 6}), b.constant("k", i64_tensor({k}))},
+                    int_attribute("upper", upper)));
+      SCOPED_TRACE("k " + std::to_string(k) + (upper ? " upper" : " lower"));
+      check(b, {{"x", x({2, 4, 6})}});
+    }
+  GraphBuilder b(14);
+  b.output(b.op("Trilu", {b.input("x", DType::kI8, {3, 5})}));
+  check(b, {{"x", random_tensor(DType::kI8, {3, 5}, 2)}});
+}
+
+// ArgMax and ArgMin over each axis, first and last of ties (int8 values tie often), a NaN.
+TEST_P(KernelSuite, ArgMaxAndArgMin) {
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (int64_t axis : {0, 1, 2})
+      for (int last : {0, 1}) {
+        GraphBuilder b(13);
+        AttributeMap attrs = int_attribute("axis", axis);
+        attrs.set_int("select_last_index", last);
+        attrs.set_int("keepdims", axis == 1 ? 0 : 1);
+        b.output(b.op(op, {b.input("x", DType::kI8, {3, 4, 5})}, attrs));
+        SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis) + " last " + std::to_string(last));
+        check(b, {{"x", random_tensor(DType::kI8, {3, 4, 5}, 7)}});
+      }
+  GraphBuilder b(13);
+  b.output(b.op("ArgMax", {b.input("x", DType::kF32, {3, 4})}, int_attribute("axis", 1)));
+  Tensor t = x({3, 4});
+  t.data<float>()[5] = NAN;
+  check(b, {{"x", t}});
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

@@ -9,6 +9,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/map_kernel.h"
 #include "ops/elementwise_params.h"
+#include "ops/shape_ops.h"
 
 namespace strider::cpu {
 namespace {
@@ -316,6 +317,47 @@ Result<KernelPtr> make_batch_norm(const KernelRequest& r) {
   });
 }
 
+// Trilu: Where(mask, x, 0) with the mask of the kept triangle (ops/shape_ops.h) built once
+// and broadcast over the batch dims, and a zero of x's type broadcast everywhere.
+class TriluKernel final : public Kernel {
+ public:
+  TriluKernel(Tensor mask) : mask_(std::move(mask)) {
+    mask_memory_ = std::make_unique<Allocation>(0, "trilu-mask", "cpu", mask_.bytes(), int64_t(mask_.byte_size()) + 1, 1,
+                                                StorageMode::kHost, true);
+    zero_memory_ = std::make_unique<Allocation>(0, "trilu-zero", "cpu", reinterpret_cast<std::byte*>(&zero_), 8, 8,
+                                                StorageMode::kHost, true);
+  }
+  Status init(const KernelRequest& r) {
+    const TensorView& x = r.inputs[0];
+    const size_t rank = x.sizes.size();
+    Strides mask_strides(rank, 0), zero_strides(rank, 0);
+    mask_strides[rank - 2] = x.sizes[rank - 1];
+    mask_strides[rank - 1] = 1;
+    STRIDER_ASSIGN_OR_RETURN(TensorView mask, make_view(*mask_memory_, 0, DType::kBool, x.sizes, mask_strides, "mask"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView zero, make_view(*zero_memory_, 0, x.dtype, x.sizes, zero_strides, "zero"));
+    return dispatch_dtype(x.dtype, [&]<typename T>() -> Status {
+      STRIDER_ASSIGN_OR_RETURN(map_, (make_map_kernel<T, bool, T, T>("Trilu", r.outputs[0], {mask, x, zero}, Select{})));
+      return Status::ok();
+    });
+  }
+  Status run(const QueueContext& context) override { return map_->run(context); }
+  std::string implementation() const override { return "strider:Trilu"; }
+
+ private:
+  Tensor mask_;
+  uint64_t zero_ = 0;  // zero bits are 0 in every dtype
+  std::unique_ptr<Allocation> mask_memory_, zero_memory_;
+  KernelPtr map_;
+};
+
+Result<KernelPtr> make_trilu(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(TriluParams p, resolve_trilu(NodeInputs(r.graph, r.node)));
+  const Shape& sizes = r.inputs[0].sizes;
+  auto kernel = std::make_unique<TriluKernel>(trilu_mask(p, sizes[sizes.size() - 2], sizes.back()));
+  STRIDER_RETURN_IF_ERROR(kernel->init(r));
+  return KernelPtr(std::move(kernel));
+}
+
 }  // namespace
 
 void register_elementwise_kernels(std::vector<KernelEntry>& table) {
@@ -324,6 +366,7 @@ void register_elementwise_kernels(std::vector<KernelEntry>& table) {
   STRIDER_ELEMENTWISE_OPS(STRIDER_TABLE_KERNEL)
 #undef STRIDER_TABLE_KERNEL
   table.push_back({"Where", make_where});
+  table.push_back({"Trilu", make_trilu});
   table.push_back({"Clip", make_clip});
   table.push_back({"Pow", make_pow});
   table.push_back({"BatchNormalization", make_batch_norm});

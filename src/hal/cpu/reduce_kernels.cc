@@ -179,9 +179,66 @@ Result<KernelPtr> make_softmax(const KernelRequest& r, bool log) {
   });
 }
 
+// ArgMax / ArgMin along one axis (ops/shape_ops.h's rule for ties and NaN), int64 out.
+template <typename T>
+class ArgReduceKernel final : public Kernel {
+ public:
+  ArgReduceKernel(TensorView in, TensorView out, ArgReduceParams p) : in_(std::move(in)), out_(std::move(out)), p_(p) {
+    for (int64_t d = 0; d < in_.rank(); ++d)
+      if (d != p_.axis) {
+        kept_sizes_.push_back(in_.sizes[size_t(d)]);
+        in_kept_strides_.push_back(in_.strides[size_t(d)]);
+      }
+    // The output's strides for the kept dims (with keepdims, skipping the axis's size-1 dim).
+    for (int64_t d = 0; d < out_.rank(); ++d)
+      if (!(p_.keepdims && d == p_.axis)) out_kept_strides_.push_back(out_.strides[size_t(d)]);
+  }
+  Status run(const QueueContext&) override {
+    const T* in = in_.host_data_as<T>();
+    int64_t* out = out_.host_data_as<int64_t>();
+    const int64_t n = in_.sizes[size_t(p_.axis)], step = in_.strides[size_t(p_.axis)];
+    Shape index(kept_sizes_.size(), 0);
+    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance_index(index, kept_sizes_)) {
+      int64_t base = 0, target = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        base += index[d] * in_kept_strides_[d];
+        target += index[d] * out_kept_strides_[d];
+      }
+      auto best = load(in[base]);
+      int64_t at = 0;
+      for (int64_t j = 1; j < n; ++j) {
+        auto x = load(in[base + j * step]);
+        if (arg_reduce_takes(p_.max, p_.last, x, best)) {
+          best = x;
+          at = j;
+        }
+      }
+      out[target] = at;
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:arg-reduce"; }
+
+ private:
+  TensorView in_, out_;
+  ArgReduceParams p_;
+  Shape kept_sizes_;
+  Strides in_kept_strides_, out_kept_strides_;
+};
+
+Result<KernelPtr> make_arg_reduce(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(ArgReduceParams p, resolve_arg_reduce(NodeInputs(r.graph, r.node)));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_same_v<T, bool>) return unsupported(fmt::format("{} on bool", r.node.op_type));
+    else return KernelPtr(new ArgReduceKernel<T>(r.inputs[0], r.outputs[0], p));
+  });
+}
+
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"ArgMax", make_arg_reduce});
+  table.push_back({"ArgMin", make_arg_reduce});
 #define STRIDER_REDUCE_KERNEL(op, name) \
   table.push_back({name, [](const KernelRequest& r) { return make_reduce(r, ReduceOp::op); }});
   STRIDER_REDUCE_OPS(STRIDER_REDUCE_KERNEL)

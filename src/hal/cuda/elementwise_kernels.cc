@@ -5,12 +5,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/launch.h"
+#include "hal/cuda/device_buffer.h"
 #include "ops/elementwise_params.h"
+#include "ops/shape_ops.h"
 #include "ops/fused_elementwise.h"
 
 namespace strider::cuda {
@@ -217,6 +220,44 @@ Result<KernelPtr> variadic(const KernelRequest& r, const CudaContext&) {
   return make_variadic(r, kOp);
 }
 
+// Trilu: Where(mask, x, 0), the mask of the kept triangle (ops/shape_ops.h) uploaded once
+// and broadcast over the batch dims, with a zero of x's type broadcast everywhere.
+class TriluKernel final : public Kernel {
+ public:
+  Status init(const KernelRequest& r, const Tensor& mask) {
+    std::vector<std::byte> bytes(mask.byte_size() + 16, std::byte{0});  // mask, then an 8-byte-aligned zero
+    std::memcpy(bytes.data(), mask.bytes(), mask.byte_size());
+    STRIDER_RETURN_IF_ERROR(memory_.upload(bytes));
+    const int64_t zero_at = (int64_t(mask.byte_size()) + 7) / 8 * 8;
+    allocation_ = std::make_unique<Allocation>(0, "trilu-mask", "cuda", memory_.as<std::byte>(), int64_t(bytes.size()), 8,
+                                               StorageMode::kDevice, false);
+    const TensorView& x = r.inputs[0];
+    const size_t rank = x.sizes.size();
+    Strides mask_strides(rank, 0), zero_strides(rank, 0);
+    mask_strides[rank - 2] = x.sizes[rank - 1];
+    mask_strides[rank - 1] = 1;
+    STRIDER_ASSIGN_OR_RETURN(TensorView mask_view, make_view(*allocation_, 0, DType::kBool, x.sizes, mask_strides, "mask"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView zero, make_view(*allocation_, zero_at, x.dtype, x.sizes, zero_strides, "zero"));
+    STRIDER_ASSIGN_OR_RETURN(launch_, prepare(r, MapOp::kWhere, r.outputs[0], {mask_view, x, zero}, {}));
+    return Status::ok();
+  }
+  Status run(const QueueContext& context) override { return run_map(launch_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:Trilu"; }
+
+ private:
+  DeviceBuffer memory_;
+  std::unique_ptr<Allocation> allocation_;
+  MapLaunch launch_;
+};
+
+Result<KernelPtr> make_trilu(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(TriluParams p, resolve_trilu(NodeInputs(r.graph, r.node)));
+  const Shape& sizes = r.inputs[0].sizes;
+  auto kernel = std::make_unique<TriluKernel>();
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, trilu_mask(p, sizes[sizes.size() - 2], sizes.back())));
+  return KernelPtr(std::move(kernel));
+}
+
 }  // namespace
 
 void register_elementwise_kernels(std::vector<KernelEntry>& table) {
@@ -225,6 +266,7 @@ void register_elementwise_kernels(std::vector<KernelEntry>& table) {
   STRIDER_ELEMENTWISE_OPS(STRIDER_TABLE_KERNEL)
 #undef STRIDER_TABLE_KERNEL
   table.push_back({"Where", make_where});
+  table.push_back({"Trilu", make_trilu});
   table.push_back({"Clip", make_clip});
   table.push_back({"Pow", make_pow});
   table.push_back({"Cast", make_cast});

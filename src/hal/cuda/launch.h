@@ -166,6 +166,21 @@ struct ReduceLaunch {
 };
 
 Status prepare_reduce(const ReduceSpec& spec, ReduceLaunch* launch);
+
+// ArgMax / ArgMin: a thread per output element walks the axis (ops/reduce_math.h's rule).
+struct ArgReduceLaunch {
+  using Launcher = cudaError_t (*)(const ArgReduceLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  StridedIndexer<2> rows;  // the kept dims: in, out
+  FastDivisor rows_div[kMaxDims];
+  int64_t n = 0, step = 0;  // the axis's size and the input's stride along it
+  bool max = true, last = false;
+  const void* in = nullptr;
+  int64_t* out = nullptr;
+};
+Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool keepdims, bool max, bool last,
+                          ArgReduceLaunch* launch);
+Status run_arg_reduce(const ArgReduceLaunch& launch, cudaStream_t stream);
 Status run_reduce(const ReduceLaunch& launch, cudaStream_t stream);
 
 // ---- normalize.cu --------------------------------------------------------------------

@@ -244,7 +244,75 @@ Status select_launcher(const ReduceSpec& s, ReduceLaunch* l) {
   return Status::ok();
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads) arg_reduce_kernel(const ArgReduceLaunch a) {
+  using A = Acc<T>;
+  for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
+    int64_t row[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A best = A(load<T>(a.in, row[0]));
+    int64_t at = 0;
+    for (int64_t j = 1; j < a.n; ++j) {
+      const A x = A(load<T>(a.in, row[0] + j * a.step));
+      if (arg_reduce_takes(a.max, a.last, x, best)) {
+        best = x;
+        at = j;
+      }
+    }
+    a.out[row[1]] = at;
+  }
+}
+
+template <typename T>
+cudaError_t launch_arg_reduce(const ArgReduceLaunch& l, cudaStream_t stream) {
+  arg_reduce_kernel<T><<<grid_for(l.rows.count, kThreads), kThreads, 0, stream>>>(l);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool keepdims, bool max, bool last,
+                          ArgReduceLaunch* l) {
+  *l = ArgReduceLaunch{};
+  Shape sizes;
+  Strides in_strides, out_strides;
+  for (int64_t d = 0, o = 0; d < in.rank(); ++d) {
+    if (d == axis) {
+      o += keepdims ? 1 : 0;
+      continue;
+    }
+    sizes.push_back(in.sizes[size_t(d)]);
+    in_strides.push_back(in.strides[size_t(d)]);
+    out_strides.push_back(out.strides[size_t(o++)]);
+  }
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(sizes, {in_strides, out_strides}, &l->rows));
+  make_fast_divisors(l->rows, l->rows_div);
+  l->n = in.sizes[size_t(axis)];
+  l->step = in.strides[size_t(axis)];
+  l->max = max;
+  l->last = last;
+  l->in = device_data<const std::byte>(in);
+  l->out = device_data<int64_t>(out);
+  switch (in.dtype) {
+    case DType::kF32: l->launcher = &launch_arg_reduce<float>; break;
+    case DType::kF16: l->launcher = &launch_arg_reduce<__half>; break;
+    case DType::kBF16: l->launcher = &launch_arg_reduce<__nv_bfloat16>; break;
+    case DType::kF64: l->launcher = &launch_arg_reduce<double>; break;
+    case DType::kI64: l->launcher = &launch_arg_reduce<int64_t>; break;
+    case DType::kI32: l->launcher = &launch_arg_reduce<int32_t>; break;
+    case DType::kI8: l->launcher = &launch_arg_reduce<int8_t>; break;
+    case DType::kU8: l->launcher = &launch_arg_reduce<uint8_t>; break;
+    case DType::kBool: return unsupported("ArgMax/ArgMin on bool");
+  }
+  return Status::ok();
+}
+
+Status run_arg_reduce(const ArgReduceLaunch& l, cudaStream_t stream) {
+  if (l.rows.count == 0) return Status::ok();
+  cudaError_t error = l.launcher(l, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("ArgMax/ArgMin kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 Status prepare_reduce(const ReduceSpec& s, ReduceLaunch* l) {
   if (s.in.dtype != s.out.dtype) return internal_error("reduction from " + s.in.to_string() + " to " + s.out.to_string());

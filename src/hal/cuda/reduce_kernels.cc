@@ -105,9 +105,30 @@ Result<KernelPtr> softmax(const KernelRequest& r, const CudaContext&) {
   return make_softmax(r, kKind);
 }
 
+class ArgReduceKernel final : public Kernel {
+ public:
+  ArgReduceKernel(std::string name, ArgReduceLaunch launch) : name_(std::move(name)), launch_(launch) {}
+  Status run(const QueueContext& context) override { return run_arg_reduce(launch_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:" + name_; }
+
+ private:
+  std::string name_;
+  ArgReduceLaunch launch_;
+};
+
+Result<KernelPtr> make_arg_reduce(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(ArgReduceParams p, resolve_arg_reduce(NodeInputs(r.graph, r.node)));
+  ArgReduceLaunch launch;
+  Status s = prepare_arg_reduce(r.inputs[0], r.outputs[0], p.axis, p.keepdims, p.max, p.last, &launch);
+  if (!s.is_ok()) return s;
+  return KernelPtr(new ArgReduceKernel(r.node.op_type, launch));
+}
+
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"ArgMax", make_arg_reduce});
+  table.push_back({"ArgMin", make_arg_reduce});
   table.push_back({"ReduceSum", reduce<ReduceKind::kSum>});
   table.push_back({"ReduceMean", reduce<ReduceKind::kMean>});
   table.push_back({"ReduceMax", reduce<ReduceKind::kMax>});
