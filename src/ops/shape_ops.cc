@@ -182,6 +182,14 @@ Tensor trilu_mask(const TriluParams& p, int64_t rows, int64_t cols) {
   return mask;
 }
 
+Strides trilu_mask_strides(const Shape& x_sizes) {
+  const size_t rank = x_sizes.size();
+  Strides strides(rank, 0);
+  strides[rank - 2] = x_sizes[rank - 1];
+  strides[rank - 1] = 1;
+  return strides;
+}
+
 Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node) {
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, node.attributes().get_int("axis", 0));
   const int64_t rank = node.input_rank(0);

@@ -42,6 +42,8 @@ inline bool trilu_keeps(const TriluParams& p, int64_t row, int64_t col) {
 }
 // The bool [rows, cols] mask of the elements Trilu keeps (rows, cols: the last two dims).
 Tensor trilu_mask(const TriluParams& p, int64_t rows, int64_t cols);
+// That mask's strides as a view over x's sizes (broadcast over the batch dims).
+Strides trilu_mask_strides(const Shape& x_sizes);
 
 // ArgMax / ArgMin: the index of the first (or, select_last_index, last) extreme element
 // along `axis`; a NaN counts as the extreme (numpy's rule). Output int64.

@@ -329,12 +329,9 @@ class TriluKernel final : public Kernel {
   }
   Status init(const KernelRequest& r) {
     const TensorView& x = r.inputs[0];
-    const size_t rank = x.sizes.size();
-    Strides mask_strides(rank, 0), zero_strides(rank, 0);
-    mask_strides[rank - 2] = x.sizes[rank - 1];
-    mask_strides[rank - 1] = 1;
-    STRIDER_ASSIGN_OR_RETURN(TensorView mask, make_view(*mask_memory_, 0, DType::kBool, x.sizes, mask_strides, "mask"));
-    STRIDER_ASSIGN_OR_RETURN(TensorView zero, make_view(*zero_memory_, 0, x.dtype, x.sizes, zero_strides, "zero"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView mask,
+                             make_view(*mask_memory_, 0, DType::kBool, x.sizes, trilu_mask_strides(x.sizes), "mask"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView zero, make_view(*zero_memory_, 0, x.dtype, x.sizes, Strides(x.sizes.size(), 0), "zero"));
     return dispatch_dtype(x.dtype, [&]<typename T>() -> Status {
       STRIDER_ASSIGN_OR_RETURN(map_, (make_map_kernel<T, bool, T, T>("Trilu", r.outputs[0], {mask, x, zero}, Select{})));
       return Status::ok();

@@ -232,12 +232,10 @@ class TriluKernel final : public Kernel {
     allocation_ = std::make_unique<Allocation>(0, "trilu-mask", "cuda", memory_.as<std::byte>(), int64_t(bytes.size()), 8,
                                                StorageMode::kDevice, false);
     const TensorView& x = r.inputs[0];
-    const size_t rank = x.sizes.size();
-    Strides mask_strides(rank, 0), zero_strides(rank, 0);
-    mask_strides[rank - 2] = x.sizes[rank - 1];
-    mask_strides[rank - 1] = 1;
-    STRIDER_ASSIGN_OR_RETURN(TensorView mask_view, make_view(*allocation_, 0, DType::kBool, x.sizes, mask_strides, "mask"));
-    STRIDER_ASSIGN_OR_RETURN(TensorView zero, make_view(*allocation_, zero_at, x.dtype, x.sizes, zero_strides, "zero"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView mask_view,
+                             make_view(*allocation_, 0, DType::kBool, x.sizes, trilu_mask_strides(x.sizes), "mask"));
+    STRIDER_ASSIGN_OR_RETURN(TensorView zero,
+                             make_view(*allocation_, zero_at, x.dtype, x.sizes, Strides(x.sizes.size(), 0), "zero"));
     STRIDER_ASSIGN_OR_RETURN(launch_, prepare(r, MapOp::kWhere, r.outputs[0], {mask_view, x, zero}, {}));
     return Status::ok();
   }
