@@ -162,6 +162,19 @@ Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node) {
   return p;
 }
 
+Result<CumSumParams> resolve_cumsum(const NodeInputs& node) {
+  CumSumParams p;
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> axis, node.constant_ints(1, "axis"));
+  if (axis.size() != 1) return node.error("axis must be one integer, got {} values", axis.size());
+  const int64_t rank = node.input_rank(0);
+  if (!normalize_axis(axis[0], rank, &p.axis)) return node.error("axis {} out of range for rank {}", axis[0], rank);
+  STRIDER_ASSIGN_OR_RETURN(int64_t exclusive, node.attributes().get_int("exclusive", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t reverse, node.attributes().get_int("reverse", 0));
+  p.exclusive = exclusive != 0;
+  p.reverse = reverse != 0;
+  return p;
+}
+
 Result<TriluParams> resolve_trilu(const NodeInputs& node) {
   TriluParams p;
   STRIDER_ASSIGN_OR_RETURN(int64_t upper, node.attributes().get_int("upper", 1));

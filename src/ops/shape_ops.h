@@ -56,6 +56,14 @@ struct ArgReduceParams {
 Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node);
 // (Which element wins: arg_reduce_takes in ops/reduce_math.h, for every device.)
 
+// CumSum: running sums along `axis` (input 1, a constant), from the end when `reverse`,
+// each excluding its own element when `exclusive`.
+struct CumSumParams {
+  int64_t axis = 0;
+  bool exclusive = false, reverse = false;
+};
+Result<CumSumParams> resolve_cumsum(const NodeInputs& node);
+
 // GatherElements' axis, normalized, with data and indices of one rank and integer indices.
 Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node);
 Result<Shape> resolve_squeeze(const NodeInputs& node);

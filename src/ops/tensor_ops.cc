@@ -188,6 +188,13 @@ Status infer_arg_reduce(InferContext& ctx) {
   return Status::ok();
 }
 
+Status infer_cumsum(InferContext& ctx) {
+  if (ctx.input_dtype(0) == DType::kBool) return ctx.error("input is bool, expected a numeric type");
+  STRIDER_RETURN_IF_ERROR(resolve_cumsum(ctx).status());
+  ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
+  return Status::ok();
+}
+
 Status infer_trilu(InferContext& ctx) {
   STRIDER_RETURN_IF_ERROR(resolve_trilu(ctx).status());
   ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
@@ -275,6 +282,7 @@ void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"GatherElements", infer_gather_elements, {}});
   ops.push_back({"Trilu", infer_trilu, {}, {1}});
   ops.push_back({"ArgMax", infer_arg_reduce, {}});
+  ops.push_back({"CumSum", infer_cumsum, {}, {1}});
   ops.push_back({"ArgMin", infer_arg_reduce, {}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});

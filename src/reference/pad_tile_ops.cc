@@ -1,5 +1,5 @@
 // Pad (constant, reflect, edge, wrap; pads, value and axes as attributes or inputs),
-// Tile, GatherElements, Trilu, ArgMax and ArgMin in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
+// Tile, GatherElements, Trilu, ArgMax, ArgMin and CumSum in float64, from the ONNX operator definitions (numpy.pad and numpy.tile).
 // Independent of ops/index_map.h, which the devices share.
 #include <fmt/format.h>
 
@@ -197,7 +197,42 @@ Result<OpOutputs> arg_reduce(const OpContext& ctx, bool max) {
 Result<OpOutputs> arg_max_op(const OpContext& ctx) { return arg_reduce(ctx, true); }
 Result<OpOutputs> arg_min_op(const OpContext& ctx) { return arg_reduce(ctx, false); }
 
+// CumSum: running sums along `axis` (input 1), from the end with `reverse`, each without
+// its own element with `exclusive`; integers wrap to their type.
+Result<OpOutputs> cumsum_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "x"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(1, "axis"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_value, read_scalar_int(*a, "input 1 (axis)"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_value, x->rank(), "input 1 (axis)"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t exclusive, ctx.attributes().get_int("exclusive", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t reverse, ctx.attributes().get_int("reverse", 0));
+  RefTensor y = *x;
+  const int64_t n = x->shape[size_t(axis)];
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; d < x->shape.size(); ++d) inner *= x->shape[d];
+  const int64_t rows = n ? x->num_elements() / n : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = (r / inner) * n * inner + r % inner;
+    double sum = 0;
+    int64_t isum = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const size_t at = size_t(base + (reverse ? n - 1 - t : t) * inner);
+      if (y.is_floating()) {
+        const double v = x->floats[at];
+        y.floats[at] = exclusive ? sum : sum + v;
+        sum += v;
+      } else {
+        const int64_t v = x->ints[at];
+        y.ints[at] = wrap_to_dtype(exclusive ? isum : wrapping_add(isum, v), y.dtype);
+        isum = wrapping_add(isum, v);
+      }
+    }
+  }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kPadTileOps[] = {
+    {"CumSum", 11, 27, cumsum_op},
     {"ArgMax", 7, 27, arg_max_op},
     {"ArgMin", 7, 27, arg_min_op},
     {"Trilu", 14, 27, trilu_op},

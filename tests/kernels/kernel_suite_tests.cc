@@ -405,6 +405,20 @@ TEST_P(KernelSuite, ArgMaxAndArgMin) {
   check(b, {{"x", t}});
 }
 
+// CumSum along each axis, forward and reverse, inclusive and exclusive, f32 and int8.
+TEST_P(KernelSuite, CumSum) {
+  for (DType dtype : {DType::kF32, DType::kI8})
+    for (int64_t axis : {0, -1})
+      for (int flags = 0; flags < 4; ++flags) {
+        GraphBuilder b(14);
+        AttributeMap attrs = int_attribute("exclusive", flags & 1);
+        attrs.set_int("reverse", flags >> 1);
+        b.output(b.op("CumSum", {b.input("x", dtype, {3, 4, 5}), b.constant("axis", i64_tensor({axis}))}, attrs));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " axis " + std::to_string(axis) + " flags " + std::to_string(flags));
+        check(b, {{"x", random_tensor(dtype, {3, 4, 5}, 8)}});
+      }
+}
+
 TEST_P(KernelSuite, ResizeModes) {
   struct Case {
     int opset;

@@ -234,9 +234,65 @@ Result<KernelPtr> make_arg_reduce(const KernelRequest& r) {
   });
 }
 
+// CumSum: a running sum along the axis per row of the other dims, in the accumulator type
+// (integers wrap).
+template <typename T>
+class CumSumKernel final : public Kernel {
+  using Acc = Accumulator<T>;
+
+ public:
+  CumSumKernel(TensorView in, TensorView out, CumSumParams p) : in_(std::move(in)), out_(std::move(out)), p_(p) {
+    for (int64_t d = 0; d < in_.rank(); ++d)
+      if (d != p_.axis) {
+        rows_.push_back(in_.sizes[size_t(d)]);
+        in_rows_.push_back(in_.strides[size_t(d)]);
+        out_rows_.push_back(out_.strides[size_t(d)]);
+      }
+  }
+  Status run(const QueueContext&) override {
+    const T* in = in_.host_data_as<T>();
+    T* out = out_.host_data_as<T>();
+    const int64_t n = in_.sizes[size_t(p_.axis)];
+    const int64_t in_step = in_.strides[size_t(p_.axis)], out_step = out_.strides[size_t(p_.axis)];
+    Shape index(rows_.size(), 0);
+    for (int64_t r = 0; r < num_elements(rows_); ++r, advance_index(index, rows_)) {
+      int64_t in_base = 0, out_base = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        in_base += index[d] * in_rows_[d];
+        out_base += index[d] * out_rows_[d];
+      }
+      Acc acc = Acc(0);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t j = p_.reverse ? n - 1 - t : t;
+        const Acc x = Acc(load(in[in_base + j * in_step]));
+        if (!p_.exclusive) acc = wrapping_add(acc, x);
+        out[out_base + j * out_step] = store<T>(ComputeType<T>(acc));
+        if (p_.exclusive) acc = wrapping_add(acc, x);
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:CumSum"; }
+
+ private:
+  TensorView in_, out_;
+  CumSumParams p_;
+  Shape rows_;
+  Strides in_rows_, out_rows_;
+};
+
+Result<KernelPtr> make_cumsum(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(CumSumParams p, resolve_cumsum(NodeInputs(r.graph, r.node)));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_same_v<T, bool>) return unsupported("CumSum on bool");
+    else return KernelPtr(new CumSumKernel<T>(r.inputs[0], r.outputs[0], p));
+  });
+}
+
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"CumSum", make_cumsum});
   table.push_back({"ArgMax", make_arg_reduce});
   table.push_back({"ArgMin", make_arg_reduce});
 #define STRIDER_REDUCE_KERNEL(op, name) \

@@ -269,7 +269,71 @@ cudaError_t launch_arg_reduce(const ArgReduceLaunch& l, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads) cumsum_kernel(const CumSumLaunch a) {
+  using A = Acc<T>;
+  for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
+    int64_t row[2];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A acc = A(0);
+    for (int64_t t = 0; t < a.n; ++t) {
+      const int64_t j = a.reverse ? a.n - 1 - t : t;
+      const A x = A(load<T>(a.in, row[0] + j * a.in_step));
+      if (!a.exclusive) acc = wrapping_add(acc, x);
+      store<T>(a.out, row[1] + j * a.out_step, Compute<T>(acc));
+      if (a.exclusive) acc = wrapping_add(acc, x);
+    }
+  }
+}
+
+template <typename T>
+cudaError_t launch_cumsum(const CumSumLaunch& l, cudaStream_t stream) {
+  cumsum_kernel<T><<<grid_for(l.rows.count, kThreads), kThreads, 0, stream>>>(l);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse,
+                      CumSumLaunch* l) {
+  *l = CumSumLaunch{};
+  Shape sizes;
+  Strides in_strides, out_strides;
+  for (int64_t d = 0; d < in.rank(); ++d)
+    if (d != axis) {
+      sizes.push_back(in.sizes[size_t(d)]);
+      in_strides.push_back(in.strides[size_t(d)]);
+      out_strides.push_back(out.strides[size_t(d)]);
+    }
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(sizes, {in_strides, out_strides}, &l->rows));
+  make_fast_divisors(l->rows, l->rows_div);
+  l->n = in.sizes[size_t(axis)];
+  l->in_step = in.strides[size_t(axis)];
+  l->out_step = out.strides[size_t(axis)];
+  l->exclusive = exclusive;
+  l->reverse = reverse;
+  l->in = device_data<const std::byte>(in);
+  l->out = device_data<std::byte>(out);
+  switch (in.dtype) {
+    case DType::kF32: l->launcher = &launch_cumsum<float>; break;
+    case DType::kF16: l->launcher = &launch_cumsum<__half>; break;
+    case DType::kBF16: l->launcher = &launch_cumsum<__nv_bfloat16>; break;
+    case DType::kF64: l->launcher = &launch_cumsum<double>; break;
+    case DType::kI64: l->launcher = &launch_cumsum<int64_t>; break;
+    case DType::kI32: l->launcher = &launch_cumsum<int32_t>; break;
+    case DType::kI8: l->launcher = &launch_cumsum<int8_t>; break;
+    case DType::kU8: l->launcher = &launch_cumsum<uint8_t>; break;
+    case DType::kBool: return unsupported("CumSum on bool");
+  }
+  return Status::ok();
+}
+
+Status run_cumsum(const CumSumLaunch& l, cudaStream_t stream) {
+  if (l.rows.count == 0 || l.n == 0) return Status::ok();
+  cudaError_t error = l.launcher(l, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("CumSum kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool keepdims, bool max, bool last,
                           ArgReduceLaunch* l) {
