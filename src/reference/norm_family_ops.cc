@@ -19,6 +19,8 @@ Result<OpOutputs> group_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "scale"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* bias, ctx.input(2, "bias"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (scale)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*bias, "input 2 (bias)"));
   STRIDER_ASSIGN_OR_RETURN(int64_t groups, ctx.attributes().require_int("num_groups"));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));
   if (x->rank() < 2) return invalid_model("X must have rank 2 or more");
@@ -66,6 +68,7 @@ Result<OpOutputs> rms_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "scale"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (scale)"));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", -1));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));

@@ -78,6 +78,8 @@ Result<OpOutputs> instance_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "scale"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* bias, ctx.input(2, "B"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (input)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (scale)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*bias, "input 2 (B)"));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));
   if (x->rank() < 3)
     return invalid_argument(fmt::format("input {} needs rank >= 3", shape_to_string(x->shape)));
@@ -110,19 +112,24 @@ Result<OpOutputs> layer_normalization_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "Scale"));
   const RefTensor* bias = ctx.optional_input(2);
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (Scale)"));
+  if (bias != nullptr) STRIDER_RETURN_IF_ERROR(require_floating(*bias, "input 2 (B)"));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", -1));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
   STRIDER_ASSIGN_OR_RETURN(double epsilon, ctx.attributes().get_float("epsilon", 1e-5f));
   Shape normalized(x->shape.begin() + axis, x->shape.end());
-  std::vector<int64_t> from_scale, from_bias;
-  for (const RefTensor* p : {scale, bias}) {
-    if (p == nullptr) continue;
+  // Indexed by position, not by pointer: a model may feed one value as both Scale and B.
+  std::vector<int64_t> from[2];
+  const RefTensor* params[2] = {scale, bias};
+  for (size_t k = 0; k < 2; ++k) {
+    if (params[k] == nullptr) continue;
     Shape b;
-    if (!broadcast_shapes(p->shape, normalized, &b) || b != normalized)
+    if (!broadcast_shapes(params[k]->shape, normalized, &b) || b != normalized)
       return invalid_argument(fmt::format("{} does not broadcast to the normalized dims {}",
-                                          describe(*p), shape_to_string(normalized)));
-    (p == scale ? from_scale : from_bias) = broadcast_source_index(p->shape, normalized);
+                                          describe(*params[k]), shape_to_string(normalized)));
+    from[k] = broadcast_source_index(params[k]->shape, normalized);
   }
+  const std::vector<int64_t>&from_scale = from[0], &from_bias = from[1];
   int64_t size = num_elements(normalized), groups = product(x->shape, 0, size_t(axis));
   Shape stat_shape = x->shape;
   for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
