@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "base/float16.h"
 #include "base/onnx_types.h"
 #include "ops/op_registry.h"
@@ -30,6 +32,21 @@ std::vector<bool> parameter_values(const Graph& graph) {
       if (ValueId in = node.input(size_t(i)); in != kNoValue) parameter[size_t(in)] = true;
   }
   return parameter;
+}
+
+// A weight or folded constant in bf16. Rounded to nearest even, except that a finite value
+// beyond bf16's largest finite one becomes that one, not infinity: the model asked for a
+// finite number, and lowering is strider's choice, not the model's. It matters: exporters
+// write masks as `(1 - mask) * -FLT_MAX`, which would round to -inf and turn 0 * -inf into NaN.
+Result<Tensor> lower_constant(const Tensor& constant) {
+  STRIDER_ASSIGN_OR_RETURN(Tensor lowered, convert_float_tensor(constant, DType::kBF16));
+  if (constant.dtype() != DType::kF32) return lowered;
+  const bf16 largest = bf16::from_bits(0x7F7F), lowest = bf16::from_bits(0xFF7F);
+  const float* from = constant.data<float>();
+  bf16* into = lowered.data<bf16>();
+  for (int64_t i = 0; i < constant.num_elements(); ++i)
+    if (std::isfinite(from[i]) && std::isinf(into[i].to_float())) into[i] = from[i] > 0 ? largest : lowest;
+  return lowered;
 }
 
 }  // namespace
@@ -64,7 +81,7 @@ Status lower_to_bf16(Graph& graph) {
     if (!v.has_type || v.dtype != DType::kF32 || parameter[size_t(id)]) continue;
     v.dtype = DType::kBF16;
     if (v.constant) {
-      STRIDER_ASSIGN_OR_RETURN(Tensor converted, convert_float_tensor(*v.constant, DType::kBF16));
+      STRIDER_ASSIGN_OR_RETURN(Tensor converted, lower_constant(*v.constant));
       v.constant = std::make_shared<const Tensor>(std::move(converted));
     }
   }

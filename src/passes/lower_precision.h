@@ -2,7 +2,8 @@
 // activations, outputs) becomes bf16, and Casts to f32 cast to bf16 instead; kernels then
 // run in bf16 with f32 accumulation. Float parameters that are not data (Resize's scales
 // and roi, as declared by OpSchema::float_parameter_inputs) stay f32. Constants are
-// rounded to nearest even. Runs after infer_and_fold, so shape arithmetic folded in f32
+// rounded to nearest even, finite ones beyond bf16's range saturating to its largest
+// finite value (an exported `* -FLT_MAX` mask stays finite). Runs after infer_and_fold, so shape arithmetic folded in f32
 // and integers is exact.
 #pragma once
 
