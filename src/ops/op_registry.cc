@@ -2,6 +2,7 @@
 
 #include "ops/index_map.h"
 #include "ops/normalization.h"
+#include "ops/scatter.h"
 
 #include <algorithm>
 #include <mutex>
@@ -60,6 +61,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_resize_ops(ops);
     register_normalization_ops(ops);
     register_index_map_ops(ops);
+    register_scatter_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

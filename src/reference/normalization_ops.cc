@@ -12,12 +12,6 @@
 namespace strider::ref {
 namespace {
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= shape[i];
-  return p;
-}
-
 // Inference mode only: training_mode=1 (opset 14+) or the training outputs (mean, var,
 // saved_mean, saved_var before 14) are refused.
 Status require_inference_mode(const OpContext& ctx) {

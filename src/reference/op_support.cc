@@ -131,4 +131,10 @@ RefTensor gather_elements(const RefTensor& source, Shape shape,
   return out;
 }
 
+int64_t product(const Shape& shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
 }  // namespace strider::ref

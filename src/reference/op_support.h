@@ -74,6 +74,7 @@ std::span<const OpDefinition> reduce_op_definitions();
 std::span<const OpDefinition> activation_op_definitions();
 std::span<const OpDefinition> norm_family_op_definitions();
 std::span<const OpDefinition> pad_tile_op_definitions();
+std::span<const OpDefinition> scatter_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 
@@ -106,6 +107,8 @@ Result<int64_t> read_scalar_int(const RefTensor& t, std::string_view what);
 inline constexpr int64_t kMaxElements = int64_t(1) << 32;
 // The element count of `shape`, or an error naming `what` when a dim is negative or the
 // count exceeds kMaxElements (overflow included).
+// The product of shape[begin, end) (shapes are checked: it cannot overflow).
+int64_t product(const Shape& shape, size_t begin, size_t end);
 Result<int64_t> checked_element_count(const Shape& shape, std::string_view what);
 
 // numpy broadcasting of a and b, or an error naming both shapes.

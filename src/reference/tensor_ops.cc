@@ -27,12 +27,6 @@ void copy_elements(const RefTensor& src, int64_t src_at, RefTensor& dst, int64_t
   }
 }
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= shape[i];
-  return p;
-}
-
 // Reshape's target: 0 copies the input dim (unless allow_zero), one -1 is inferred.
 Result<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& requested,
                              bool allow_zero) {

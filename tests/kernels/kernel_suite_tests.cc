@@ -350,6 +350,55 @@ TEST_P(KernelSuite, GatherElements) {
   }
 }
 
+// Index tensor of `shape` whose values cycle through [-dim, dim) (negative ones included),
+// with duplicates: every scatter below hits some element twice, in a known order.
+Tensor cycling_indices(const Shape& shape, int64_t dim, int64_t step) {
+  Tensor t(DType::kI64, shape);
+  for (int64_t k = 0; k < t.num_elements(); ++k) t.data<int64_t>()[k] = (k * step) % (2 * dim) - dim;
+  return t;
+}
+
+// ScatterND with every reduction (updates applied in order: "none" with duplicates is the
+// last one everywhere), slices of rank 1 and single elements, on f32 and int8.
+TEST_P(KernelSuite, ScatterNDEveryReduction) {
+  for (const char* reduction : {"none", "add", "mul", "max", "min"})
+    for (DType dtype : {DType::kF32, DType::kI8}) {
+      GraphBuilder b(18);
+      AttributeMap attrs;
+      attrs.set_string("reduction", reduction);
+      b.output(b.op("ScatterND", {b.input("data", dtype, {4, 5, 3}), b.input("i", DType::kI64, {3, 2, 2}),
+                                  b.input("u", dtype, {3, 2, 3})}, attrs));
+      SCOPED_TRACE(std::string(reduction) + " " + std::string(dtype_name(dtype)));
+      check(b, {{"data", random_tensor(dtype, {4, 5, 3}, 5)}, {"i", cycling_indices({3, 2, 2}, 4, 3)},
+                {"u", random_tensor(dtype, {3, 2, 3}, 6)}});
+    }
+}
+
+TEST_P(KernelSuite, ScatterElementsEveryReduction) {
+  for (const char* reduction : {"none", "add", "mul", "max", "min"}) {
+    GraphBuilder b(18);
+    AttributeMap attrs = int_attribute("axis", 1);
+    attrs.set_string("reduction", reduction);
+    b.output(b.op("ScatterElements", {b.input("data", DType::kF32, {3, 5, 4}), b.input("i", DType::kI64, {2, 6, 4}),
+                                      b.input("u", DType::kF32, {2, 6, 4})}, attrs));
+    SCOPED_TRACE(reduction);
+    check(b, {{"data", x({3, 5, 4})}, {"i", cycling_indices({2, 6, 4}, 5, 7)}, {"u", random_tensor(DType::kF32, {2, 6, 4}, 8)}});
+  }
+}
+
+// GatherND with batch_dims 0 and 1, whole slices and single elements, on f32 and int8.
+TEST_P(KernelSuite, GatherND) {
+  for (int64_t batch_dims : {0, 1})
+    for (DType dtype : {DType::kF32, DType::kI8}) {
+      GraphBuilder b(13);
+      const Shape indices = batch_dims ? Shape{3, 4, 1} : Shape{2, 3, 2};
+      b.output(b.op("GatherND", {b.input("data", dtype, {3, 5, 4}), b.input("i", DType::kI64, indices)},
+                    int_attribute("batch_dims", batch_dims)));
+      SCOPED_TRACE("batch_dims " + std::to_string(batch_dims) + " " + std::string(dtype_name(dtype)));
+      check(b, {{"data", random_tensor(dtype, {3, 5, 4}, 9)}, {"i", cycling_indices(indices, 3, 5)}});
+    }
+}
+
 // Every reduction of ops/reduce_math.h over two axes; LogSum of positive values, and
 // LogSumExp of values up to 150, where e^x overflows f32 without the row maximum.
 TEST_P(KernelSuite, EveryReduction) {

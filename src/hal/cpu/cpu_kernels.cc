@@ -14,6 +14,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_elementwise_kernels(t);
     register_fused_kernels(t);
     register_copy_kernels(t);
+    register_scatter_kernels(t);
     register_matmul_kernels(t);
     register_conv_kernels(t);
     register_pool_kernels(t);

@@ -38,6 +38,7 @@ void register_pool_kernels(std::vector<KernelEntry>& table);
 void register_reduce_kernels(std::vector<KernelEntry>& table);
 void register_resize_kernels(std::vector<KernelEntry>& table);
 void register_generator_kernels(std::vector<KernelEntry>& table);
+void register_scatter_kernels(std::vector<KernelEntry>& table);
 void register_normalization_kernels(std::vector<KernelEntry>& table);
 void register_index_map_kernels(std::vector<KernelEntry>& table);
 
