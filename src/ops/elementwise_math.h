@@ -234,7 +234,29 @@ STRIDER_UNARY(Abs, (x < C(0) ? wrapping_neg(x) : x))
 STRIDER_UNARY(Relu, (x > C(0) ? x : C(0)))
 // NaN and +-0 pass through.
 STRIDER_UNARY(Sign, (x > C(0) ? C(1) : (x < C(0) ? C(-1) : x)))
-STRIDER_UNARY(Shrink, (x < C(-p.alpha) ? C(x + C(p.beta)) : (x > C(p.alpha) ? C(x - C(p.beta)) : C(0))))
+// A real number as integer type C, defined for every value: truncated toward zero (NaN as 0),
+// saturated to int64, then wrapped to C's width, as the reference narrows integer results.
+template <class C>
+STRIDER_HOST_DEVICE C real_to_integer(double v) {
+  if (!(v == v)) return C(0);
+  const int64_t i = v >= 0x1p63 ? INT64_MAX : (v < -0x1p63 ? INT64_MIN : int64_t(v));
+  return C(uint64_t(i));
+}
+
+// On integers the thresholds and the bias are real numbers (lambd 1.5 on uint8): compared and
+// added in double, as ONNX's reference does, never converted to C first.
+struct Shrink {
+  ElementwiseParams p;
+  template <class C>
+  STRIDER_HOST_DEVICE C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      const double v = double(x);
+      return real_to_integer<C>(v < -p.alpha ? v + p.beta : (v > p.alpha ? v - p.beta : 0.0));
+    } else {
+      return x < C(-p.alpha) ? C(x + C(p.beta)) : (x > C(p.alpha) ? C(x - C(p.beta)) : C(0));
+    }
+  }
+};
 // min(max(x, low), high), so low > high gives high everywhere, as ONNX says. Fused programs
 // carry the bounds as alpha and beta; the unfused kernels read them from Clip's inputs.
 struct Clip {
