@@ -10,20 +10,11 @@
 // order from one thread: deterministic, no atomics.
 #pragma once
 
-#include <cstdint>
-
-#include "base/host_device.h"
-#include "base/wrapping_math.h"
 #include "ops/op_registry.h"
+#include "ops/scatter_math.h"
 
 namespace strider {
 
-enum class ScatterReduction : int { kNone, kAdd, kMul, kMax, kMin };
-
-struct ScatterParams {
-  ScatterReduction reduction = ScatterReduction::kNone;
-  int64_t axis = 0;  // ScatterElements only, normalized
-};
 // ScatterND: indices [..., k] (k <= rank of data) address slices data[i0..ik-1, ...];
 // updates have shape indices.shape[:-1] + data.shape[k:]. `reduction` from opset 16
 // ("none", "add", "mul"; "max", "min" from 18).
@@ -34,26 +25,9 @@ Result<ScatterParams> resolve_scatter_elements(const NodeInputs& node);
 
 // GatherND: the first `batch_dims` dims of data and indices are shared; each index tuple
 // (indices' last dim, k) addresses a slice of data's dims [batch_dims, batch_dims + k).
-struct GatherNDParams {
-  int64_t batch_dims = 0;
-  int64_t k = 0;  // indices.shape[-1]
-};
 Result<GatherNDParams> resolve_gather_nd(const NodeInputs& node);
 // indices.shape[:-1] + data.shape[batch_dims + k:].
 Shape gather_nd_output_shape(const GatherNDParams& p, const Shape& data, const Shape& indices);
-
-// The element a scatter leaves: `old` combined with `update`. T is the compute type (float
-// for bf16/f16); integer add and mul wrap (base/wrapping_math.h) like the reference.
-template <typename T>
-STRIDER_HOST_DEVICE T scatter_combine(ScatterReduction r, T old, T update) {
-  switch (r) {
-    case ScatterReduction::kAdd: return wrapping_add(old, update);
-    case ScatterReduction::kMul: return wrapping_mul(old, update);
-    case ScatterReduction::kMax: return update > old ? update : old;
-    case ScatterReduction::kMin: return update < old ? update : old;
-    default: return update;
-  }
-}
 
 void register_scatter_ops(std::vector<OpSchema>& ops);
 

@@ -29,11 +29,19 @@ namespace strider {
 namespace {
 namespace fs = std::filesystem;
 
-// STRIDER_REAL_MODELS names another folder of the same form (generate.py --real --full's
-// --full-out) to sweep instead, e.g. the full-size exports.
+// STRIDER_REAL_MODELS names other folders of the same form, separated by ':', to sweep
+// instead: generate.py --real --full's --full-out, or a copy of the tree on a GPU machine.
 std::vector<fs::path> model_folders() {
   const char* other = std::getenv("STRIDER_REAL_MODELS");
-  if (other && *other) return {fs::path(other)};
+  if (other && *other) {
+    std::vector<fs::path> folders;
+    std::string list = other;
+    for (size_t start = 0, end; start <= list.size(); start = end + 1) {
+      end = std::min(list.find(':', start), list.size());
+      if (end > start) folders.emplace_back(list.substr(start, end - start));
+    }
+    return folders;
+  }
   return {fs::path(STRIDER_SOURCE_DIR) / "models/real", fs::path(STRIDER_SOURCE_DIR) / "models/zoo"};
 }
 

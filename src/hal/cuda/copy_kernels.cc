@@ -72,36 +72,22 @@ Result<KernelPtr> make_concat(const KernelRequest& r, const CudaContext&) {
   return KernelPtr(new CopyKernel("Concat", std::move(copies)));
 }
 
-// The GatherReport lives in pinned, host-mapped memory: the kernel writes it through its
-// device address, the host reads it after the run without a copy.
 class GatherKernel final : public Kernel {
  public:
-  ~GatherKernel() override {
-    if (report_) cudaFreeHost(report_);
-  }
   Status init(const KernelRequest& r, int64_t axis, bool elements) {
-    STRIDER_CUDA_RETURN(cudaHostAlloc(reinterpret_cast<void**>(&report_), sizeof(GatherReport), cudaHostAllocMapped),
-                        "Gather report");
-    *report_ = GatherReport{};
-    GatherReport* device_report = nullptr;
-    STRIDER_CUDA_RETURN(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_report), report_, 0), "Gather report");
+    STRIDER_RETURN_IF_ERROR(report_.init());
     node_ = r.node.name;
     name_ = r.node.op_type;
-    if (elements) return prepare_gather_elements(r.inputs[0], r.inputs[1], r.outputs[0], axis, device_report, &launch_);
-    return prepare_gather(r.inputs[0], r.inputs[1], r.outputs[0], axis, device_report, &launch_);
+    if (elements) return prepare_gather_elements(r.inputs[0], r.inputs[1], r.outputs[0], axis, report_.device(), &launch_);
+    return prepare_gather(r.inputs[0], r.inputs[1], r.outputs[0], axis, report_.device(), &launch_);
   }
   Status run(const QueueContext& context) override { return launch_gather(launch_, stream_of(context)); }
-  Status check_completed() override {
-    if (!report_->flagged) return Status::ok();
-    int64_t bad = report_->bad_index;
-    *report_ = GatherReport{};  // the next run starts clean
-    return out_of_range(fmt::format("node '{}': index {} out of range [{}, {})", node_, bad, -launch_.dim, launch_.dim));
-  }
+  Status check_completed() override { return index_report_status(report_, node_); }
   std::string implementation() const override { return "strider-cuda:" + name_; }
 
  private:
   std::string name_;
-  GatherReport* report_ = nullptr;
+  MappedReport report_;
   GatherLaunch launch_;
   std::string node_;
 };

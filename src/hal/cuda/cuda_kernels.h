@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,5 +46,10 @@ void register_matmul_kernels(std::vector<KernelEntry>& table);       // matmul.c
 void register_conv_kernels(std::vector<KernelEntry>& table);         // conv.cc (cuDNN)
 void register_normalization_kernels(std::vector<KernelEntry>& table);  // normalize.cu
 void register_index_map_kernels(std::vector<KernelEntry>& table);      // index_map.cu: Pad, Tile
+void register_scatter_kernels(std::vector<KernelEntry>& table);        // scatter.cu: scatters, GatherND
+
+class MappedReport;
+// OK, or OUT_OF_RANGE naming `node` and the bad index a kernel flagged in `report` (gather.h).
+Status index_report_status(MappedReport& report, const std::string& node);
 
 }  // namespace strider::cuda

@@ -14,6 +14,7 @@ __global__ void gather_kernel(StridedIndexer<3> ix, Word* out, const Word* data,
     if (k < -dim || k >= dim) {
       // Racing writers store whole values: the report holds one of the bad indices.
       report->bad_index = k;
+      report->dim = dim;
       report->flagged = 1;
       continue;
     }
@@ -81,6 +82,28 @@ Status prepare_gather_elements(const TensorView& data, const TensorView& indices
   Strides data_strides = data.strides;
   data_strides[size_t(axis)] = 0;
   return finish_gather(data, indices, out, axis, {out.strides, data_strides, indices.strides}, report, launch);
+}
+
+MappedReport::~MappedReport() {
+  if (host_) cudaFreeHost(host_);
+}
+
+Status MappedReport::init() {
+  if (cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(GatherReport), cudaHostAllocMapped) != cudaSuccess) {
+    host_ = nullptr;
+    return resource_exhausted("cannot allocate the pinned index report");
+  }
+  *host_ = GatherReport{};
+  if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0) != cudaSuccess)
+    return internal_error("no device address for the pinned index report");
+  return Status::ok();
+}
+
+bool MappedReport::take(GatherReport* what) {
+  if (!host_->flagged) return false;
+  *what = *host_;
+  *host_ = GatherReport{};
+  return true;
 }
 
 Status launch_gather(const GatherLaunch& l, cudaStream_t stream) {

@@ -20,7 +20,28 @@ namespace strider::cuda {
 // Written by the device, read by the host after the stream is synchronized.
 struct GatherReport {
   int64_t bad_index = 0;
+  int64_t dim = 0;  // the size of the dim it was read for
   int32_t flagged = 0;
+};
+
+// A GatherReport in pinned, host-mapped memory: kernels write it through device(), the
+// host reads it after the run's queues are idle, without a copy. Shared by every kernel
+// that reads indices at run time (Gather, GatherElements, GatherND, the scatters).
+class MappedReport {
+ public:
+  MappedReport() = default;
+  MappedReport(const MappedReport&) = delete;
+  MappedReport& operator=(const MappedReport&) = delete;
+  ~MappedReport();
+  Status init();
+  GatherReport* device() const { return device_; }
+  // Whether a bad index was flagged; if so, what it was (and the report is cleared, so the
+  // next run starts clean).
+  bool take(GatherReport* what);
+
+ private:
+  GatherReport* host_ = nullptr;
+  GatherReport* device_ = nullptr;
 };
 
 struct GatherLaunch {
