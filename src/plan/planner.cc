@@ -298,6 +298,7 @@ Result<bool> materialize_unpacked_inputs(PlannerState& s) {
 Status decide_and_resolve(PlannerState& s) {
   for (int round = 0;; ++round) {
     index_graph(s);
+    plan_internal::decide_layouts(s);
     if (s.options.views) plan_internal::decide_views(s);
     if (s.options.concat_in_place) plan_internal::decide_concats(s);
     if (s.options.in_place) plan_internal::decide_in_place(s);

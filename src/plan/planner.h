@@ -7,8 +7,10 @@
 // by one mechanical pass that turns the decisions into TensorViews with the same view
 // algebra the kernels trust:
 //
-//   1. Layout. Every value the planner places gets row-major strides (nchw) or
-//      channels-last strides (nhwc: dim 1 innermost for rank-4 and rank-5 values).
+//   1. Layout. Every value the planner places gets row-major strides (nchw) or, in nhwc,
+//      channels-last strides (dim 1 innermost) if it is an image: a rank-4 or rank-5 value
+//      a spatial op reads or writes, or one that reaches such an op through elementwise
+//      maps, Concat, Split, Slice or Pad (layout.cc); other values stay row-major.
 //      Logical sizes always stay in ONNX order; a layout is only a choice of strides.
 //   2. Views. The output of Split, Slice, Reshape, Transpose, Squeeze, Unsqueeze, Flatten,
 //      Identity, Expand and Gather-of-a-scalar is a view of its input, unless it is a graph

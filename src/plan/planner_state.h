@@ -29,6 +29,7 @@ struct PlannerState {
   std::vector<std::vector<NodeId>> consumers;    // per value
   std::vector<bool> is_graph_input, is_graph_output, used;
   std::vector<bool> dense_node;                  // per node: refused non-packed operands
+  std::vector<bool> channels_last;               // per value: an image, in the nhwc layout (layout.cc)
 
   // Resolution results: each used value's view on a virtual allocation of its buffer.
   std::vector<std::unique_ptr<Allocation>> virtual_allocations;  // one per buffer
@@ -45,8 +46,10 @@ void decide_concats(PlannerState& state);
 void decide_in_place(PlannerState& state);
 // resolve.cc: computes virtual views and buffers from the decisions.
 Status resolve_values(PlannerState& state);
-// The strides a value that owns its bytes gets in the chosen layout.
-Strides layout_strides(const PlannerState& state, const Shape& sizes);
+// layout.cc: which values are images and so take channels-last strides in the nhwc layout.
+void decide_layouts(PlannerState& state);
+// The strides value `v`, owning its bytes, gets: channels-last if decide_layouts said so.
+Strides layout_strides(const PlannerState& state, ValueId v);
 // arena.cc: lifetimes, best-fit packing, real allocations and views.
 void compute_lifetimes(PlannerState& state);
 int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse);

@@ -29,7 +29,7 @@ Status make_root(PlannerState& s, ValueId v) {
       uint64_t(index), fmt::format("buffer#{}", index), s.device.name(), nullptr, size, kBufferAlignment,
       StorageMode::kDevice, false));
   // Weights stay in their ONNX (row-major) order; activations take the layout.
-  Strides strides = kind == StorageKind::kConstant ? contiguous_strides(value.shape) : layout_strides(s, value.shape);
+  Strides strides = kind == StorageKind::kConstant ? contiguous_strides(value.shape) : layout_strides(s, v);
   STRIDER_ASSIGN_OR_RETURN(TensorView view, make_view(*s.virtual_allocations.back(), 0, value.dtype, value.shape,
                                                       std::move(strides), fmt::format("value '{}'", value.name)));
   PlanBuffer buffer;
@@ -87,8 +87,9 @@ Status resolve(PlannerState& s, ValueId v) {
 
 }  // namespace
 
-Strides layout_strides(const PlannerState& s, const Shape& sizes) {
-  if (s.layout != LayoutChoice::kNhwc || (sizes.size() != 4 && sizes.size() != 5)) return contiguous_strides(sizes);
+Strides layout_strides(const PlannerState& s, ValueId v) {
+  const Shape& sizes = s.graph.value(v).shape;
+  if (!s.channels_last[size_t(v)] || (sizes.size() != 4 && sizes.size() != 5)) return contiguous_strides(sizes);
   // Channels-last: dim 1 innermost, then the spatial dims from the last, then the batch.
   Strides strides(sizes.size());
   int64_t running = 1;

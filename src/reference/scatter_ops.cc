@@ -150,8 +150,12 @@ Result<OpOutputs> dropout_op(const OpContext& ctx) {
     STRIDER_ASSIGN_OR_RETURN(double r, ctx.attributes().get_float("ratio", 0.5f));
     ratio = r;
   } else {
-    if (const RefTensor* r = ctx.optional_input(1)) ratio = r->element_as_double(0);
-    if (const RefTensor* t = ctx.optional_input(2)) training = t->element_as_int(0) != 0;
+    const RefTensor* r = ctx.optional_input(1);
+    const RefTensor* t = ctx.optional_input(2);
+    if ((r && r->num_elements() != 1) || (t && t->num_elements() != 1))
+      return invalid_model("Dropout's ratio and training_mode must be scalars");
+    if (r) ratio = r->element_as_double(0);
+    if (t) training = t->element_as_int(0) != 0;
   }
   if (training && ratio != 0.0) return unsupported("Dropout in training mode with a nonzero ratio");
   RefTensor mask = RefTensor::zeros(DType::kBool, x->shape);

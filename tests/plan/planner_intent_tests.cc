@@ -42,7 +42,7 @@ TEST(PlannerIntent, ConcatPartsAreWrittenInPlace) {
   ValueId a = b.op("Relu", {x}, {}, "a");
   ValueId c = b.op("Sigmoid", {x}, {}, "b");
   ValueId cat = b.op("Concat", {a, c}, int_attribute("axis", 1), "cat");
-  b.output(b.op("Tanh", {cat}, {}, "out"));
+  b.output(b.op("MaxPool", {cat}, ints_attribute("kernel_shape", {1, 1}), "out"));  // makes them images
   for (LayoutChoice layout : {LayoutChoice::kNchw, LayoutChoice::kNhwc}) {
     PlanOptions options = verified();
     options.layout = layout;
@@ -84,7 +84,7 @@ TEST(PlannerIntent, ConcatOfConcatsNests) {
 TEST(PlannerIntent, ChunksConcatenatedBackAreNotCopied) {
   // torch's C2f: chunk a value, transform the last chunk, concatenate all of them.
   GraphBuilder b;
-  ValueId y = b.op("Relu", {b.input("x", DType::kF32, {1, 8, 4, 4})}, {}, "y");
+  ValueId y = b.op("MaxPool", {b.input("x", DType::kF32, {1, 8, 4, 4})}, ints_attribute("kernel_shape", {1, 1}), "y");
   auto chunks = b.ops("Split", {y, b.constant("sizes", i64s({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
   ValueId m = b.op("Sigmoid", {chunks[1]}, {}, "m");
   b.output(b.op("Concat", {chunks[0], chunks[1], m}, int_attribute("axis", 1), "cat"));
@@ -150,7 +150,7 @@ TEST(PlannerIntent, ReshapeOfATransposeIsAVisibleMaterialization) {
 
 TEST(PlannerIntent, ChannelChunksInChannelsLastAreStridedViews) {
   GraphBuilder b;
-  ValueId y = b.op("Relu", {b.input("x", DType::kF32, {1, 8, 4, 4})}, {}, "y");
+  ValueId y = b.op("MaxPool", {b.input("x", DType::kF32, {1, 8, 4, 4})}, ints_attribute("kernel_shape", {1, 1}), "y");
   auto chunks = b.ops("Split", {y, b.constant("sizes", i64s({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
   b.output(b.op("Add", {chunks[0], chunks[1]}, {}, "out"));
   PlanOptions options = verified();
@@ -160,6 +160,25 @@ TEST(PlannerIntent, ChannelChunksInChannelsLastAreStridedViews) {
   EXPECT_EQ(second.sizes, (Shape{1, 4, 4, 4}));  // logical sizes stay in ONNX order
   EXPECT_EQ(second.strides, (Strides{128, 1, 32, 8}));
   EXPECT_FALSE(is_packed(second));
+}
+
+// In nhwc only images take channels-last strides: attention scores [batch, heads, q, k]
+// are rank 4 too, but a matmul's rows must not interleave the heads (cuBLASLt refuses them).
+TEST(PlannerIntent, OnlyImagesAreChannelsLast) {
+  GraphBuilder b;
+  ValueId image = b.op("MaxPool", {b.input("x", DType::kF32, {1, 4, 6, 6})}, ints_attribute("kernel_shape", {1, 1}), "pool");
+  ValueId activated = b.op("Relu", {image}, {}, "relu");
+  ValueId q = b.input("q", DType::kF32, {1, 4, 6, 8});
+  ValueId scores = b.op("MatMul", {q, b.op("Transpose", {q}, ints_attribute("perm", {0, 1, 3, 2}), "k")}, {}, "scores");
+  b.output(b.op("Neg", {activated}, {}, "out1"));
+  b.output(b.op("Neg", {b.op("Softmax", {scores}, int_attribute("axis", -1), "probs")}, {}, "out2"));
+  PlanOptions options = verified();
+  options.layout = LayoutChoice::kNhwc;
+  auto p = plan_graph(b.build(), options);
+  EXPECT_EQ(p.value("pool:0").view.strides, (Strides{144, 1, 24, 4}));
+  EXPECT_EQ(p.value("relu:0").view.strides, (Strides{144, 1, 24, 4}));  // an elementwise map of an image
+  EXPECT_EQ(p.value("scores:0").view.strides, (Strides{144, 36, 6, 1}));
+  EXPECT_EQ(p.value("probs:0").view.strides, (Strides{144, 36, 6, 1}));
 }
 
 TEST(PlannerIntent, UnoptimizedPlansCopyEverything) {
