@@ -419,6 +419,15 @@ TEST_P(KernelSuite, EveryReduction) {
   }
 }
 
+// Reshape run as a kernel (the harness gives the output bytes of its own): through every
+// layout, including pairs where neither view can be seen in the other's sizes (the
+// channels-last and reversed rows), which the devices copy element by element.
+TEST_P(KernelSuite, ReshapeAsACopy) {
+  GraphBuilder b(17);
+  b.output(b.op("Reshape", {b.input("x", DType::kF32, {2, 6, 4, 5}), b.constant("shape", i64_tensor({2, 3, 8, 5}))}));
+  check(b, {{"x", x({2, 6, 4, 5})}});
+}
+
 // Trilu, upper and lower, with k of both signs and past the matrix, on f32 and int8.
 TEST_P(KernelSuite, Trilu) {
   for (int64_t k : {int64_t(0), int64_t(2), int64_t(-1), int64_t(-9)})

@@ -21,7 +21,42 @@ void launch_words(const StridedIndexer<2>& ix, const TensorView& dst, const Tens
   copy_kernel<Word><<<grid_for(ix.count), 256, 0, stream>>>(ix, device_data<Word>(dst), device_data<const Word>(src));
 }
 
+// Element i in row-major order of src's sizes to element i of dst's (a reshape between
+// views whose strides admit no view of either in the other's sizes).
+template <typename Word>
+__global__ void reshape_copy_kernel(StridedIndexer<1> to, StridedIndexer<1> from, Word* dst, const Word* src) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < to.count; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t d[1], s[1];
+    to.offsets(i, d);
+    from.offsets(i, s);
+    dst[d[0]] = src[s[0]];
+  }
+}
+
+template <typename Word>
+void launch_reshape_words(const StridedIndexer<1>& to, const StridedIndexer<1>& from, const TensorView& dst,
+                          const TensorView& src, cudaStream_t stream) {
+  reshape_copy_kernel<Word><<<grid_for(to.count), 256, 0, stream>>>(to, from, device_data<Word>(dst),
+                                                                    device_data<const Word>(src));
+}
+
 }  // namespace
+
+Status launch_reshape_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream) {
+  if (dst.num_elements() != src.num_elements() || dst.dtype != src.dtype)
+    return internal_error("reshape copy " + dst.to_string() + " <- " + src.to_string());
+  if (dst.num_elements() == 0) return Status::ok();
+  StridedIndexer<1> to, from;
+  STRIDER_RETURN_IF_ERROR(make_indexer<1>(dst.sizes, {dst.strides}, &to));
+  STRIDER_RETURN_IF_ERROR(make_indexer<1>(src.sizes, {src.strides}, &from));
+  switch (dtype_size(dst.dtype)) {
+    case 1: launch_reshape_words<uint8_t>(to, from, dst, src, stream); break;
+    case 2: launch_reshape_words<uint16_t>(to, from, dst, src, stream); break;
+    case 4: launch_reshape_words<uint32_t>(to, from, dst, src, stream); break;
+    default: launch_reshape_words<uint64_t>(to, from, dst, src, stream); break;
+  }
+  return launch_status("reshape copy");
+}
 
 Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream) {
   if (dst.sizes != src.sizes || dst.dtype != src.dtype)

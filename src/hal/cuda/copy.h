@@ -13,5 +13,9 @@ namespace strider::cuda {
 // (equal sizes and dtypes, any strides on either side, stride 0 in `src` broadcasts).
 // Both views must be device-addressable (their allocation's address is a device address).
 Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream);
+// Enqueues a copy of element i of `src` (row-major over its sizes) into element i of `dst`
+// (row-major over its own sizes): equal element counts and dtypes, any strides. What a
+// Reshape does when neither view can be seen in the other's sizes.
+Status launch_reshape_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream);
 
 }  // namespace strider::cuda

@@ -34,6 +34,20 @@ class CopyKernel final : public Kernel {
   std::vector<std::pair<TensorView, TensorView>> copies_;
 };
 
+// A reshape between views neither of which can be seen in the other's sizes (a transposed
+// input into channels-last bytes): element by element in row-major order, one launch.
+class ReshapeCopyKernel final : public Kernel {
+ public:
+  ReshapeCopyKernel(std::string name, TensorView dst, TensorView src)
+      : name_(std::move(name)), dst_(std::move(dst)), src_(std::move(src)) {}
+  Status run(const QueueContext& context) override { return launch_reshape_copy(dst_, src_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:reshape-copy:" + name_; }
+
+ private:
+  std::string name_;
+  TensorView dst_, src_;
+};
+
 KernelPtr single_copy(const KernelRequest& r, TensorView src) {
   return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
 }
@@ -43,8 +57,7 @@ Result<KernelPtr> make_materialize(const KernelRequest& r, const CudaContext&) {
   if (auto src = reshape_view(r.inputs[0], r.outputs[0].sizes)) return single_copy(r, *src);
   if (auto dst = reshape_view(r.outputs[0], r.inputs[0].sizes))
     return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, r.inputs[0]}}));
-  return unsupported(fmt::format("{} between {} and {} needs a Materialize step", r.node.op_type,
-                                 r.inputs[0].to_string(), r.outputs[0].to_string()));
+  return KernelPtr(new ReshapeCopyKernel(r.node.op_type, r.outputs[0], r.inputs[0]));
 }
 
 // A view op whose outputs the planner gave bytes of their own: each present output is
