@@ -1,0 +1,80 @@
+// The attention blocks of the zoo's transformers (models/zoo), planned as `strider inspect`
+// plans them: the fused QKV projection's three chunks (Split, or the Slices of torch's
+// Tensor.chunk lowering), the heads' view/reshape and every transpose are views of the
+// projection's bytes (zero copies), and the KV-cache decoder's new keys and values reach
+// the Concat that writes the present outputs as views too, so the Concat is the one copy.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "onnx/importer.h"
+#include "plan_test_util.h"
+
+namespace strider {
+namespace {
+namespace fs = std::filesystem;
+
+testing::PlannedGraph plan_zoo(const std::string& model, LayoutChoice layout) {
+  auto graph = import_model_file((fs::path(STRIDER_SOURCE_DIR) / "models/zoo" / model / "model.onnx").string());
+  EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
+  PlanOptions options = testing::verified();
+  options.layout = layout;
+  return testing::plan_graph(std::move(*graph), options, SessionOptions{});
+}
+
+bool produced_by(const Graph& g, ValueId v, std::initializer_list<std::string_view> ops) {
+  NodeId producer = g.value(v).producer;
+  if (producer == kNoNode) return false;
+  for (std::string_view op : ops)
+    if (g.node(producer).op_type == op) return true;
+  return false;
+}
+
+class AttentionPlan : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionPlan, QkvChunksHeadsAndTransposesAreViews) {
+  for (LayoutChoice layout : {LayoutChoice::kNchw, LayoutChoice::kNhwc}) {
+    testing::PlannedGraph p = plan_zoo(GetParam(), layout);
+    ASSERT_NE(p.plan, nullptr);
+    const Graph& g = *p.graph;
+    int chunks = 0, head_views = 0, transposes = 0;
+    for (const PlanStep& step : p.plan->steps) {
+      const Node& node = g.node(step.node);
+      const bool chunk = node.op_type == "Split" || (node.op_type == "Slice" && produced_by(g, node.inputs[0], {"MatMul", "Add"}));
+      const bool head_view = node.op_type == "Reshape" && produced_by(g, node.inputs[0], {"Split", "Slice"});
+      if (!chunk && !head_view && node.op_type != "Transpose") continue;
+      EXPECT_EQ(step.kind, StepKind::kView) << node.op_type << " '" << node.name << "' is a "
+                                            << step_kind_name(step.kind);
+      chunks += chunk;
+      head_views += head_view;
+      transposes += node.op_type == "Transpose";
+    }
+    EXPECT_GE(chunks, 1) << "no QKV chunk found";
+    EXPECT_GE(head_views, 3) << "no head reshapes found";
+    EXPECT_GE(transposes, 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, AttentionPlan,
+                         ::testing::Values("BertEncoder_op17", "BertEncoder_op14", "Gpt2Decoder_op17", "LlamaDecoder_op17",
+                                           "T5Encoder_op17", "KvCacheDecoder_op17", "mobilevit_ci_op17"));
+
+TEST(AttentionPlan, KvCacheConcatReadsTheNewKeysAndValuesAsViews) {
+  testing::PlannedGraph p = plan_zoo("KvCacheDecoder_op17", LayoutChoice::kNchw);
+  ASSERT_NE(p.plan, nullptr);
+  const Graph& g = *p.graph;
+  int concats = 0;
+  for (const PlanStep& step : p.plan->steps) {
+    const Node& node = g.node(step.node);
+    if (node.op_type != "Concat") continue;
+    ++concats;
+    // Part 0 is the caller's past (an input, copied); part 1 the new heads, a view of the
+    // fused projection; the output is the graph's present output itself.
+    EXPECT_EQ(p.value(g.value(node.inputs[1]).name).role, ValueRole::kView) << node.name;
+    EXPECT_NE(std::find(g.outputs().begin(), g.outputs().end(), node.outputs[0]), g.outputs().end()) << node.name;
+  }
+  EXPECT_EQ(concats, 4);  // key and value of two layers
+}
+
+}  // namespace
+}  // namespace strider
