@@ -51,6 +51,9 @@ struct Node {
   std::vector<ValueId> inputs;   // kNoValue marks an omitted optional input
   std::vector<ValueId> outputs;  // kNoValue marks an omitted optional output
   AttributeMap attributes;
+  // Set on the nodes passes/expand_functions.h writes: the op and name of the node whose
+  // function body they are ("Attention 'attn'"); empty for the model's own nodes.
+  std::string expanded_from;
 
   // The input at `index`, or kNoValue if absent or omitted.
   ValueId input(size_t index) const { return index < inputs.size() ? inputs[index] : kNoValue; }

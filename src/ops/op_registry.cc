@@ -1,5 +1,6 @@
 #include "ops/op_registry.h"
 
+#include "ops/attention.h"
 #include "ops/index_map.h"
 #include "ops/normalization.h"
 #include "ops/scatter.h"
@@ -62,6 +63,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_normalization_ops(ops);
     register_index_map_ops(ops);
     register_scatter_ops(ops);
+    register_attention_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

@@ -49,7 +49,7 @@ struct AddedOp {
   std::string_view op;
   int since;
   int required, max_inputs, max_outputs;
-  std::array<AttributeSpec, 4> attributes;
+  std::array<AttributeSpec, 7> attributes;
 };
 constexpr AddedOp kAddedOps[] = {
     {"Mish", 18, 1, 1, 1, {}},
@@ -59,6 +59,11 @@ constexpr AddedOp kAddedOps[] = {
      {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
+    // Input 6 (nonpad_kv_seqlen) is opset 24's; resolve_attention refuses it.
+    {"Attention", 23, 3, 7, 4,
+     {{{"is_causal", Attribute::Kind::kInt}, {"kv_num_heads", Attribute::Kind::kInt}, {"q_num_heads", Attribute::Kind::kInt},
+       {"qk_matmul_output_mode", Attribute::Kind::kInt}, {"scale", Attribute::Kind::kFloat},
+       {"softcap", Attribute::Kind::kFloat}, {"softmax_precision", Attribute::Kind::kInt}}}},
 };
 
 const AddedOp* find_added_op(std::string_view op) {

@@ -165,6 +165,7 @@ class Fuser {
     fused.domain = std::string(kStriderDomain);
     fused.inputs = std::move(inputs);
     fused.outputs = g_.node(sink).outputs;
+    fused.expanded_from = g_.node(sink).expanded_from;  // inspect still says where a body's nodes came from
     write_fused_program(program, &fused);
     fused.attributes.set_string("nodes", names);
     STRIDER_RETURN_IF_ERROR(read_fused_program(fused).status());  // the program we wrote is valid

@@ -71,7 +71,8 @@ std::string plan_to_text(const Graph& graph, const Plan& plan, const std::vector
     const PlanStep& step = plan.steps[i];
     const Node& node = graph.node(step.node);
     std::string impl = i < kernel_names.size() && !kernel_names[i].empty() ? " " + kernel_names[i] : "";
-    text += fmt::format("step {} {} '{}': {}{}\n", i, node.op_type, node.name, step_kind_name(step.kind), impl);
+    std::string origin = node.expanded_from.empty() ? "" : " (expanded from " + node.expanded_from + ")";
+    text += fmt::format("step {} {} '{}': {}{}{}\n", i, node.op_type, node.name, step_kind_name(step.kind), impl, origin);
     for (ValueId in : node.inputs) text += operand_line(graph, plan, "in", in);
     for (ValueId out : node.outputs) text += operand_line(graph, plan, "out", out);
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "onnx/importer.h"
+#include "plan/dump.h"
 #include "plan_test_util.h"
 
 namespace strider {
@@ -74,6 +75,35 @@ TEST(AttentionPlan, KvCacheConcatReadsTheNewKeysAndValuesAsViews) {
     EXPECT_NE(std::find(g.outputs().begin(), g.outputs().end(), node.outputs[0]), g.outputs().end()) << node.name;
   }
   EXPECT_EQ(concats, 4);  // key and value of two layers
+}
+
+// Attention-23 has no kernel on any device: it runs as its function body
+// (passes/expand_functions.h), each node of which says where it came from, in the plan
+// text too; the 3-D inputs' head splits are views.
+TEST(AttentionPlan, AttentionRunsExpandedAndSaysSo) {
+  GraphBuilder b(23);
+  AttributeMap attrs;
+  attrs.set_int("q_num_heads", 4);
+  attrs.set_int("kv_num_heads", 2);
+  attrs.set_int("is_causal", 1);
+  auto outs = b.ops("Attention", {b.input("q", DType::kF32, {2, 5, 32}), b.input("k", DType::kF32, {2, 5, 16}),
+                                  b.input("v", DType::kF32, {2, 5, 16})},
+                    1, attrs, "attn");
+  b.output(outs[0]);
+  testing::PlannedGraph p = testing::plan_graph(b.build(), testing::verified(), SessionOptions{});
+  ASSERT_NE(p.plan, nullptr);
+  const Graph& g = *p.graph;
+  int transposes = 0;
+  for (const PlanStep& step : p.plan->steps) {
+    const Node& node = g.node(step.node);
+    EXPECT_EQ(node.expanded_from, "Attention 'attn'") << node.name;
+    if (node.op_type == "Transpose" && produced_by(g, node.inputs[0], {"Reshape"})) {
+      EXPECT_EQ(step.kind, StepKind::kView) << node.name;
+      ++transposes;
+    }
+  }
+  EXPECT_GE(transposes, 3);  // the heads of Q, K and V
+  EXPECT_NE(plan_to_text(g, *p.plan).find("(expanded from Attention 'attn')"), std::string::npos);
 }
 
 }  // namespace

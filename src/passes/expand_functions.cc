@@ -1,0 +1,258 @@
+#include "passes/expand_functions.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "base/printable.h"
+#include "ops/attention.h"
+#include "base/onnx_types.h"
+#include "passes/lower_precision.h"
+
+namespace strider {
+namespace {
+
+// Writes the nodes of one function body at a position of the graph, in order.
+class BodyWriter {
+ public:
+  BodyWriter(Graph& graph, const Node& original, NodeId position)
+      : g_(graph), original_(original), position_(position),
+        origin_(fmt::format("{} '{}'", original.op_type, printable(original.name))) {}
+
+  // A node of the body; its output is `into` (an output of the original node) or a new value.
+  Result<ValueId> op(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attributes = {},
+                     ValueId into = kNoValue) {
+    if (into == kNoValue) {
+      STRIDER_ASSIGN_OR_RETURN(into, g_.add_value(unique_name(op_type + "_output")));
+    }
+    Node node;
+    node.name = unique_name(op_type);
+    node.op_type = op_type;
+    node.opset = original_.opset;
+    node.inputs = std::move(inputs);
+    node.outputs = {into};
+    node.attributes = std::move(attributes);
+    node.expanded_from = origin_;
+    STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(node)).status());
+    return into;
+  }
+  Result<ValueId> constant(Tensor tensor) {
+    STRIDER_ASSIGN_OR_RETURN(ValueId id, g_.add_value(unique_name("constant")));
+    Value& v = g_.value(id);
+    v.has_type = v.has_shape = true;
+    v.dtype = tensor.dtype();
+    v.shape = tensor.shape();
+    v.constant = std::make_shared<const Tensor>(std::move(tensor));
+    return id;
+  }
+  Result<ValueId> ints(std::vector<int64_t> values) {
+    return constant(Tensor::from_values<int64_t>(DType::kI64, {int64_t(values.size())}, values));
+  }
+  // A tensor of `dtype` (floating) with the given float values.
+  Result<ValueId> floats(DType dtype, Shape shape, const std::vector<float>& values) {
+    STRIDER_ASSIGN_OR_RETURN(Tensor t, convert_float_tensor(Tensor::from_values<float>(DType::kF32, shape, values), dtype));
+    return constant(std::move(t));
+  }
+
+ private:
+  std::string unique_name(const std::string& what) {
+    for (;; ++counter_) {
+      std::string name = fmt::format("{}/{}_{}", original_.name, what, counter_);
+      if (!g_.find_value(name)) {
+        ++counter_;
+        return name;
+      }
+    }
+  }
+
+  Graph& g_;
+  const Node& original_;
+  NodeId position_;
+  std::string origin_;
+  int counter_ = 0;
+};
+
+AttributeMap ints_attr(const std::string& name, std::vector<int64_t> v) {
+  AttributeMap a;
+  a.set_ints(name, std::move(v));
+  return a;
+}
+AttributeMap int_attr(const std::string& name, int64_t v) {
+  AttributeMap a;
+  a.set_int(name, v);
+  return a;
+}
+
+ValueId output_of(const Node& node, size_t i) { return i < node.outputs.size() ? node.outputs[i] : kNoValue; }
+
+// [B, S, H*D] -> [B, H, S, D] (a reshape and a transpose: views of the input).
+Result<ValueId> split_heads(BodyWriter& w, ValueId x, const AttentionParams& p, int64_t heads, int64_t len, int64_t head) {
+  STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints({p.batch, len, heads, head}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId r, w.op("Reshape", {x, shape}));
+  return w.op("Transpose", {r}, ints_attr("perm", {0, 2, 1, 3}));
+}
+
+// Key/value head h / G for query head h: [B, Hkv, T, D] -> [B, Hq, T, D].
+Result<ValueId> repeat_heads(BodyWriter& w, ValueId x, const AttentionParams& p, int64_t head) {
+  if (p.q_heads == p.kv_heads) return x;
+  const int64_t group = p.q_heads / p.kv_heads;
+  STRIDER_ASSIGN_OR_RETURN(ValueId axes, w.ints({2}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId u, w.op("Unsqueeze", {x, axes}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId wide, w.ints({p.batch, p.kv_heads, group, p.total(), head}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId e, w.op("Expand", {u, wide}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints({p.batch, p.q_heads, p.total(), head}));
+  return w.op("Reshape", {e, shape});
+}
+
+// nonpad_kv_seqlen's bias [B, 1, Sq|1, T]: 0 where batch b's key j is valid (j < nonpad[b]
+// and, causal without a past, j - i + Sq <= nonpad[b]), -inf elsewhere.
+Result<ValueId> padding_bias(BodyWriter& w, const Node& node, const AttentionParams& p, DType t) {
+  const float inf = std::numeric_limits<float>::infinity();
+  STRIDER_ASSIGN_OR_RETURN(ValueId per_batch, w.ints({p.batch, 1, 1, 1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId nonpad, w.op("Reshape", {node.inputs[6], per_batch}));
+  std::vector<int64_t> key(size_t(p.total()));
+  for (int64_t j = 0; j < p.total(); ++j) key[size_t(j)] = j;
+  STRIDER_ASSIGN_OR_RETURN(ValueId keys, w.constant(Tensor::from_values<int64_t>(DType::kI64, {1, 1, 1, p.total()}, key)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId keep, w.op("Less", {keys, nonpad}));
+  if (p.causal && !p.has_past) {
+    std::vector<int64_t> reach(size_t(p.q_len * p.total()));
+    for (int64_t i = 0; i < p.q_len; ++i)
+      for (int64_t j = 0; j < p.total(); ++j) reach[size_t(i * p.total() + j)] = j - i + p.q_len;
+    STRIDER_ASSIGN_OR_RETURN(ValueId needs,
+                             w.constant(Tensor::from_values<int64_t>(DType::kI64, {1, 1, p.q_len, p.total()}, reach)));
+    STRIDER_ASSIGN_OR_RETURN(ValueId causal, w.op("LessOrEqual", {needs, nonpad}));
+    STRIDER_ASSIGN_OR_RETURN(keep, w.op("And", {keep, causal}));
+  }
+  STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.floats(t, {}, {0.0f}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId minus_inf, w.floats(t, {}, {-inf}));
+  return w.op("Where", {keep, zero, minus_inf});
+}
+
+// The additive bias [.., Sq, T]: the mask (bool as 0/-inf, padded to T) plus the causal
+// triangle; kNoValue when there is neither.
+Result<ValueId> attention_bias(BodyWriter& w, const Graph& g, const Node& node, const AttentionParams& p, DType t) {
+  const float inf = std::numeric_limits<float>::infinity();
+  ValueId bias = kNoValue;
+  if (p.has_mask) {
+    ValueId mask = node.inputs[3];
+    const Shape m = g.value(mask).shape;
+    const bool boolean = g.value(mask).dtype == DType::kBool;
+    if (m.back() < p.total()) {
+      std::vector<int64_t> pads(2 * m.size(), 0);
+      pads.back() = p.total() - m.back();
+      STRIDER_ASSIGN_OR_RETURN(ValueId pad_sizes, w.ints(pads));
+      ValueId fill = kNoValue;
+      if (boolean) {
+        STRIDER_ASSIGN_OR_RETURN(fill, w.constant(Tensor(DType::kBool, {})));
+      } else {
+        STRIDER_ASSIGN_OR_RETURN(fill, w.floats(t, {}, {-inf}));
+      }
+      STRIDER_ASSIGN_OR_RETURN(mask, w.op("Pad", {mask, pad_sizes, fill}));
+    }
+    if (boolean) {
+      STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.floats(t, {}, {0.0f}));
+      STRIDER_ASSIGN_OR_RETURN(ValueId minus_inf, w.floats(t, {}, {-inf}));
+      STRIDER_ASSIGN_OR_RETURN(mask, w.op("Where", {mask, zero, minus_inf}));
+    }
+    bias = mask;
+  }
+  if (p.has_nonpad) {
+    STRIDER_ASSIGN_OR_RETURN(ValueId padding, padding_bias(w, node, p, t));
+    if (bias == kNoValue) {
+      bias = padding;
+    } else {
+      STRIDER_ASSIGN_OR_RETURN(bias, w.op("Add", {bias, padding}));
+    }
+    if (!p.has_past) return bias;  // the causal part is in the padding bias
+  }
+  if (p.causal) {  // query i sees keys j <= past + i
+    std::vector<float> triangle(size_t(p.q_len * p.total()), 0.0f);
+    for (int64_t i = 0; i < p.q_len; ++i)
+      for (int64_t j = p.past + i + 1; j < p.total(); ++j) triangle[size_t(i * p.total() + j)] = -inf;
+    STRIDER_ASSIGN_OR_RETURN(ValueId causal, w.floats(t, {p.q_len, p.total()}, triangle));
+    if (bias == kNoValue) return causal;
+    return w.op("Add", {bias, causal});
+  }
+  return bias;
+}
+
+Result<ValueId> softcapped(BodyWriter& w, ValueId qk, const AttentionParams& p, DType t) {
+  if (p.softcap <= 0) return qk;
+  STRIDER_ASSIGN_OR_RETURN(ValueId cap, w.floats(t, {}, {p.softcap}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId scaled, w.op("Div", {qk, cap}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId bounded, w.op("Tanh", {scaled}));
+  return w.op("Mul", {bounded, cap});
+}
+
+Result<ValueId> softmax_of(BodyWriter& w, ValueId s, const AttentionParams& p, DType t) {
+  if (!p.softmax_dtype) return w.op("Softmax", {s}, int_attr("axis", -1));
+  STRIDER_ASSIGN_OR_RETURN(ValueId wide, w.op("Cast", {s}, int_attr("to", onnx_type_code(*p.softmax_dtype))));
+  STRIDER_ASSIGN_OR_RETURN(ValueId probs, w.op("Softmax", {wide}, int_attr("axis", -1)));
+  return w.op("Cast", {probs}, int_attr("to", onnx_type_code(t)));
+}
+
+Status expand_attention(Graph& g, const Node& node, NodeId position) {
+  STRIDER_ASSIGN_OR_RETURN(AttentionParams p, resolve_attention(NodeInputs(g, node)));
+  const DType t = g.value(node.inputs[0]).dtype;
+  BodyWriter w(g, node, position);
+  ValueId q = node.inputs[0], k = node.inputs[1], v = node.inputs[2];
+  if (p.three_d) {
+    STRIDER_ASSIGN_OR_RETURN(q, split_heads(w, q, p, p.q_heads, p.q_len, p.head));
+    STRIDER_ASSIGN_OR_RETURN(k, split_heads(w, k, p, p.kv_heads, p.kv_len, p.head));
+    STRIDER_ASSIGN_OR_RETURN(v, split_heads(w, v, p, p.kv_heads, p.kv_len, p.v_head));
+  }
+  const ValueId present_key = output_of(node, 1), present_value = output_of(node, 2);
+  if (p.has_past) {
+    STRIDER_ASSIGN_OR_RETURN(k, w.op("Concat", {node.inputs[4], k}, int_attr("axis", 2), present_key));
+    STRIDER_ASSIGN_OR_RETURN(v, w.op("Concat", {node.inputs[5], v}, int_attr("axis", 2), present_value));
+  } else {
+    if (present_key != kNoValue) STRIDER_RETURN_IF_ERROR(w.op("Identity", {k}, {}, present_key).status());
+    if (present_value != kNoValue) STRIDER_RETURN_IF_ERROR(w.op("Identity", {v}, {}, present_value).status());
+  }
+  STRIDER_ASSIGN_OR_RETURN(ValueId keys, repeat_heads(w, k, p, p.head));
+  STRIDER_ASSIGN_OR_RETURN(ValueId values, repeat_heads(w, v, p, p.v_head));
+  STRIDER_ASSIGN_OR_RETURN(ValueId keys_t, w.op("Transpose", {keys}, ints_attr("perm", {0, 1, 3, 2})));
+  STRIDER_ASSIGN_OR_RETURN(ValueId product, w.op("MatMul", {q, keys_t}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId scale, w.floats(t, {}, {p.scale}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId qk, w.op("Mul", {product, scale}));
+  STRIDER_ASSIGN_OR_RETURN(qk, softcapped(w, qk, p, t));
+  STRIDER_ASSIGN_OR_RETURN(ValueId bias, attention_bias(w, g, node, p, t));
+  ValueId biased = qk;
+  if (bias != kNoValue) {
+    STRIDER_ASSIGN_OR_RETURN(biased, w.op("Add", {qk, bias}));
+  }
+  STRIDER_ASSIGN_OR_RETURN(ValueId probs, softmax_of(w, biased, p, t));
+  if (bias != kNoValue) {  // a fully masked row: softmax of -inf only is NaN; it attends to nothing
+    STRIDER_ASSIGN_OR_RETURN(ValueId nan, w.op("IsNaN", {probs}));
+    STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.floats(t, {}, {0.0f}));
+    STRIDER_ASSIGN_OR_RETURN(probs, w.op("Where", {nan, zero, probs}));
+  }
+  if (ValueId qk_out = output_of(node, 3); qk_out != kNoValue) {
+    ValueId chosen = p.qk_mode == 3 ? probs : p.qk_mode == 2 ? biased : qk;
+    STRIDER_RETURN_IF_ERROR(w.op("Identity", {chosen}, {}, qk_out).status());
+  }
+  if (!p.three_d) return w.op("MatMul", {probs, values}, {}, node.outputs[0]).status();
+  STRIDER_ASSIGN_OR_RETURN(ValueId y, w.op("MatMul", {probs, values}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId merged, w.op("Transpose", {y}, ints_attr("perm", {0, 2, 1, 3})));
+  STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints({p.batch, p.q_len, p.q_heads * p.v_head}));
+  return w.op("Reshape", {merged, shape}, {}, node.outputs[0]).status();
+}
+
+}  // namespace
+
+Result<int> expand_functions(Graph& graph) {
+  int expanded = 0;
+  for (NodeId id = graph.num_nodes(); id-- > 0;) {
+    if (graph.node(id).op_type != "Attention" || !graph.node(id).domain.empty()) continue;
+    const Node original = graph.node(id);
+    NodeId index = 0;
+    graph.remove_nodes_if([&](const Node&) { return index++ == id; });  // its outputs lose their producer
+    for (ValueId out : original.outputs)
+      if (out != kNoValue) graph.value(out).has_type = graph.value(out).has_shape = false;
+    STRIDER_RETURN_IF_ERROR(expand_attention(graph, original, id));
+    ++expanded;
+  }
+  return expanded;
+}
+
+}  // namespace strider
