@@ -208,6 +208,14 @@ TEST_P(KernelSuite, DataMovement) {
   check(e, {{"a", x({3, 1})}});
 }
 
+// Batch dims broadcast both ways ([2, 1] against [1, 3]): no one batch stride covers them;
+// cuda runs one strided batch per outer index.
+TEST_P(KernelSuite, MatMulWithBatchDimsBroadcastBothWays) {
+  GraphBuilder b;
+  b.output(b.op("MatMul", {b.input("a", DType::kF32, {2, 1, 3, 4}), b.input("b", DType::kF32, {1, 3, 4, 5})}));
+  check(b, {{"a", x({2, 1, 3, 4})}, {"b", x({1, 3, 4, 5}, 2)}});
+}
+
 TEST_P(KernelSuite, ReshapeOfAStridedInput) {
   GraphBuilder b;
   b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64_tensor({4, 6}))}));

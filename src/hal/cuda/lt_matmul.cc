@@ -6,7 +6,11 @@
 #include <optional>
 
 #include "hal/cuda/device_buffer.h"
+#include "hal/cuda/copy.h"
 #include "memory/collapse.h"
+
+#include <algorithm>
+#include <array>
 
 namespace strider::cuda {
 namespace {
@@ -57,22 +61,58 @@ struct Batch {
   int64_t count = 1, a = 0, b = 0, out = 0;  // element strides between batches
 };
 
-std::optional<Batch> collapse_batch(const MatMulViews& v) {
-  size_t dims = size_t(v.out.rank()) - 2;
-  Shape sizes(v.out.sizes.begin(), v.out.sizes.begin() + long(dims));
-  auto batch_strides = [&](const TensorView& t) {
-    Strides s(t.strides.begin(), t.strides.begin() + long(dims));
-    for (size_t d = 0; d < dims; ++d)
-      if (t.sizes[d] == 1) s[d] = 0;  // a broadcast batch dim
-    return s;
-  };
-  CollapsedDims c = collapse_dims(sizes, {batch_strides(v.a), batch_strides(v.b), batch_strides(v.out)});
+// The batch dims as cuBLASLt runs them: the innermost ones that collapse into one strided
+// batch (non-negative strides), and, for the dims before those, one launch per index with
+// these element offsets of a, b and out. torch's attention exports broadcast [B, 1, S, D]
+// against [B, H, D, S]: no single batch stride covers both, a launch per B does.
+struct BatchPlan {
+  Batch inner;
+  std::vector<std::array<int64_t, 3>> launches;  // at least one: {0, 0, 0} alone when all collapse
+};
+
+inline constexpr int64_t kMaxLaunches = 4096;
+
+std::optional<Batch> collapse_batch(const Shape& sizes, const std::vector<Strides>& strides) {
+  CollapsedDims c = collapse_dims(sizes, strides);
   if (c.sizes.size() > 1) return std::nullopt;
   for (const Strides& s : c.strides)  // a reversed batch: not a cuBLASLt batch stride
     if (!s.empty() && s[0] < 0) return std::nullopt;
-  Batch b;
-  if (c.sizes.empty()) return b;
+  if (c.sizes.empty()) return Batch{};
   return Batch{c.sizes[0], c.strides[0][0], c.strides[1][0], c.strides[2][0]};
+}
+
+std::optional<BatchPlan> plan_batches(const MatMulViews& v) {
+  const size_t dims = size_t(v.out.rank()) - 2;
+  const Shape sizes(v.out.sizes.begin(), v.out.sizes.begin() + long(dims));
+  std::vector<Strides> strides;
+  for (const TensorView* t : {&v.a, &v.b, &v.out}) {
+    Strides s(t->strides.begin(), t->strides.begin() + long(dims));
+    for (size_t d = 0; d < dims; ++d)
+      if (t->sizes[d] == 1) s[d] = 0;  // a broadcast batch dim
+    strides.push_back(std::move(s));
+  }
+  for (size_t split = 0; split <= dims; ++split) {
+    auto tail = [&](const Strides& s) { return Strides(s.begin() + long(split), s.end()); };
+    std::optional<Batch> inner = collapse_batch(Shape(sizes.begin() + long(split), sizes.end()),
+                                                {tail(strides[0]), tail(strides[1]), tail(strides[2])});
+    if (!inner) continue;
+    const Shape outer(sizes.begin(), sizes.begin() + long(split));
+    if (num_elements(outer) > kMaxLaunches) return std::nullopt;
+    BatchPlan plan{*inner, {}};
+    Shape index(split, 0);
+    for (int64_t n = 0; n < num_elements(outer); ++n) {
+      std::array<int64_t, 3> at{};
+      for (size_t d = 0; d < split; ++d)
+        for (size_t k = 0; k < 3; ++k) at[k] += index[d] * strides[k][d];
+      plan.launches.push_back(at);
+      for (size_t d = split; d-- > 0;) {
+        if (++index[d] < outer[d]) break;
+        index[d] = 0;
+      }
+    }
+    return plan;
+  }
+  return std::nullopt;
 }
 
 class LtMatMul final : public Kernel {
@@ -83,11 +123,23 @@ class LtMatMul final : public Kernel {
     if (op_) cublasLtMatmulDescDestroy(op_);
   }
   Status init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context);
+  // out = scale * a x b + beta * C: C (broadcast to out's sizes) is copied into out first
+  // and cuBLASLt reads it back as its C, which is D itself (Gemm's general C).
+  void accumulate(TensorView out, TensorView c, float beta) {
+    addend_ = std::make_pair(std::move(out), std::move(c));
+    beta_ = beta;
+  }
   Status run(const QueueContext& queue) override {
-    float beta = 0.0f;
-    return lt(cublasLtMatmul(handle_, op_, &scale_, b_ptr_, a_, a_ptr_, b_, &beta, d_ptr_, d_, d_ptr_, d_, &algo_,
-                             workspace_.as<void>(), workspace_.size(), stream_of(queue)),
-              "cublasLtMatmul");
+    if (addend_) STRIDER_RETURN_IF_ERROR(launch_copy(addend_->first, addend_->second, stream_of(queue)));
+    const float beta = beta_;
+    for (const auto& [a, b, d] : launches_) {  // byte offsets of one outer batch index
+      const std::byte *a_ptr = a_ptr_ + a, *b_ptr = b_ptr_ + b;
+      std::byte* d_ptr = d_ptr_ + d;
+      STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmul(handle_, op_, &scale_, b_ptr, a_, a_ptr, b_, &beta, d_ptr, d_, d_ptr, d_,
+                                                &algo_, workspace_.as<void>(), workspace_.size(), stream_of(queue)),
+                                 "cublasLtMatmul"));
+    }
+    return Status::ok();
   }
   std::string implementation() const override { return "cublasLt"; }
 
@@ -99,8 +151,11 @@ class LtMatMul final : public Kernel {
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;  // cuBLASLt's A (our b), B (our a), D
   cublasLtMatmulAlgo_t algo_{};
-  const void *a_ptr_ = nullptr, *b_ptr_ = nullptr;  // our a and b
-  void* d_ptr_ = nullptr;
+  const std::byte *a_ptr_ = nullptr, *b_ptr_ = nullptr;  // our a and b
+  std::byte* d_ptr_ = nullptr;
+  std::vector<std::array<int64_t, 3>> launches_;  // byte offsets of a, b, d per launch
+  std::optional<std::pair<TensorView, TensorView>> addend_;  // (out, C broadcast), when beta * C is added
+  float beta_ = 0.0f;
   float scale_ = 1.0f;
   DeviceBuffer workspace_;
 };
@@ -122,8 +177,12 @@ Status LtMatMul::choose_algorithm(const MatMulViews& v) {
   uint64_t workspace = kMaxWorkspace;
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
   // Slices start at whatever offset they start: tell cuBLASLt the real alignments.
-  uint32_t align_a = uint32_t(pointer_alignment(b_ptr_)), align_b = uint32_t(pointer_alignment(a_ptr_)),
-           align_d = uint32_t(pointer_alignment(d_ptr_));
+  uint32_t align_a = 256, align_b = 256, align_d = 256;  // the least over every launch's pointers
+  for (const auto& [a, b, d] : launches_) {
+    align_a = std::min(align_a, uint32_t(pointer_alignment(b_ptr_ + b)));
+    align_b = std::min(align_b, uint32_t(pointer_alignment(a_ptr_ + a)));
+    align_d = std::min(align_d, uint32_t(pointer_alignment(d_ptr_ + d)));
+  }
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d));
@@ -143,7 +202,8 @@ Status LtMatMul::choose_algorithm(const MatMulViews& v) {
 Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context) {
   size_t r = size_t(v.out.rank());
   int64_t m = v.out.sizes[r - 2], n = v.out.sizes[r - 1], k = v.a.sizes[r - 1];
-  std::optional<Batch> batch = collapse_batch(v);
+  std::optional<BatchPlan> plan = plan_batches(v);
+  std::optional<Batch> batch = plan ? std::optional<Batch>(plan->inner) : std::nullopt;
   // D = C^T [N, M] col-major needs the output row-major; A^T and B^T from either storage.
   std::optional<LtMatrix> lt_a = as_lt(k, n, v.b.strides[r - 2], v.b.strides[r - 1]);
   std::optional<LtMatrix> lt_b = as_lt(m, k, v.a.strides[r - 2], v.a.strides[r - 1]);
@@ -153,9 +213,11 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
                                    v.out.to_string()));
   handle_ = static_cast<cublasLtHandle_t>(context.cublaslt);
   scale_ = scale;
-  a_ptr_ = v.a.allocation->address() + v.a.byte_offset;
-  b_ptr_ = v.b.allocation->address() + v.b.byte_offset;
-  d_ptr_ = v.out.allocation->address() + v.out.byte_offset;
+  a_ptr_ = reinterpret_cast<const std::byte*>(v.a.allocation->address() + v.a.byte_offset);
+  b_ptr_ = reinterpret_cast<const std::byte*>(v.b.allocation->address() + v.b.byte_offset);
+  d_ptr_ = reinterpret_cast<std::byte*>(v.out.allocation->address() + v.out.byte_offset);
+  for (const auto& [a, b, d] : plan->launches)
+    launches_.push_back({a * dtype_size(v.a.dtype), b * dtype_size(v.b.dtype), d * dtype_size(v.out.dtype)});
   bool f32 = v.out.dtype == DType::kF32;
   cublasComputeType_t compute = f32 && context.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), "matmul descriptor"));
@@ -182,13 +244,19 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
-                                               const CudaContext& context, const std::string& node) {
+                                               const CudaContext& context, const std::string& node,
+                                               const TensorView* addend, float beta) {
   DType dtype = views.out.dtype;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
     return unsupported(fmt::format("node '{}': MatMul on {} on CUDA", node, dtype_name(dtype)));
   auto kernel = std::make_unique<LtMatMul>();
   Status s = kernel->init(views, row_bias, scale, context);
   if (!s.is_ok()) return s.with_context(fmt::format("node '{}'", node));
+  if (addend) {
+    auto c = broadcast_view(*addend, views.out.sizes);
+    if (!c.is_ok()) return c.status().with_context(fmt::format("node '{}'", node));
+    kernel->accumulate(views.out, *c, beta);
+  }
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 

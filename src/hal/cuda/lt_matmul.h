@@ -14,9 +14,12 @@ namespace strider::cuda {
 
 // out = scale * a x b (+ bias, a row [..., 1, N] added to every row, when given).
 // UNSUPPORTED when a matrix has neither unit row nor unit column stride, when the output
-// is not row-major, when batch dims do not collapse into one strided batch, or when
-// cuBLASLt has no algorithm: the planner then packs the operands.
+// is not row-major, when no suffix of the batch dims collapses into one strided batch (the
+// dims before it run as one launch each, at most 4096), or when cuBLASLt has no
+// algorithm: the planner then packs the operands.
+// With `addend`: out = scale * a x b + beta * addend, the addend broadcast to out's sizes.
 Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
-                                               const CudaContext& context, const std::string& node);
+                                               const CudaContext& context, const std::string& node,
+                                               const TensorView* addend = nullptr, float beta = 0.0f);
 
 }  // namespace strider::cuda

@@ -13,7 +13,8 @@ Result<std::unique_ptr<Kernel>> make_matmul(const KernelRequest& r, const CudaCo
 }
 
 // Gemm: alpha * A' x B' (+ beta * C). C is fused as cuBLASLt's bias when it is a row added
-// with alpha = beta = 1 (torch's Linear); other forms of C are not supported on CUDA yet.
+// with alpha = beta = 1 (torch's Linear); any other C (a scalar, a column, a matrix) is
+// broadcast into the output first and accumulated by cuBLASLt with beta.
 Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaContext& context) {
   STRIDER_ASSIGN_OR_RETURN(GemmViews g, gemm_views(r.node.attributes, r.inputs[0], r.inputs[1], r.outputs[0]));
   const MatMulViews& v = g.views;
@@ -21,10 +22,11 @@ Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaCont
   if (!r.has_input(2) || beta == 0.0f) return make_lt_matmul(v, nullptr, alpha, context, r.node.name);
   TensorView c = r.inputs[2];
   while (c.rank() < 2) c = insert_unit_dim(c, 0);
-  // The bias epilogue adds a full row [1, N]; a broadcast scalar or column is not one.
-  if (alpha != 1.0f || beta != 1.0f || c.sizes[0] != 1 || c.sizes[1] != v.out.sizes[1])
-    return unsupported(fmt::format("Gemm with C of shape {} (alpha {}, beta {}) on CUDA", shape_to_string(c.sizes), alpha, beta));
-  return make_lt_matmul(v, &c, 1.0f, context, r.node.name);
+  // The bias epilogue adds a full row [1, N] (torch's Linear); any other C is copied into
+  // the output and accumulated with beta.
+  if (alpha == 1.0f && beta == 1.0f && c.sizes[0] == 1 && c.sizes[1] == v.out.sizes[1])
+    return make_lt_matmul(v, &c, 1.0f, context, r.node.name);
+  return make_lt_matmul(v, nullptr, alpha, context, r.node.name, &c, beta);
 }
 
 }  // namespace
