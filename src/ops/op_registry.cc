@@ -1,6 +1,7 @@
 #include "ops/op_registry.h"
 
 #include "ops/attention.h"
+#include "ops/function_ops.h"
 #include "ops/index_map.h"
 #include "ops/normalization.h"
 #include "ops/scatter.h"
@@ -64,6 +65,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_index_map_ops(ops);
     register_scatter_ops(ops);
     register_attention_ops(ops);
+    register_function_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

@@ -59,7 +59,10 @@ constexpr AddedOp kAddedOps[] = {
      {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
-    // Input 6 (nonpad_kv_seqlen) is opset 24's; resolve_attention refuses it.
+    {"RotaryEmbedding", 23, 3, 4, 1,
+     {{{"interleaved", Attribute::Kind::kInt}, {"num_heads", Attribute::Kind::kInt},
+       {"rotary_embedding_dim", Attribute::Kind::kInt}}}},
+    // Input 6 (nonpad_kv_seqlen) is opset 24's.
     {"Attention", 23, 3, 7, 4,
      {{{"is_causal", Attribute::Kind::kInt}, {"kv_num_heads", Attribute::Kind::kInt}, {"q_num_heads", Attribute::Kind::kInt},
        {"qk_matmul_output_mode", Attribute::Kind::kInt}, {"scale", Attribute::Kind::kFloat},

@@ -6,6 +6,7 @@
 
 #include "base/printable.h"
 #include "ops/attention.h"
+#include "ops/function_ops.h"
 #include "base/onnx_types.h"
 #include "passes/lower_precision.h"
 
@@ -238,18 +239,157 @@ Status expand_attention(Graph& g, const Node& node, NodeId position) {
   return w.op("Reshape", {merged, shape}, {}, node.outputs[0]).status();
 }
 
+// ---- RotaryEmbedding, LpNormalization, OneHot (ops/function_ops.h) ------------------------
+
+// Unsqueeze by the original node's opset (axes an attribute before 13).
+Result<ValueId> unsqueeze(BodyWriter& w, int opset, ValueId x, std::vector<int64_t> axes) {
+  if (opset < 13) return w.op("Unsqueeze", {x}, ints_attr("axes", std::move(axes)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId a, w.ints(std::move(axes)));
+  return w.op("Unsqueeze", {x, a});
+}
+
+// x[..., start:end:step] along the last axis.
+Result<ValueId> last_axis_slice(BodyWriter& w, ValueId x, int64_t start, int64_t end, int64_t step = 1) {
+  STRIDER_ASSIGN_OR_RETURN(ValueId starts, w.ints({start}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId ends, w.ints({end}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId axes, w.ints({-1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId steps, w.ints({step}));
+  return w.op("Slice", {x, starts, ends, axes, steps});
+}
+
+// The rotated first R elements of each head: (x1, x2) -> (cos x1 - sin x2, sin x1 + cos x2),
+// x1 and x2 the halves or the even and odd elements.
+Result<ValueId> rotated(BodyWriter& w, ValueId x, ValueId cos, ValueId sin, const RotaryParams& p, const Shape& rotated_shape) {
+  const int64_t r = p.rotary;
+  STRIDER_ASSIGN_OR_RETURN(ValueId x1, p.interleaved ? last_axis_slice(w, x, 0, r, 2) : last_axis_slice(w, x, 0, r / 2));
+  STRIDER_ASSIGN_OR_RETURN(ValueId x2, p.interleaved ? last_axis_slice(w, x, 1, r, 2) : last_axis_slice(w, x, r / 2, r));
+  STRIDER_ASSIGN_OR_RETURN(ValueId cos_x1, w.op("Mul", {cos, x1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId sin_x2, w.op("Mul", {sin, x2}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId sin_x1, w.op("Mul", {sin, x1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId cos_x2, w.op("Mul", {cos, x2}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId real, w.op("Sub", {cos_x1, sin_x2}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId imag, w.op("Add", {sin_x1, cos_x2}));
+  if (!p.interleaved) return w.op("Concat", {real, imag}, int_attr("axis", -1));
+  STRIDER_ASSIGN_OR_RETURN(ValueId re, unsqueeze(w, 23, real, {-1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId im, unsqueeze(w, 23, imag, {-1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId pairs, w.op("Concat", {re, im}, int_attr("axis", -1)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints(rotated_shape));
+  return w.op("Reshape", {pairs, shape});
+}
+
+Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position) {
+  STRIDER_ASSIGN_OR_RETURN(RotaryParams p, resolve_rotary_embedding(NodeInputs(g, node)));
+  BodyWriter w(g, node, position);
+  ValueId x = node.inputs[0], cos = node.inputs[1], sin = node.inputs[2];
+  if (p.has_positions) {
+    STRIDER_ASSIGN_OR_RETURN(cos, w.op("Gather", {cos, node.inputs[3]}, int_attr("axis", 0)));
+    STRIDER_ASSIGN_OR_RETURN(sin, w.op("Gather", {sin, node.inputs[3]}, int_attr("axis", 0)));
+  }
+  // 4-D works in [B, H, S, D], cos as [B, 1, S, R/2]; 3-D in [B, S, N, D], cos as [B, S, 1, R/2].
+  const int64_t heads_axis = p.three_d ? 2 : 1;
+  STRIDER_ASSIGN_OR_RETURN(cos, unsqueeze(w, node.opset, cos, {heads_axis}));
+  STRIDER_ASSIGN_OR_RETURN(sin, unsqueeze(w, node.opset, sin, {heads_axis}));
+  Shape heads = p.three_d ? Shape{p.batch, p.len, p.heads, p.head} : Shape{p.batch, p.heads, p.len, p.head};
+  if (p.three_d) {
+    STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints(heads));
+    STRIDER_ASSIGN_OR_RETURN(x, w.op("Reshape", {x, shape}));
+  }
+  Shape rotated_shape = heads;
+  rotated_shape.back() = p.rotary;
+  ValueId part = x;
+  if (p.rotary < p.head) {
+    STRIDER_ASSIGN_OR_RETURN(part, last_axis_slice(w, x, 0, p.rotary));
+  }
+  STRIDER_ASSIGN_OR_RETURN(ValueId out, rotated(w, part, cos, sin, p, rotated_shape));
+  if (p.rotary < p.head) {
+    STRIDER_ASSIGN_OR_RETURN(ValueId rest, last_axis_slice(w, x, p.rotary, p.head));
+    STRIDER_ASSIGN_OR_RETURN(out, w.op("Concat", {out, rest}, int_attr("axis", -1)));
+  }
+  if (!p.three_d) return w.op("Identity", {out}, {}, node.outputs[0]).status();
+  STRIDER_ASSIGN_OR_RETURN(ValueId shape, w.ints({p.batch, p.len, p.heads * p.head}));
+  return w.op("Reshape", {out, shape}, {}, node.outputs[0]).status();
+}
+
+Status expand_lp_normalization(Graph& g, const Node& node, NodeId position) {
+  STRIDER_ASSIGN_OR_RETURN(LpNormParams p, resolve_lp_normalization(NodeInputs(g, node)));
+  BodyWriter w(g, node, position);
+  const std::string reduce = p.p == 1 ? "ReduceL1" : "ReduceL2";
+  AttributeMap keep = int_attr("keepdims", 1);
+  ValueId norm = kNoValue;
+  if (node.opset < 18) {
+    keep.set_ints("axes", {p.axis});
+    STRIDER_ASSIGN_OR_RETURN(norm, w.op(reduce, {node.inputs[0]}, keep));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(ValueId axes, w.ints({p.axis}));
+    STRIDER_ASSIGN_OR_RETURN(norm, w.op(reduce, {node.inputs[0], axes}, keep));
+  }
+  // A vector whose norm is 0 stays 0 (0 / 0 would be NaN).
+  const DType t = g.value(node.inputs[0]).dtype;
+  STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.floats(t, {}, {0.0f}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId one, w.floats(t, {}, {1.0f}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId vanishes, w.op("Equal", {norm, zero}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId divisor, w.op("Where", {vanishes, one, norm}));
+  return w.op("Div", {node.inputs[0], divisor}, {}, node.outputs[0]).status();
+}
+
+// Equal(index, position) along the new axis, with negative indices counting from depth;
+// an index outside [-depth, depth) matches no position (all values[0]).
+Status expand_one_hot(Graph& g, const Node& node, NodeId position) {
+  STRIDER_ASSIGN_OR_RETURN(OneHotParams p, resolve_one_hot(NodeInputs(g, node)));
+  BodyWriter w(g, node, position);
+  STRIDER_ASSIGN_OR_RETURN(ValueId index, w.op("Cast", {node.inputs[0]}, int_attr("to", onnx_type_code(DType::kI64))));
+  STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.ints({0}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId depth, w.ints({p.depth}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId negative, w.op("Less", {index, zero}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId wrapped, w.op("Add", {index, depth}));
+  STRIDER_ASSIGN_OR_RETURN(index, w.op("Where", {negative, wrapped, index}));
+  STRIDER_ASSIGN_OR_RETURN(index, unsqueeze(w, node.opset, index, {p.axis}));
+  const int64_t rank = int64_t(g.value(node.inputs[0]).shape.size()) + 1;
+  Shape positions_shape(size_t(rank), 1);
+  positions_shape[size_t(p.axis)] = p.depth;
+  std::vector<int64_t> positions(size_t(p.depth));
+  for (int64_t i = 0; i < p.depth; ++i) positions[size_t(i)] = i;
+  STRIDER_ASSIGN_OR_RETURN(ValueId along, w.constant(Tensor::from_values<int64_t>(DType::kI64, positions_shape, positions)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId hot, w.op("Equal", {index, along}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId off_at, w.constant(Tensor::from_values<int64_t>(DType::kI64, {}, std::vector<int64_t>{0})));
+  STRIDER_ASSIGN_OR_RETURN(ValueId on_at, w.constant(Tensor::from_values<int64_t>(DType::kI64, {}, std::vector<int64_t>{1})));
+  STRIDER_ASSIGN_OR_RETURN(ValueId off, w.op("Gather", {node.inputs[2], off_at}, int_attr("axis", 0)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId on, w.op("Gather", {node.inputs[2], on_at}, int_attr("axis", 0)));
+  return w.op("Where", {hot, on, off}, {}, node.outputs[0]).status();
+}
+
+using Expander = Status (*)(Graph&, const Node&, NodeId);
+struct FunctionOp {
+  std::string_view op_type;
+  Expander expand;
+};
+constexpr FunctionOp kFunctionOps[] = {
+    {"Attention", expand_attention},
+    {"RotaryEmbedding", expand_rotary_embedding},
+    {"LpNormalization", expand_lp_normalization},
+    {"OneHot", expand_one_hot},
+};
+
+Expander expander_for(const Node& node) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
+  for (const FunctionOp& f : kFunctionOps)
+    if (f.op_type == node.op_type) return f.expand;
+  return nullptr;
+}
+
 }  // namespace
 
 Result<int> expand_functions(Graph& graph) {
   int expanded = 0;
   for (NodeId id = graph.num_nodes(); id-- > 0;) {
-    if (graph.node(id).op_type != "Attention" || !graph.node(id).domain.empty()) continue;
+    Expander expand = expander_for(graph.node(id));
+    if (expand == nullptr) continue;
     const Node original = graph.node(id);
     NodeId index = 0;
     graph.remove_nodes_if([&](const Node&) { return index++ == id; });  // its outputs lose their producer
     for (ValueId out : original.outputs)
       if (out != kNoValue) graph.value(out).has_type = graph.value(out).has_shape = false;
-    STRIDER_RETURN_IF_ERROR(expand_attention(graph, original, id));
+    STRIDER_RETURN_IF_ERROR(expand(graph, original, id));
     ++expanded;
   }
   return expanded;

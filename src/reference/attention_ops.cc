@@ -152,8 +152,53 @@ Result<OpOutputs> attention_op(const OpContext& ctx) {
   return OpOutputs{std::move(y), std::move(present_k), std::move(present_v), std::move(qk_out)};
 }
 
+// RotaryEmbedding: per head, the first R elements (x1, x2) = halves or (even, odd) become
+// (cos x1 - sin x2, sin x1 + cos x2), cos and sin at the token's position.
+Result<OpOutputs> rotary_embedding_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* xt, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* cos, ctx.input(1, "cos_cache"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* sin, ctx.input(2, "sin_cache"));
+  const RefTensor* positions = ctx.optional_input(3);
+  STRIDER_RETURN_IF_ERROR(require_floating(*xt, "input 0 (X)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*cos, "input 1 (cos_cache)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*sin, "input 2 (sin_cache)"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t interleaved, ctx.attributes().get_int("interleaved", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t num_heads, ctx.attributes().get_int("num_heads", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t rotary, ctx.attributes().get_int("rotary_embedding_dim", 0));
+  const bool three_d = xt->rank() == 3;
+  STRIDER_ASSIGN_OR_RETURN(Heads x, heads_of(xt, three_d, num_heads, "X"));
+  if (rotary == 0) rotary = x.size;
+  const int64_t half = rotary / 2, batch = xt->shape[0];
+  if (rotary % 2 || rotary > x.size || cos->shape != sin->shape || cos->shape.back() != half)
+    return invalid_model("rotary_embedding_dim and the caches do not fit the heads");
+  if (positions ? (positions->shape != Shape{batch, x.len} || cos->rank() != 2) : (cos->shape != Shape{batch, x.len, half}))
+    return invalid_model("the caches and position_ids do not fit X");
+  RefTensor y = *xt;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < x.len; ++s) {
+      int64_t row = b * x.len + s;
+      if (positions) {
+        row = positions->ints[size_t(b * x.len + s)];
+        if (row < 0 || row >= cos->shape[0]) return out_of_range(fmt::format("position {} outside the caches", row));
+      }
+      for (int64_t h = 0; h < x.heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const double c = cos->floats[size_t(row * half + i)], sn = sin->floats[size_t(row * half + i)];
+          const int64_t d1 = interleaved ? 2 * i : i, d2 = interleaved ? 2 * i + 1 : i + half;
+          const double x1 = x.at(b, h, s, d1), x2 = x.at(b, h, s, d2);
+          auto at = [&](int64_t d) {
+            return size_t(three_d ? ((b * x.len + s) * x.heads + h) * x.size + d : ((b * x.heads + h) * x.len + s) * x.size + d);
+          };
+          y.floats[at(d1)] = c * x1 - sn * x2;
+          y.floats[at(d2)] = sn * x1 + c * x2;
+        }
+    }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kAttentionOps[] = {
     {"Attention", 23, 27, attention_op},
+    {"RotaryEmbedding", 23, 27, rotary_embedding_op},
 };
 
 }  // namespace

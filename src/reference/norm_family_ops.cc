@@ -109,10 +109,37 @@ Result<OpOutputs> mean_variance_normalization_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// LpNormalization: x / ||x||_p along `axis` (p 1 or 2); a vector whose norm is 0 stays 0.
+Result<OpOutputs> lp_normalization_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (input)"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", -1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t p, ctx.attributes().get_int("p", 2));
+  if (p != 1 && p != 2) return invalid_model("p must be 1 or 2");
+  const int64_t n = x->shape[size_t(axis)], inner = product(x->shape, size_t(axis) + 1, x->shape.size());
+  RefTensor y = *x;
+  for (int64_t outer = 0; outer < x->num_elements() / std::max<int64_t>(n * inner, 1); ++outer)
+    for (int64_t i = 0; i < inner; ++i) {
+      double norm = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = x->floats[size_t((outer * n + j) * inner + i)];
+        norm += p == 1 ? std::fabs(v) : v * v;
+      }
+      if (p == 2) norm = std::sqrt(norm);
+      for (int64_t j = 0; j < n; ++j) {
+        double& v = y.floats[size_t((outer * n + j) * inner + i)];
+        v = norm == 0 ? 0.0 : v / norm;
+      }
+    }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kNormFamilyOps[] = {
     {"GroupNormalization", 18, 27, group_normalization_op},
     {"RMSNormalization", 23, 27, rms_normalization_op},
     {"MeanVarianceNormalization", 9, 27, mean_variance_normalization_op},
+    {"LpNormalization", 1, 27, lp_normalization_op},
 };
 
 }  // namespace

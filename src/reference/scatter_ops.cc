@@ -163,7 +163,35 @@ Result<OpOutputs> dropout_op(const OpContext& ctx) {
   return OpOutputs{*x, std::move(mask)};
 }
 
+// OneHot: values[1] where the (wrapped) index equals the position along the new axis.
+Result<OpOutputs> one_hot_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* indices, ctx.input(0, "indices"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* depth_t, ctx.input(1, "depth"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* values, ctx.input(2, "values"));
+  if (depth_t->num_elements() != 1 || values->num_elements() != 2) return invalid_model("depth must be a scalar, values 2 elements");
+  const double depth_value = depth_t->element_as_double(0);
+  if (!(depth_value >= 1) || depth_value > 1e12) return invalid_model("depth must be positive");
+  const int64_t depth = int64_t(depth_value);
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", -1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, indices->rank() + 1, "attribute 'axis'"));
+  Shape shape = indices->shape;
+  shape.insert(shape.begin() + axis, depth);
+  STRIDER_RETURN_IF_ERROR(checked_element_count(shape, "output").status());
+  RefTensor out = RefTensor::zeros(values->dtype, shape);
+  const int64_t inner = product(indices->shape, size_t(axis), indices->shape.size());
+  for (int64_t o = 0; o < out.num_elements(); ++o) {
+    const int64_t position = (o / inner) % depth, source = (o / (inner * depth)) * inner + o % inner;
+    int64_t k = indices->element_as_int(source);
+    if (k < 0) k += depth;
+    const int64_t pick = k == position ? 1 : 0;
+    if (out.is_floating()) out.floats[size_t(o)] = values->element_as_double(pick);
+    else out.ints[size_t(o)] = values->element_as_int(pick);
+  }
+  return OpOutputs{std::move(out)};
+}
+
 constexpr OpDefinition kScatterOps[] = {
+    {"OneHot", 9, 27, one_hot_op},
     {"ScatterND", 11, 27, scatter_nd_op},
     {"ScatterElements", 11, 27, scatter_elements_op},
     {"GatherND", 11, 27, gather_nd_op},

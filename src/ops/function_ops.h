@@ -1,0 +1,35 @@
+// Ops ONNX defines as functions of other ops that strider runs by expansion
+// (passes/expand_functions.h), besides Attention (ops/attention.h): their parameters,
+// resolved once for shape inference and for the expansion.
+#pragma once
+
+#include "ops/op_registry.h"
+
+namespace strider {
+
+// RotaryEmbedding (opset 23): X [B, H, S, D] or [B, S, N*D] (num_heads N), cos/sin caches
+// [max_position, R/2] read at position_ids [B, S], or [B, S, R/2] without them; the first
+// R = rotary_embedding_dim (0: D) elements of each head rotate, as halves or interleaved.
+struct RotaryParams {
+  bool three_d = false, interleaved = false, has_positions = false;
+  int64_t batch = 0, heads = 0, len = 0, head = 0, rotary = 0;
+};
+Result<RotaryParams> resolve_rotary_embedding(const NodeInputs& node);
+
+// LpNormalization: x / ||x||_p along `axis` (p 1 or 2); a vector of norm 0 stays 0.
+struct LpNormParams {
+  int64_t axis = 0, p = 2;
+};
+Result<LpNormParams> resolve_lp_normalization(const NodeInputs& node);
+
+// OneHot: values[1] where an index (negative ones counting from depth) equals the position
+// along the new axis, values[0] elsewhere; depth a constant.
+struct OneHotParams {
+  int64_t axis = 0;  // of the output, normalized
+  int64_t depth = 0;
+};
+Result<OneHotParams> resolve_one_hot(const NodeInputs& node);
+
+void register_function_ops(std::vector<OpSchema>& ops);
+
+}  // namespace strider
