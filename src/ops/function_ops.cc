@@ -1,7 +1,69 @@
 #include "ops/function_ops.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "base/printable.h"
+
 namespace strider {
 namespace {
+
+// Parses "ab,bc->ac" (or implicit output) over operands of the given ranks.
+Result<std::pair<std::vector<std::string>, std::string>> parse_einsum(const std::string& equation,
+                                                                       const std::vector<int64_t>& ranks,
+                                                                       const std::string& node) {
+  std::string spec;
+  for (char c : equation)
+    if (c != ' ') spec += c;
+  const size_t arrow = spec.find("->");
+  const std::string lhs = spec.substr(0, arrow);
+  std::vector<std::string> terms;
+  int64_t ellipsis_dims = 0;
+  for (size_t start = 0, i = 0; start <= lhs.size(); start = i + 1) {
+    i = std::min(lhs.find(',', start), lhs.size());
+    std::string raw = lhs.substr(start, i - start);
+    terms.emplace_back();
+    if (terms.size() > ranks.size()) return invalid_model(fmt::format("node '{}': Einsum has more terms than inputs", node));
+    const int64_t rank = ranks[terms.size() - 1];
+    const size_t dots = raw.find("...");
+    const int64_t named = int64_t(raw.size()) - (dots == std::string::npos ? 0 : 3);
+    if (named > rank || (dots == std::string::npos && named != rank))
+      return invalid_model(fmt::format("node '{}': Einsum term '{}' does not fit rank {}", node, printable(raw), rank));
+    std::string ellipsis;
+    for (int64_t e = rank - named; e > 0; --e) ellipsis += char('0' + (e - 1));
+    ellipsis_dims = std::max<int64_t>(ellipsis_dims, rank - named);
+    terms.back() = dots == std::string::npos ? raw : raw.substr(0, dots) + ellipsis + raw.substr(dots + 3);
+    for (char c : terms.back())
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        return invalid_model(fmt::format("node '{}': '{}' in an Einsum term", node, printable(std::string(1, c))));
+  }
+  if (terms.size() != ranks.size()) return invalid_model(fmt::format("node '{}': Einsum has {} terms for {} inputs", node, terms.size(), ranks.size()));
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = spec.substr(arrow + 2);
+    std::string ellipsis;
+    for (int64_t e = ellipsis_dims; e > 0; --e) ellipsis += char('0' + (e - 1));
+    if (size_t dots = out.find("..."); dots != std::string::npos) out = out.substr(0, dots) + ellipsis + out.substr(dots + 3);
+  } else {  // implicit: the ellipsis, then the letters that appear once, alphabetically
+    std::map<char, int> count;
+    for (const std::string& t : terms)
+      for (char c : t) ++count[c];
+    for (int64_t e = ellipsis_dims; e > 0; --e) out += char('0' + (e - 1));
+    for (const auto& [c, n] : count)
+      if (n == 1 && std::isalpha(static_cast<unsigned char>(c))) out += c;
+  }
+  return std::make_pair(std::move(terms), out);
+}
+
+Status infer_einsum(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(EinsumParams p, resolve_einsum(ctx));
+  Shape shape;
+  for (char letter : p.output) shape.push_back(p.sizes.at(letter));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
 
 Status infer_same_as_input(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
@@ -86,7 +148,33 @@ Result<OneHotParams> resolve_one_hot(const NodeInputs& node) {
   return p;
 }
 
+Result<EinsumParams> resolve_einsum(const NodeInputs& node) {
+  STRIDER_ASSIGN_OR_RETURN(std::string equation, node.attributes().get_string("equation", ""));
+  if (equation.empty()) return node.error("Einsum needs an equation");
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < node.num_inputs(); ++i) {
+    if (!node.has_input(i)) return node.error("input {} is missing", i);
+    if (node.input_dtype(i) != node.input_dtype(0)) return node.error("inputs of different dtypes");
+    ranks.push_back(node.input_rank(i));
+  }
+  STRIDER_ASSIGN_OR_RETURN(auto parsed, parse_einsum(equation, ranks, node.node().name));
+  EinsumParams p{std::move(parsed.first), std::move(parsed.second), {}};
+  for (size_t i = 0; i < p.terms.size(); ++i) {
+    const Shape& s = node.input_shape(i);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t& known = p.sizes[p.terms[i][d]];
+      if (known > 1 && s[d] > 1 && known != s[d])
+        return node.error("index '{}' has sizes {} and {}", p.terms[i][d], known, s[d]);
+      known = std::max(known, s[d]);
+    }
+  }
+  for (char c : p.output)
+    if (!p.sizes.count(c)) return node.error("output index '{}' is in no input", c);
+  return p;
+}
+
 void register_function_ops(std::vector<OpSchema>& ops) {
+  ops.push_back({"Einsum", infer_einsum, {}});
   ops.push_back({"RotaryEmbedding", infer_rotary_embedding, {}});
   ops.push_back({"LpNormalization", infer_lp_normalization, {}});
   ops.push_back({"OneHot", infer_one_hot, {}, {1}});

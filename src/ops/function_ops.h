@@ -3,6 +3,9 @@
 // resolved once for shape inference and for the expansion.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "ops/op_registry.h"
 
 namespace strider {
@@ -29,6 +32,17 @@ struct OneHotParams {
   int64_t depth = 0;
 };
 Result<OneHotParams> resolve_one_hot(const NodeInputs& node);
+
+// Einsum: one term of index letters per input and the output's (explicit after "->", or
+// the letters that appear once, alphabetically), "..." replaced by '0', '1', ... for the
+// dims it covers (aligned from the right), and each letter's size (the largest over the
+// inputs: a size 1 broadcasts). A letter twice in one term takes that term's diagonal.
+struct EinsumParams {
+  std::vector<std::string> terms;
+  std::string output;
+  std::map<char, int64_t> sizes;
+};
+Result<EinsumParams> resolve_einsum(const NodeInputs& node);
 
 void register_function_ops(std::vector<OpSchema>& ops);
 

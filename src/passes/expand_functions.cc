@@ -4,85 +4,14 @@
 
 #include <limits>
 
-#include "base/printable.h"
 #include "ops/attention.h"
 #include "ops/function_ops.h"
 #include "base/onnx_types.h"
-#include "passes/lower_precision.h"
+#include "passes/body_writer.h"
 
 namespace strider {
 namespace {
-
-// Writes the nodes of one function body at a position of the graph, in order.
-class BodyWriter {
- public:
-  BodyWriter(Graph& graph, const Node& original, NodeId position)
-      : g_(graph), original_(original), position_(position),
-        origin_(fmt::format("{} '{}'", original.op_type, printable(original.name))) {}
-
-  // A node of the body; its output is `into` (an output of the original node) or a new value.
-  Result<ValueId> op(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attributes = {},
-                     ValueId into = kNoValue) {
-    if (into == kNoValue) {
-      STRIDER_ASSIGN_OR_RETURN(into, g_.add_value(unique_name(op_type + "_output")));
-    }
-    Node node;
-    node.name = unique_name(op_type);
-    node.op_type = op_type;
-    node.opset = original_.opset;
-    node.inputs = std::move(inputs);
-    node.outputs = {into};
-    node.attributes = std::move(attributes);
-    node.expanded_from = origin_;
-    STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(node)).status());
-    return into;
-  }
-  Result<ValueId> constant(Tensor tensor) {
-    STRIDER_ASSIGN_OR_RETURN(ValueId id, g_.add_value(unique_name("constant")));
-    Value& v = g_.value(id);
-    v.has_type = v.has_shape = true;
-    v.dtype = tensor.dtype();
-    v.shape = tensor.shape();
-    v.constant = std::make_shared<const Tensor>(std::move(tensor));
-    return id;
-  }
-  Result<ValueId> ints(std::vector<int64_t> values) {
-    return constant(Tensor::from_values<int64_t>(DType::kI64, {int64_t(values.size())}, values));
-  }
-  // A tensor of `dtype` (floating) with the given float values.
-  Result<ValueId> floats(DType dtype, Shape shape, const std::vector<float>& values) {
-    STRIDER_ASSIGN_OR_RETURN(Tensor t, convert_float_tensor(Tensor::from_values<float>(DType::kF32, shape, values), dtype));
-    return constant(std::move(t));
-  }
-
- private:
-  std::string unique_name(const std::string& what) {
-    for (;; ++counter_) {
-      std::string name = fmt::format("{}/{}_{}", original_.name, what, counter_);
-      if (!g_.find_value(name)) {
-        ++counter_;
-        return name;
-      }
-    }
-  }
-
-  Graph& g_;
-  const Node& original_;
-  NodeId position_;
-  std::string origin_;
-  int counter_ = 0;
-};
-
-AttributeMap ints_attr(const std::string& name, std::vector<int64_t> v) {
-  AttributeMap a;
-  a.set_ints(name, std::move(v));
-  return a;
-}
-AttributeMap int_attr(const std::string& name, int64_t v) {
-  AttributeMap a;
-  a.set_int(name, v);
-  return a;
-}
+using namespace expansion;
 
 ValueId output_of(const Node& node, size_t i) { return i < node.outputs.size() ? node.outputs[i] : kNoValue; }
 
@@ -364,6 +293,7 @@ struct FunctionOp {
   Expander expand;
 };
 constexpr FunctionOp kFunctionOps[] = {
+    {"Einsum", expand_einsum},
     {"Attention", expand_attention},
     {"RotaryEmbedding", expand_rotary_embedding},
     {"LpNormalization", expand_lp_normalization},

@@ -3,7 +3,10 @@
 // (passes/expand_functions.h). A row whose keys are all masked has zero probabilities.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
 #include <limits>
 
 #include "reference/op_support.h"
@@ -196,7 +199,77 @@ Result<OpOutputs> rotary_embedding_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// Einsum by definition: for every assignment of the letters, the product of the addressed
+// input elements is added to the output element; "..." is the dims the letters leave.
+Result<OpOutputs> einsum_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::string equation, ctx.attributes().get_string("equation", ""));
+  std::string spec;
+  for (char c : equation)
+    if (c != ' ') spec += c;
+  const size_t arrow = spec.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = spec.substr(0, arrow) + ",";
+  for (size_t at; (at = lhs.find(',')) != std::string::npos; lhs = lhs.substr(at + 1)) terms.push_back(lhs.substr(0, at));
+  if (terms.size() != ctx.num_inputs()) return invalid_model("Einsum's terms and inputs differ in number");
+  std::vector<const RefTensor*> in;
+  int64_t broadcast_rank = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    STRIDER_ASSIGN_OR_RETURN(const RefTensor* t, ctx.input(i, "Inputs"));
+    in.push_back(t);
+    size_t dots = terms[i].find("...");
+    int64_t named = int64_t(terms[i].size()) - (dots == std::string::npos ? 0 : 3);
+    if (named > t->rank() || (dots == std::string::npos && named != t->rank())) return invalid_model("an Einsum term does not fit");
+    std::string dims;
+    for (int64_t e = t->rank() - named; e > 0; --e) dims += char('0' + (e - 1));
+    broadcast_rank = std::max(broadcast_rank, t->rank() - named);
+    if (dots != std::string::npos) terms[i] = terms[i].substr(0, dots) + dims + terms[i].substr(dots + 3);
+  }
+  std::string ellipsis;
+  for (int64_t e = broadcast_rank; e > 0; --e) ellipsis += char('0' + (e - 1));
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = spec.substr(arrow + 2);
+    if (size_t dots = out.find("..."); dots != std::string::npos) out = out.substr(0, dots) + ellipsis + out.substr(dots + 3);
+  } else {
+    out = ellipsis;
+    for (char c = 'A'; c <= 'z'; ++c) {
+      int n = 0;
+      for (const std::string& t : terms) n += int(std::count(t.begin(), t.end(), c));
+      if (n == 1 && std::isalpha(static_cast<unsigned char>(c))) out += c;
+    }
+  }
+  std::string letters = out;
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      if (letters.find(terms[i][d]) == std::string::npos) letters += terms[i][d];
+      size[terms[i][d]] = std::max(size[terms[i][d]], in[i]->shape[d]);
+    }
+  Shape out_shape, all_shape;
+  for (char c : out) out_shape.push_back(size.at(c));
+  for (char c : letters) all_shape.push_back(size[c]);
+  STRIDER_RETURN_IF_ERROR(checked_element_count(all_shape, "Einsum's index space").status());
+  RefTensor y = RefTensor::zeros(in[0]->dtype, out_shape);
+  for_each_index(all_shape, [&](int64_t, const std::vector<int64_t>& index) {
+    double term = 1;
+    for (size_t i = 0; i < terms.size(); ++i) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < terms[i].size(); ++d) {
+        const int64_t dim = in[i]->shape[d];
+        flat = flat * dim + (dim == 1 ? 0 : index[letters.find(terms[i][d])]);
+      }
+      term *= in[i]->element_as_double(flat);
+    }
+    int64_t o = 0;
+    for (size_t d = 0; d < out.size(); ++d) o = o * out_shape[d] + index[d];
+    if (y.is_floating()) y.floats[size_t(o)] += term;
+    else y.ints[size_t(o)] = wrap_to_dtype(y.ints[size_t(o)] + int64_t(term), y.dtype);
+  });
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kAttentionOps[] = {
+    {"Einsum", 12, 27, einsum_op},
     {"Attention", 23, 27, attention_op},
     {"RotaryEmbedding", 23, 27, rotary_embedding_op},
 };
