@@ -49,12 +49,7 @@ Status launch_reshape_copy(const TensorView& dst, const TensorView& src, cudaStr
   StridedIndexer<1> to, from;
   STRIDER_RETURN_IF_ERROR(make_indexer<1>(dst.sizes, {dst.strides}, &to));
   STRIDER_RETURN_IF_ERROR(make_indexer<1>(src.sizes, {src.strides}, &from));
-  switch (dtype_size(dst.dtype)) {
-    case 1: launch_reshape_words<uint8_t>(to, from, dst, src, stream); break;
-    case 2: launch_reshape_words<uint16_t>(to, from, dst, src, stream); break;
-    case 4: launch_reshape_words<uint32_t>(to, from, dst, src, stream); break;
-    default: launch_reshape_words<uint64_t>(to, from, dst, src, stream); break;
-  }
+  dispatch_words(dtype_size(dst.dtype), [&]<typename Word>() { launch_reshape_words<Word>(to, from, dst, src, stream); });
   return launch_status("reshape copy");
 }
 
@@ -70,12 +65,7 @@ Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t st
   }
   StridedIndexer<2> ix;
   STRIDER_RETURN_IF_ERROR(make_indexer<2>(dst.sizes, {dst.strides, src.strides}, &ix));
-  switch (dtype_size(dst.dtype)) {
-    case 1: launch_words<uint8_t>(ix, dst, src, stream); break;
-    case 2: launch_words<uint16_t>(ix, dst, src, stream); break;
-    case 4: launch_words<uint32_t>(ix, dst, src, stream); break;
-    default: launch_words<uint64_t>(ix, dst, src, stream); break;
-  }
+  dispatch_words(dtype_size(dst.dtype), [&]<typename Word>() { launch_words<Word>(ix, dst, src, stream); });
   return launch_status("copy");
 }
 

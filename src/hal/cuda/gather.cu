@@ -108,12 +108,7 @@ bool MappedReport::take(GatherReport* what) {
 
 Status launch_gather(const GatherLaunch& l, cudaStream_t stream) {
   if (l.ix.count == 0) return Status::ok();
-  switch (l.element_size) {
-    case 1: launch_words<uint8_t>(l, stream); break;
-    case 2: launch_words<uint16_t>(l, stream); break;
-    case 4: launch_words<uint32_t>(l, stream); break;
-    default: launch_words<uint64_t>(l, stream); break;
-  }
+  dispatch_words(l.element_size, [&]<typename Word>() { launch_words<Word>(l, stream); });
   return launch_status("Gather");
 }
 

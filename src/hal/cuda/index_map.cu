@@ -60,12 +60,7 @@ Status prepare_index_map(const TensorView& in, const TensorView& out, const int6
   l->tables = tables;
   l->in = device_data<const std::byte>(in);
   l->out = device_data<std::byte>(out);
-  switch (element_size) {
-    case 1: l->launcher = &launch_index_map<uint8_t>; break;
-    case 2: l->launcher = &launch_index_map<uint16_t>; break;
-    case 4: l->launcher = &launch_index_map<uint32_t>; break;
-    default: l->launcher = &launch_index_map<uint64_t>; break;
-  }
+  dispatch_words(element_size, [&]<typename Word>() { l->launcher = &launch_index_map<Word>; });
   return Status::ok();
 }
 

@@ -71,6 +71,18 @@ inline unsigned grid_for(int64_t count, int threads = 256) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
 }
 
+// Kernels that move elements as they are: fn.template operator()<Word>() with the unsigned
+// type of `element_size` bytes (1, 2, 4; 8 for anything else).
+template <typename Fn>
+void dispatch_words(int64_t element_size, Fn&& fn) {
+  switch (element_size) {
+    case 1: fn.template operator()<uint8_t>(); break;
+    case 2: fn.template operator()<uint16_t>(); break;
+    case 4: fn.template operator()<uint32_t>(); break;
+    default: fn.template operator()<uint64_t>(); break;
+  }
+}
+
 inline Status launch_status(const char* what) {
   cudaError_t error = cudaGetLastError();
   if (error == cudaSuccess) return Status::ok();

@@ -170,12 +170,7 @@ bool fits_int32(const TensorView& v) {
 
 Status select_launcher(const ResizeSpec& s, ResizeLaunch* l) {
   if (s.weights == nullptr) {
-    switch (dtype_size(s.y.dtype)) {
-      case 1: l->launcher = &launch_gather<uint8_t>; break;
-      case 2: l->launcher = &launch_gather<uint16_t>; break;
-      case 4: l->launcher = &launch_gather<uint32_t>; break;
-      default: l->launcher = &launch_gather<uint64_t>; break;
-    }
+    dispatch_words(dtype_size(s.y.dtype), [&]<typename Word>() { l->launcher = &launch_gather<Word>; });
     return Status::ok();
   }
   switch (s.y.dtype) {

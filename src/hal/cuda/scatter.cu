@@ -196,12 +196,7 @@ Status prepare_gather_nd(const TensorView& data, const TensorView& indices, cons
 
 Status run_gather_nd(const GatherNDLaunch& l, cudaStream_t stream) {
   if (l.ix.count == 0) return Status::ok();
-  switch (l.element_size) {
-    case 1: launch_gather_nd_words<uint8_t>(l, stream); break;
-    case 2: launch_gather_nd_words<uint16_t>(l, stream); break;
-    case 4: launch_gather_nd_words<uint32_t>(l, stream); break;
-    default: launch_gather_nd_words<uint64_t>(l, stream); break;
-  }
+  dispatch_words(l.element_size, [&]<typename Word>() { launch_gather_nd_words<Word>(l, stream); });
   return launch_status("GatherND");
 }
 
