@@ -70,4 +70,15 @@ STRIDER_HOST_DEVICE bool arg_reduce_takes(bool max, bool last, A x, A best) {
   return max ? (last ? x >= best : x > best) : (last ? x <= best : x < best);
 }
 
+// TopK: whether element (a, at index ia) comes before (b, ib) in TopK's output: the larger
+// first (the smaller with largest = 0), a NaN counting as the largest value (as for
+// ArgMax), and of equal values the one at the lower index (ONNX's rule).
+template <class A>
+STRIDER_HOST_DEVICE bool topk_before(bool largest, A a, int64_t ia, A b, int64_t ib) {
+  const bool a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) return a_nan && b_nan ? ia < ib : (a_nan == largest);
+  if (a == b) return ia < ib;
+  return largest ? a > b : a < b;
+}
+
 }  // namespace strider

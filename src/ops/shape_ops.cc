@@ -162,6 +162,29 @@ Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node) {
   return p;
 }
 
+Result<TopKParams> resolve_topk(const NodeInputs& node) {
+  TopKParams p;
+  const int64_t rank = node.input_rank(0);
+  int64_t axis = -1, largest = 1;
+  if (node.opset() < 10) {
+    STRIDER_ASSIGN_OR_RETURN(p.k, node.attributes().require_int("k"));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> k, node.constant_ints(1, "K"));
+    if (k.size() != 1) return node.error("K must be one integer, got {} values", k.size());
+    p.k = k[0];
+  }
+  STRIDER_ASSIGN_OR_RETURN(axis, node.attributes().get_int("axis", -1));
+  if (node.opset() >= 11) {
+    STRIDER_ASSIGN_OR_RETURN(largest, node.attributes().get_int("largest", 1));
+  }
+  if (!normalize_axis(axis, rank, &p.axis)) return node.error("axis {} out of range for rank {}", axis, rank);
+  if (p.k < 0 || p.k > node.input_shape(0)[size_t(p.axis)])
+    return node.error("K {} is not in [0, {}] (the axis's size)", p.k, node.input_shape(0)[size_t(p.axis)]);
+  if (node.input_dtype(0) == DType::kBool) return node.error("input is bool, expected a numeric type");
+  p.largest = largest != 0;
+  return p;
+}
+
 Result<CumSumParams> resolve_cumsum(const NodeInputs& node) {
   CumSumParams p;
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> axis, node.constant_ints(1, "axis"));

@@ -64,6 +64,15 @@ struct CumSumParams {
 };
 Result<CumSumParams> resolve_cumsum(const NodeInputs& node);
 
+// TopK: the k first elements along `axis` in topk_before's order (ops/reduce_math.h), with
+// their indices; k is input 1 (a constant, 0 <= k <= the axis's size). `sorted` = 0 allows
+// any order; strider's kernels always sort.
+struct TopKParams {
+  int64_t axis = 0, k = 0;
+  bool largest = true;
+};
+Result<TopKParams> resolve_topk(const NodeInputs& node);
+
 // GatherElements' axis, normalized, with data and indices of one rank and integer indices.
 Result<int64_t> resolve_gather_elements_axis(const NodeInputs& node);
 Result<Shape> resolve_squeeze(const NodeInputs& node);

@@ -188,6 +188,15 @@ Status infer_arg_reduce(InferContext& ctx) {
   return Status::ok();
 }
 
+Status infer_topk(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(TopKParams p, resolve_topk(ctx));
+  Shape shape = ctx.input_shape(0);
+  shape[size_t(p.axis)] = p.k;
+  ctx.set_output(0, ctx.input_dtype(0), shape);
+  ctx.set_output(1, DType::kI64, shape);
+  return Status::ok();
+}
+
 Status infer_cumsum(InferContext& ctx) {
   if (ctx.input_dtype(0) == DType::kBool) return ctx.error("input is bool, expected a numeric type");
   STRIDER_RETURN_IF_ERROR(resolve_cumsum(ctx).status());
@@ -283,6 +292,7 @@ void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Trilu", infer_trilu, {}, {1}});
   ops.push_back({"ArgMax", infer_arg_reduce, {}});
   ops.push_back({"CumSum", infer_cumsum, {}, {1}});
+  ops.push_back({"TopK", infer_topk, {}, {1}});
   ops.push_back({"ArgMin", infer_arg_reduce, {}});
   ops.push_back({"Cast", infer_cast, {}});
   ops.push_back({"CastLike", infer_cast_like, {}});

@@ -231,7 +231,49 @@ Result<OpOutputs> cumsum_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// TopK: per row along the axis, the k largest (or smallest) elements, a NaN the largest,
+// equal values by lower index, sorted, with their indices.
+Result<OpOutputs> topk_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  int64_t k = 0;
+  if (ctx.opset() < 10) {
+    STRIDER_ASSIGN_OR_RETURN(k, ctx.attributes().require_int("k"));
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(const RefTensor* kt, ctx.input(1, "K"));
+    if (kt->num_elements() != 1) return invalid_model("K must have one element");
+    k = kt->element_as_int(0);
+  }
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", -1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t largest, ctx.attributes().get_int("largest", 1));
+  const int64_t n = x->shape[size_t(axis)], inner = product(x->shape, size_t(axis) + 1, x->shape.size());
+  if (k < 0 || k > n) return invalid_model(fmt::format("K {} is not in [0, {}]", k, n));
+  Shape shape = x->shape;
+  shape[size_t(axis)] = k;
+  RefTensor values = RefTensor::zeros(x->dtype, shape), indices = RefTensor::zeros(DType::kI64, shape);
+  const int64_t outer = n == 0 ? 0 : x->num_elements() / (n * inner);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return x->element_as_double((o * n + j) * inner + i); };
+      for (int64_t j = 0; j < n; ++j) order[size_t(j)] = j;
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        const double va = at(a), vb = at(b);
+        if (std::isnan(va) || std::isnan(vb)) return !std::isnan(vb) ? largest != 0 : (std::isnan(va) ? false : largest == 0);
+        return largest ? va > vb : va < vb;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        const size_t to = size_t((o * k + j) * inner + i), from = size_t((o * n + order[size_t(j)]) * inner + i);
+        if (values.is_floating()) values.floats[to] = x->floats[from];
+        else values.ints[to] = x->ints[from];
+        indices.ints[to] = order[size_t(j)];
+      }
+    }
+  return OpOutputs{std::move(values), std::move(indices)};
+}
+
 constexpr OpDefinition kPadTileOps[] = {
+    {"TopK", 1, 27, topk_op},
     {"CumSum", 11, 27, cumsum_op},
     {"ArgMax", 7, 27, arg_max_op},
     {"ArgMin", 7, 27, arg_min_op},

@@ -436,6 +436,29 @@ TEST_P(KernelSuite, ReshapeAsACopy) {
   check(b, {{"x", x({2, 6, 4, 5})}});
 }
 
+// TopK along a middle axis, largest and smallest, with ties (equal values by lower index)
+// and a NaN (the largest value), on f32 and int8; values and indices both checked.
+TEST_P(KernelSuite, TopKLargestAndSmallest) {
+  for (int64_t largest : {1, 0})
+    for (DType dtype : {DType::kF32, DType::kI8}) {
+      GraphBuilder b(11);
+      AttributeMap attrs = int_attribute("axis", 1);
+      attrs.set_int("largest", largest);
+      auto outs = b.ops("TopK", {b.input("x", dtype, {3, 7, 4}), b.constant("k", i64_tensor({3}))}, 2, attrs);
+      b.output(outs[0]);
+      b.output(outs[1]);
+      Tensor x = random_tensor(dtype, {3, 7, 4}, 11);
+      if (dtype == DType::kF32) {
+        x.data<float>()[5] = x.data<float>()[9];  // a tie along the axis
+        x.data<float>()[30] = std::nanf("");
+      } else {
+        x.data<int8_t>()[5] = x.data<int8_t>()[9];
+      }
+      SCOPED_TRACE(std::string(largest ? "largest " : "smallest ") + std::string(dtype_name(dtype)));
+      check(b, {{"x", x}});
+    }
+}
+
 // Trilu, upper and lower, with k of both signs and past the matrix, on f32 and int8.
 TEST_P(KernelSuite, Trilu) {
   for (int64_t k : {int64_t(0), int64_t(2), int64_t(-1), int64_t(-9)})

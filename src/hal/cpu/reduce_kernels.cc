@@ -1,10 +1,13 @@
 // Reductions (every ReduceX of ops/reduce_math.h) and Softmax / LogSoftmax.
 // Both walk "outer x reduced" index spaces over strided views and accumulate in f32
 // (f64 for f64, i64 for integers).
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <limits>
 
 #include "base/checked_math.h"
+#include "hal/axis_rows.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
@@ -184,14 +187,10 @@ template <typename T>
 class ArgReduceKernel final : public Kernel {
  public:
   ArgReduceKernel(TensorView in, TensorView out, ArgReduceParams p) : in_(std::move(in)), out_(std::move(out)), p_(p) {
-    for (int64_t d = 0; d < in_.rank(); ++d)
-      if (d != p_.axis) {
-        kept_sizes_.push_back(in_.sizes[size_t(d)]);
-        in_kept_strides_.push_back(in_.strides[size_t(d)]);
-      }
-    // The output's strides for the kept dims (with keepdims, skipping the axis's size-1 dim).
-    for (int64_t d = 0; d < out_.rank(); ++d)
-      if (!(p_.keepdims && d == p_.axis)) out_kept_strides_.push_back(out_.strides[size_t(d)]);
+    AxisRows rows = axis_rows(p_.axis, {&in_, &out_});  // without keepdims out has no axis dim
+    kept_sizes_ = rows.sizes;
+    in_kept_strides_ = rows.strides[0];
+    out_kept_strides_ = rows.strides[1];
   }
   Status run(const QueueContext&) override {
     const T* in = in_.host_data_as<T>();
@@ -242,12 +241,10 @@ class CumSumKernel final : public Kernel {
 
  public:
   CumSumKernel(TensorView in, TensorView out, CumSumParams p) : in_(std::move(in)), out_(std::move(out)), p_(p) {
-    for (int64_t d = 0; d < in_.rank(); ++d)
-      if (d != p_.axis) {
-        rows_.push_back(in_.sizes[size_t(d)]);
-        in_rows_.push_back(in_.strides[size_t(d)]);
-        out_rows_.push_back(out_.strides[size_t(d)]);
-      }
+    AxisRows rows = axis_rows(p_.axis, {&in_, &out_});
+    rows_ = rows.sizes;
+    in_rows_ = rows.strides[0];
+    out_rows_ = rows.strides[1];
   }
   Status run(const QueueContext&) override {
     const T* in = in_.host_data_as<T>();
@@ -289,9 +286,58 @@ Result<KernelPtr> make_cumsum(const KernelRequest& r) {
   });
 }
 
+// TopK: per row, the indices ordered by topk_before (a partial sort of the first k), then
+// the values and indices written along the outputs' axis.
+template <typename T>
+class TopKKernel final : public Kernel {
+ public:
+  TopKKernel(TensorView in, TensorView values, TensorView indices, TopKParams p)
+      : in_(std::move(in)), values_(std::move(values)), indices_(std::move(indices)), p_(p),
+        rows_(axis_rows(p.axis, {&in_, &values_, &indices_})) {}
+  Status run(const QueueContext&) override {
+    const T* in = in_.host_data_as<T>();
+    T* values = values_.host_data_as<T>();
+    int64_t* indices = indices_.host_data_as<int64_t>();
+    const size_t axis = size_t(p_.axis);
+    const int64_t n = in_.sizes[axis];
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    Shape index(rows_.sizes.size(), 0);
+    for (int64_t r = 0; r < num_elements(rows_.sizes); ++r, advance_index(index, rows_.sizes)) {
+      int64_t at[3] = {0, 0, 0};
+      for (size_t d = 0; d < index.size(); ++d)
+        for (size_t k = 0; k < 3; ++k) at[k] += index[d] * rows_.strides[k][d];
+      auto x = [&](int64_t j) { return load(in[at[0] + j * in_.strides[axis]]); };
+      std::iota(order.begin(), order.end(), int64_t(0));
+      std::partial_sort(order.begin(), order.begin() + p_.k, order.end(),
+                        [&](int64_t a, int64_t b) { return topk_before(p_.largest, x(a), a, x(b), b); });
+      for (int64_t j = 0; j < p_.k; ++j) {
+        values[at[1] + j * values_.strides[axis]] = in[at[0] + order[size_t(j)] * in_.strides[axis]];
+        indices[at[2] + j * indices_.strides[axis]] = order[size_t(j)];
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:TopK"; }
+
+ private:
+  TensorView in_, values_, indices_;
+  TopKParams p_;
+  AxisRows rows_;
+};
+
+Result<KernelPtr> make_topk(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(TopKParams p, resolve_topk(NodeInputs(r.graph, r.node)));
+  if (r.outputs.size() < 2 || !r.outputs[1].allocation) return unsupported("TopK without its Indices output");
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_same_v<T, bool>) return unsupported("TopK on bool");
+    else return KernelPtr(new TopKKernel<T>(r.inputs[0], r.outputs[0], r.outputs[1], p));
+  });
+}
+
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"TopK", make_topk});
   table.push_back({"CumSum", make_cumsum});
   table.push_back({"ArgMax", make_arg_reduce});
   table.push_back({"ArgMin", make_arg_reduce});

@@ -178,7 +178,7 @@ struct ArgReduceLaunch {
   const void* in = nullptr;
   int64_t* out = nullptr;
 };
-Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool keepdims, bool max, bool last,
+Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool max, bool last,
                           ArgReduceLaunch* launch);
 Status run_arg_reduce(const ArgReduceLaunch& launch, cudaStream_t stream);
 
@@ -196,6 +196,22 @@ struct CumSumLaunch {
 Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse,
                       CumSumLaunch* launch);
 Status run_cumsum(const CumSumLaunch& launch, cudaStream_t stream);
+
+// TopK: a thread per input element counts the elements of its row that come before it
+// (ops/reduce_math.h's topk_before) and, when that rank is below k, writes itself there.
+struct TopKLaunch {
+  using Launcher = cudaError_t (*)(const TopKLaunch&, cudaStream_t);
+  Launcher launcher = nullptr;
+  StridedIndexer<3> rows;  // in, values, indices
+  int64_t n = 0, k = 0, in_step = 0, values_step = 0, indices_step = 0;
+  bool largest = true;
+  const void* in = nullptr;
+  void* values = nullptr;
+  int64_t* indices = nullptr;
+};
+Status prepare_topk(const TensorView& in, const TensorView& values, const TensorView& indices, int64_t axis, int64_t k,
+                    bool largest, TopKLaunch* launch);
+Status run_topk(const TopKLaunch& launch, cudaStream_t stream);
 Status run_reduce(const ReduceLaunch& launch, cudaStream_t stream);
 
 // ---- normalize.cu --------------------------------------------------------------------

@@ -13,6 +13,7 @@
 // Softmax subtracts the row maximum (NaN ignored there, as std::max does) before exp.
 #include <cuda/std/limits>
 
+#include "hal/axis_rows.h"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -292,20 +293,70 @@ cudaError_t launch_cumsum(const CumSumLaunch& l, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads) topk_kernel(const TopKLaunch l) {
+  for (int64_t t = global_thread(); t < l.rows.count * l.n; t += grid_threads()) {
+    const int64_t r = t / l.n, i = t % l.n;
+    int64_t row[3];
+    l.rows.offsets(r, row);
+    const auto x = load<T>(l.in, row[0] + i * l.in_step);
+    int64_t rank = 0;
+    for (int64_t j = 0; j < l.n && rank < l.k; ++j)
+      rank += topk_before(l.largest, load<T>(l.in, row[0] + j * l.in_step), j, x, i) ? 1 : 0;
+    if (rank >= l.k) continue;
+    static_cast<Bits<T>*>(l.values)[row[1] + rank * l.values_step] = static_cast<const Bits<T>*>(l.in)[row[0] + i * l.in_step];
+    l.indices[row[2] + rank * l.indices_step] = i;
+  }
+}
+
+template <typename T>
+cudaError_t launch_topk(const TopKLaunch& l, cudaStream_t stream) {
+  topk_kernel<T><<<grid_for(l.rows.count * l.n, kThreads), kThreads, 0, stream>>>(l);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+Status prepare_topk(const TensorView& in, const TensorView& values, const TensorView& indices, int64_t axis, int64_t k,
+                    bool largest, TopKLaunch* l) {
+  *l = TopKLaunch{};
+  AxisRows rows = axis_rows(axis, {&in, &values, &indices});
+  STRIDER_RETURN_IF_ERROR(make_indexer<3>(rows.sizes, rows.strides, &l->rows));
+  l->n = in.sizes[size_t(axis)];
+  l->k = k;
+  l->in_step = in.strides[size_t(axis)];
+  l->values_step = values.strides[size_t(axis)];
+  l->indices_step = indices.strides[size_t(axis)];
+  l->largest = largest;
+  l->in = device_data<const std::byte>(in);
+  l->values = device_data<std::byte>(values);
+  l->indices = device_data<int64_t>(indices);
+  switch (in.dtype) {
+    case DType::kF32: l->launcher = &launch_topk<float>; break;
+    case DType::kF16: l->launcher = &launch_topk<__half>; break;
+    case DType::kBF16: l->launcher = &launch_topk<__nv_bfloat16>; break;
+    case DType::kF64: l->launcher = &launch_topk<double>; break;
+    case DType::kI64: l->launcher = &launch_topk<int64_t>; break;
+    case DType::kI32: l->launcher = &launch_topk<int32_t>; break;
+    case DType::kI8: l->launcher = &launch_topk<int8_t>; break;
+    case DType::kU8: l->launcher = &launch_topk<uint8_t>; break;
+    case DType::kBool: return unsupported("TopK on bool");
+  }
+  return Status::ok();
+}
+
+Status run_topk(const TopKLaunch& l, cudaStream_t stream) {
+  if (l.rows.count == 0 || l.n == 0 || l.k == 0) return Status::ok();
+  cudaError_t error = l.launcher(l, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("TopK kernel launch failed: ") + cudaGetErrorString(error));
+}
 
 Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse,
                       CumSumLaunch* l) {
   *l = CumSumLaunch{};
-  Shape sizes;
-  Strides in_strides, out_strides;
-  for (int64_t d = 0; d < in.rank(); ++d)
-    if (d != axis) {
-      sizes.push_back(in.sizes[size_t(d)]);
-      in_strides.push_back(in.strides[size_t(d)]);
-      out_strides.push_back(out.strides[size_t(d)]);
-    }
-  STRIDER_RETURN_IF_ERROR(make_indexer<2>(sizes, {in_strides, out_strides}, &l->rows));
+  AxisRows rows = axis_rows(axis, {&in, &out});
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(rows.sizes, rows.strides, &l->rows));
   make_fast_divisors(l->rows, l->rows_div);
   l->n = in.sizes[size_t(axis)];
   l->in_step = in.strides[size_t(axis)];
@@ -335,21 +386,11 @@ Status run_cumsum(const CumSumLaunch& l, cudaStream_t stream) {
   return device_error(std::string("CumSum kernel launch failed: ") + cudaGetErrorString(error));
 }
 
-Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool keepdims, bool max, bool last,
+Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t axis, bool max, bool last,
                           ArgReduceLaunch* l) {
   *l = ArgReduceLaunch{};
-  Shape sizes;
-  Strides in_strides, out_strides;
-  for (int64_t d = 0, o = 0; d < in.rank(); ++d) {
-    if (d == axis) {
-      o += keepdims ? 1 : 0;
-      continue;
-    }
-    sizes.push_back(in.sizes[size_t(d)]);
-    in_strides.push_back(in.strides[size_t(d)]);
-    out_strides.push_back(out.strides[size_t(o++)]);
-  }
-  STRIDER_RETURN_IF_ERROR(make_indexer<2>(sizes, {in_strides, out_strides}, &l->rows));
+  AxisRows rows = axis_rows(axis, {&in, &out});
+  STRIDER_RETURN_IF_ERROR(make_indexer<2>(rows.sizes, rows.strides, &l->rows));
   make_fast_divisors(l->rows, l->rows_div);
   l->n = in.sizes[size_t(axis)];
   l->step = in.strides[size_t(axis)];

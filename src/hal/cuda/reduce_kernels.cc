@@ -119,7 +119,7 @@ class ArgReduceKernel final : public Kernel {
 Result<KernelPtr> make_arg_reduce(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(ArgReduceParams p, resolve_arg_reduce(NodeInputs(r.graph, r.node)));
   ArgReduceLaunch launch;
-  Status s = prepare_arg_reduce(r.inputs[0], r.outputs[0], p.axis, p.keepdims, p.max, p.last, &launch);
+  Status s = prepare_arg_reduce(r.inputs[0], r.outputs[0], p.axis, p.max, p.last, &launch);
   if (!s.is_ok()) return s;
   return KernelPtr(new ArgReduceKernel(r.node.op_type, launch));
 }
@@ -141,9 +141,28 @@ Result<KernelPtr> make_cumsum(const KernelRequest& r, const CudaContext&) {
   return KernelPtr(new CumSumKernel(launch));
 }
 
+class TopKKernel final : public Kernel {
+ public:
+  explicit TopKKernel(TopKLaunch launch) : launch_(launch) {}
+  Status run(const QueueContext& context) override { return run_topk(launch_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:TopK"; }
+
+ private:
+  TopKLaunch launch_;
+};
+
+Result<KernelPtr> make_topk(const KernelRequest& r, const CudaContext&) {
+  STRIDER_ASSIGN_OR_RETURN(TopKParams p, resolve_topk(NodeInputs(r.graph, r.node)));
+  if (r.outputs.size() < 2 || !r.outputs[1].allocation) return unsupported("TopK without its Indices output");
+  TopKLaunch launch;
+  STRIDER_RETURN_IF_ERROR(prepare_topk(r.inputs[0], r.outputs[0], r.outputs[1], p.axis, p.k, p.largest, &launch));
+  return KernelPtr(new TopKKernel(launch));
+}
+
 }  // namespace
 
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"TopK", make_topk});
   table.push_back({"CumSum", make_cumsum});
   table.push_back({"ArgMax", make_arg_reduce});
   table.push_back({"ArgMin", make_arg_reduce});
