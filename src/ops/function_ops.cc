@@ -173,7 +173,19 @@ Result<EinsumParams> resolve_einsum(const NodeInputs& node) {
   return p;
 }
 
+// SwiGLU: Swish(a, alpha) * b, a and b of one floating dtype, b broadcast to a.
+Status infer_swiglu(InferContext& ctx) {
+  if (!is_floating(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return ctx.error("a and b must have one floating dtype");
+  Shape shape;
+  if (!broadcast_shapes(ctx.input_shape(0), ctx.input_shape(1), &shape))
+    return ctx.error("a {} and b {} do not broadcast", shape_to_string(ctx.input_shape(0)), shape_to_string(ctx.input_shape(1)));
+  ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
+  return Status::ok();
+}
+
 void register_function_ops(std::vector<OpSchema>& ops) {
+  ops.push_back({"SwiGLU", infer_swiglu, {}});
   ops.push_back({"Einsum", infer_einsum, {}});
   ops.push_back({"RotaryEmbedding", infer_rotary_embedding, {}});
   ops.push_back({"LpNormalization", infer_lp_normalization, {}});

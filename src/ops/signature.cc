@@ -59,6 +59,8 @@ constexpr AddedOp kAddedOps[] = {
      {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
+    // SwiGLU's ONNX version is newer still; accepted from 24, where Swish, its body, exists.
+    {"SwiGLU", 24, 2, 2, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
     {"RotaryEmbedding", 23, 3, 4, 1,
      {{{"interleaved", Attribute::Kind::kInt}, {"num_heads", Attribute::Kind::kInt},
        {"rotary_embedding_dim", Attribute::Kind::kInt}}}},

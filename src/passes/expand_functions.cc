@@ -287,6 +287,16 @@ Status expand_one_hot(Graph& g, const Node& node, NodeId position) {
   return w.op("Where", {hot, on, off}, {}, node.outputs[0]).status();
 }
 
+// SwiGLU: Swish(a, alpha) * b (the fusion pass makes it one kernel).
+Status expand_swiglu(Graph& g, const Node& node, NodeId position) {
+  BodyWriter w(g, node, position);
+  AttributeMap swish;
+  STRIDER_ASSIGN_OR_RETURN(float alpha, node.attributes.get_float("alpha", 1.0f));
+  swish.set_float("alpha", alpha);
+  STRIDER_ASSIGN_OR_RETURN(ValueId gate, w.op("Swish", {node.inputs[0]}, swish));
+  return w.op("Mul", {gate, node.inputs[1]}, {}, node.outputs[0]).status();
+}
+
 using Expander = Status (*)(Graph&, const Node&, NodeId);
 struct FunctionOp {
   std::string_view op_type;
@@ -298,6 +308,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"RotaryEmbedding", expand_rotary_embedding},
     {"LpNormalization", expand_lp_normalization},
     {"OneHot", expand_one_hot},
+    {"SwiGLU", expand_swiglu},
 };
 
 Expander expander_for(const Node& node) {

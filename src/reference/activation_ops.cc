@@ -46,6 +46,21 @@ Result<OpOutputs> swish_op(const OpContext& ctx) {
   return unary_floating(ctx, [alpha](double x) { return x / (1.0 + std::exp(-alpha * x)); });
 }
 
+// SwiGLU: a * sigmoid(alpha * a) * b, b broadcast against a.
+Result<OpOutputs> swiglu_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(0, "A"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*a, "input 0 (A)"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
+  STRIDER_ASSIGN_OR_RETURN(double alpha, ctx.attributes().get_float("alpha", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor y, broadcast_binary(*a, *b, a->dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+        const double x = a->floats[ia];
+        out.floats[io] = x / (1.0 + std::exp(-alpha * x)) * b->floats[ib];
+      }));
+  return OpOutputs{std::move(y)};
+}
+
 // A bool tensor: test(x) per element of a floating x.
 template <typename Test>
 Result<OpOutputs> float_test(const OpContext& ctx, Test test) {
@@ -128,6 +143,7 @@ constexpr OpDefinition kActivationOps[] = {
     {"ThresholdedRelu", 10, 27, thresholded_relu_op},
     {"Shrink", 9, 27, shrink_op},
     {"Swish", 24, 27, swish_op},
+    {"SwiGLU", 24, 28, swiglu_op},  // the node tests declare opset 28
     {"IsNaN", 9, 27, is_nan_op},
     {"IsInf", 10, 27, is_inf_op},
     {"Mod", 10, 27, mod_op},
