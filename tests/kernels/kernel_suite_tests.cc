@@ -8,6 +8,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "base/onnx_types.h"
 #include "ir/builder.h"
 #include "kernel_harness.h"
 #include "ops/elementwise_params.h"
@@ -220,6 +221,26 @@ TEST_P(KernelSuite, ReshapeOfAStridedInput) {
   GraphBuilder b;
   b.output(b.op("Reshape", {b.input("a", DType::kF32, {2, 3, 4}), b.constant("shape", i64_tensor({4, 6}))}));
   check(b, {{"a", x({2, 3, 4})}});
+}
+
+// Cast and CastLike between every pair of strider's dtypes. The values are seeded and lie in
+// [0, 74) with fractions, so every conversion is defined by ONNX (no overflow: saturation
+// and wrapping would agree) and truncation toward zero is visible; bool is x != 0.
+TEST_P(KernelSuite, CastAndCastLikeBetweenEveryPairOfDtypes) {
+  Tensor base(DType::kF64, {3, 5});
+  for (int64_t i = 0; i < base.num_elements(); ++i) base.data<double>()[i] = double((i * 37 + 11) % 200) * 0.37;
+  base.data<double>()[3] = 0.0;  // a false for bool
+  for (DType from : kAllDTypes)
+    for (DType to : kAllDTypes) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+      Tensor a = kernel_test::converted(base, from);
+      GraphBuilder cast(19);
+      cast.output(cast.op("Cast", {cast.input("a", from, {3, 5})}, int_attribute("to", onnx_type_code(to))));
+      check(cast, {{"a", a}});
+      GraphBuilder like(19);
+      like.output(like.op("CastLike", {like.input("a", from, {3, 5}), like.input("t", to, {1})}));
+      check(like, {{"a", a}, {"t", kernel_test::converted(Tensor::from_values<double>(DType::kF64, {1}, std::vector<double>{2.0}), to)}});
+    }
 }
 
 TEST_P(KernelSuite, GatherWhereCastClip) {
