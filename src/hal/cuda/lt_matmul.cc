@@ -249,6 +249,8 @@ Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const T
   DType dtype = views.out.dtype;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
     return unsupported(fmt::format("node '{}': MatMul on {} on CUDA", node, dtype_name(dtype)));
+  if (views.a.num_elements() == 0 || views.b.num_elements() == 0 || views.out.num_elements() == 0)
+    return unsupported(fmt::format("node '{}': a MatMul with an empty operand on CUDA", node));
   auto kernel = std::make_unique<LtMatMul>();
   Status s = kernel->init(views, row_bias, scale, context);
   if (!s.is_ok()) return s.with_context(fmt::format("node '{}'", node));
