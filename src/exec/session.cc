@@ -206,7 +206,7 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   STRIDER_ASSIGN_OR_RETURN(device_options.storage_mode, resolve_storage_mode(options.storage_mode));
   STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device, device_options));
   STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, impl->budget.get()));
-  STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph));
+  STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, impl->budget.get()));
   if (expanded > 0) STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, impl->budget.get()));  // types the bodies' values
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/memory_budget.h"
 #include "base/printable.h"
 #include "ir/graph.h"
 #include "passes/lower_precision.h"
@@ -16,8 +17,8 @@ namespace strider::expansion {
 // Writes the nodes of one function body at a position of the graph, in order.
 class BodyWriter {
  public:
-  BodyWriter(Graph& graph, const Node& original, NodeId position)
-      : g_(graph), original_(original), position_(position),
+  BodyWriter(Graph& graph, const Node& original, NodeId position, MemoryBudget* budget = nullptr)
+      : g_(graph), original_(original), position_(position), budget_(budget),
         origin_(fmt::format("{} '{}'", original.op_type, printable(original.name))) {}
 
   // A node of the body; its output is `into` (an output of the original node) or a new value.
@@ -36,6 +37,12 @@ class BodyWriter {
     node.expanded_from = origin_;
     STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(node)).status());
     return into;
+  }
+  // Takes a constant's bytes from the session's budget before the body builds it: a mask
+  // or table sized by the model's shapes can be large (the session keeps it).
+  Status reserve(int64_t elements, DType dtype, std::string_view what) {
+    if (budget_ == nullptr) return Status::ok();
+    return budget_->reserve(elements * dtype_size(dtype), fmt::format("{} of {}", what, origin_));
   }
   Result<ValueId> constant(Tensor tensor) {
     STRIDER_ASSIGN_OR_RETURN(ValueId id, g_.add_value(unique_name("constant")));
@@ -69,6 +76,7 @@ class BodyWriter {
   Graph& g_;
   const Node& original_;
   NodeId position_;
+  MemoryBudget* budget_;
   std::string origin_;
   int counter_ = 0;
 };
@@ -86,6 +94,6 @@ inline AttributeMap int_attr(const std::string& name, int64_t v) {
 
 
 // The bodies written in files of their own.
-Status expand_einsum(Graph& g, const Node& node, NodeId position);
+Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 
 }  // namespace strider::expansion

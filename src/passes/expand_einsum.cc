@@ -78,6 +78,7 @@ Status take_diagonals(BodyWriter& w, int opset, DType dtype, Term& t) {
     const size_t first = t.letters.find(t.letters[second]);
     if (first == second) continue;
     const int64_t n = t.shape[first];
+    STRIDER_RETURN_IF_ERROR(w.reserve(n * n, dtype, "the diagonal's identity"));
     Shape eye_shape(t.letters.size(), 1);
     eye_shape[first] = eye_shape[second] = n;
     std::vector<float> eye(size_t(n * n), 0.0f);
@@ -94,14 +95,14 @@ Status take_diagonals(BodyWriter& w, int opset, DType dtype, Term& t) {
 
 }  // namespace
 
-Status expand_einsum(Graph& g, const Node& node, NodeId position) {
+Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(EinsumParams p, resolve_einsum(NodeInputs(g, node)));
   std::vector<Term> terms;
   for (size_t i = 0; i < p.terms.size(); ++i) terms.push_back({p.terms[i], node.inputs[i], g.value(node.inputs[i]).shape});
   const DType dtype = g.value(node.inputs[0]).dtype;
   const std::string& out = p.output;
   std::map<char, int64_t>& size = p.sizes;
-  BodyWriter w(g, node, position);
+  BodyWriter w(g, node, position, budget);
   const int opset = node.opset;
   for (Term& t : terms) STRIDER_RETURN_IF_ERROR(take_diagonals(w, opset, dtype, t));
   auto sizes_of = [&](const std::string& letters) {

@@ -45,6 +45,7 @@ Result<ValueId> padding_bias(BodyWriter& w, const Node& node, const AttentionPar
   STRIDER_ASSIGN_OR_RETURN(ValueId keys, w.constant(Tensor::from_values<int64_t>(DType::kI64, {1, 1, 1, p.total()}, key)));
   STRIDER_ASSIGN_OR_RETURN(ValueId keep, w.op("Less", {keys, nonpad}));
   if (p.causal && !p.has_past) {
+    STRIDER_RETURN_IF_ERROR(w.reserve(p.q_len * p.total(), DType::kI64, "the causal reach"));
     std::vector<int64_t> reach(size_t(p.q_len * p.total()));
     for (int64_t i = 0; i < p.q_len; ++i)
       for (int64_t j = 0; j < p.total(); ++j) reach[size_t(i * p.total() + j)] = j - i + p.q_len;
@@ -96,6 +97,7 @@ Result<ValueId> attention_bias(BodyWriter& w, const Graph& g, const Node& node, 
     if (!p.has_past) return bias;  // the causal part is in the padding bias
   }
   if (p.causal) {  // query i sees keys j <= past + i
+    STRIDER_RETURN_IF_ERROR(w.reserve(p.q_len * p.total(), t, "the causal mask"));
     std::vector<float> triangle(size_t(p.q_len * p.total()), 0.0f);
     for (int64_t i = 0; i < p.q_len; ++i)
       for (int64_t j = p.past + i + 1; j < p.total(); ++j) triangle[size_t(i * p.total() + j)] = -inf;
@@ -121,10 +123,10 @@ Result<ValueId> softmax_of(BodyWriter& w, ValueId s, const AttentionParams& p, D
   return w.op("Cast", {probs}, int_attr("to", onnx_type_code(t)));
 }
 
-Status expand_attention(Graph& g, const Node& node, NodeId position) {
+Status expand_attention(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(AttentionParams p, resolve_attention(NodeInputs(g, node)));
   const DType t = g.value(node.inputs[0]).dtype;
-  BodyWriter w(g, node, position);
+  BodyWriter w(g, node, position, budget);
   ValueId q = node.inputs[0], k = node.inputs[1], v = node.inputs[2];
   if (p.three_d) {
     STRIDER_ASSIGN_OR_RETURN(q, split_heads(w, q, p, p.q_heads, p.q_len, p.head));
@@ -206,9 +208,9 @@ Result<ValueId> rotated(BodyWriter& w, ValueId x, ValueId cos, ValueId sin, cons
   return w.op("Reshape", {pairs, shape});
 }
 
-Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position) {
+Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(RotaryParams p, resolve_rotary_embedding(NodeInputs(g, node)));
-  BodyWriter w(g, node, position);
+  BodyWriter w(g, node, position, budget);
   ValueId x = node.inputs[0], cos = node.inputs[1], sin = node.inputs[2];
   if (p.has_positions) {
     STRIDER_ASSIGN_OR_RETURN(cos, w.op("Gather", {cos, node.inputs[3]}, int_attr("axis", 0)));
@@ -239,9 +241,9 @@ Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position) {
   return w.op("Reshape", {out, shape}, {}, node.outputs[0]).status();
 }
 
-Status expand_lp_normalization(Graph& g, const Node& node, NodeId position) {
+Status expand_lp_normalization(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(LpNormParams p, resolve_lp_normalization(NodeInputs(g, node)));
-  BodyWriter w(g, node, position);
+  BodyWriter w(g, node, position, budget);
   const std::string reduce = p.p == 1 ? "ReduceL1" : "ReduceL2";
   AttributeMap keep = int_attr("keepdims", 1);
   ValueId norm = kNoValue;
@@ -263,9 +265,9 @@ Status expand_lp_normalization(Graph& g, const Node& node, NodeId position) {
 
 // Equal(index, position) along the new axis, with negative indices counting from depth;
 // an index outside [-depth, depth) matches no position (all values[0]).
-Status expand_one_hot(Graph& g, const Node& node, NodeId position) {
+Status expand_one_hot(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(OneHotParams p, resolve_one_hot(NodeInputs(g, node)));
-  BodyWriter w(g, node, position);
+  BodyWriter w(g, node, position, budget);
   STRIDER_ASSIGN_OR_RETURN(ValueId index, w.op("Cast", {node.inputs[0]}, int_attr("to", onnx_type_code(DType::kI64))));
   STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.ints({0}));
   STRIDER_ASSIGN_OR_RETURN(ValueId depth, w.ints({p.depth}));
@@ -276,6 +278,7 @@ Status expand_one_hot(Graph& g, const Node& node, NodeId position) {
   const int64_t rank = int64_t(g.value(node.inputs[0]).shape.size()) + 1;
   Shape positions_shape(size_t(rank), 1);
   positions_shape[size_t(p.axis)] = p.depth;
+  STRIDER_RETURN_IF_ERROR(w.reserve(p.depth, DType::kI64, "the positions"));
   std::vector<int64_t> positions(size_t(p.depth));
   for (int64_t i = 0; i < p.depth; ++i) positions[size_t(i)] = i;
   STRIDER_ASSIGN_OR_RETURN(ValueId along, w.constant(Tensor::from_values<int64_t>(DType::kI64, positions_shape, positions)));
@@ -288,8 +291,8 @@ Status expand_one_hot(Graph& g, const Node& node, NodeId position) {
 }
 
 // SwiGLU: Swish(a, alpha) * b (the fusion pass makes it one kernel).
-Status expand_swiglu(Graph& g, const Node& node, NodeId position) {
-  BodyWriter w(g, node, position);
+Status expand_swiglu(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  BodyWriter w(g, node, position, budget);
   AttributeMap swish;
   STRIDER_ASSIGN_OR_RETURN(float alpha, node.attributes.get_float("alpha", 1.0f));
   swish.set_float("alpha", alpha);
@@ -297,7 +300,7 @@ Status expand_swiglu(Graph& g, const Node& node, NodeId position) {
   return w.op("Mul", {gate, node.inputs[1]}, {}, node.outputs[0]).status();
 }
 
-using Expander = Status (*)(Graph&, const Node&, NodeId);
+using Expander = Status (*)(Graph&, const Node&, NodeId, MemoryBudget*);
 struct FunctionOp {
   std::string_view op_type;
   Expander expand;
@@ -320,7 +323,7 @@ Expander expander_for(const Node& node) {
 
 }  // namespace
 
-Result<int> expand_functions(Graph& graph) {
+Result<int> expand_functions(Graph& graph, MemoryBudget* budget) {
   int expanded = 0;
   for (NodeId id = graph.num_nodes(); id-- > 0;) {
     Expander expand = expander_for(graph.node(id));
@@ -330,7 +333,7 @@ Result<int> expand_functions(Graph& graph) {
     graph.remove_nodes_if([&](const Node&) { return index++ == id; });  // its outputs lose their producer
     for (ValueId out : original.outputs)
       if (out != kNoValue) graph.value(out).has_type = graph.value(out).has_shape = false;
-    STRIDER_RETURN_IF_ERROR(expand(graph, original, id));
+    STRIDER_RETURN_IF_ERROR(expand(graph, original, id, budget));
     ++expanded;
   }
   return expanded;

@@ -10,12 +10,14 @@
 // Precondition: infer_and_fold has run (the expansion reads its inputs' shapes).
 #pragma once
 
+#include "base/memory_budget.h"
 #include "ir/graph.h"
 #include "strider/status.h"
 
 namespace strider {
 
-// The number of nodes expanded.
-Result<int> expand_functions(Graph& graph);
+// The number of nodes expanded. The bodies' constants (causal masks, tables) reserve their
+// bytes from `budget` when given, before they are built.
+Result<int> expand_functions(Graph& graph, MemoryBudget* budget = nullptr);
 
 }  // namespace strider

@@ -159,6 +159,14 @@ std::vector<HostileCase> budget_cases() {
       {"ArenaBeyondTheBudgetOnSim", expand_then_relu(), "run {dir}/model.onnx --device sim --queues 2 --max-memory 2MiB",
        4, "sim memory for the"},
       {"MaxMemoryMustBeASize", unary("Relu", {4}), "run {dir}/model.onnx --max-memory lots", 2, "--max-memory"},
+      // A function body's constants (here OneHot's 2^36 positions) take their bytes from the
+      // budget before they are built.
+      {"ExpandedOneHotBeyondTheBudget",
+       model([](ModelMaker& m) {
+         m.input("i", kInt64, {1}).init_i64("depth", {1}, {int64_t(1) << 36}).init_f32("values", {2}, {0, 1});
+         m.node("OneHot", {"i", "depth", "values"}, {"y"}, "hot").output("y");
+       }, 11),
+       "run {dir}/model.onnx --max-memory 1GiB", 4, "the positions of OneHot 'hot'"},
   };
 }
 
