@@ -228,20 +228,26 @@ cudaError_t launch_reduce(const ReduceLaunch& l, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// fn.template operator()<T>() with T the device storage type of a numeric (not bool) dtype.
+template <typename Fn>
+void dispatch_numeric(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32: fn.template operator()<float>(); break;
+    case DType::kF16: fn.template operator()<__half>(); break;
+    case DType::kBF16: fn.template operator()<__nv_bfloat16>(); break;
+    case DType::kF64: fn.template operator()<double>(); break;
+    case DType::kI64: fn.template operator()<int64_t>(); break;
+    case DType::kI32: fn.template operator()<int32_t>(); break;
+    case DType::kI8: fn.template operator()<int8_t>(); break;
+    case DType::kU8:
+    case DType::kBool: fn.template operator()<uint8_t>(); break;  // bool: 0/1 bytes
+  }
+}
+
 Status select_launcher(const ReduceSpec& s, ReduceLaunch* l) {
   const bool floating = is_floating(s.in.dtype);
   if (is_softmax(s.kind) && !floating) return unsupported("no CUDA softmax for " + std::string(dtype_name(s.in.dtype)));
-  switch (s.in.dtype) {
-    case DType::kF32: l->launcher = &launch_reduce<float>; break;
-    case DType::kF16: l->launcher = &launch_reduce<__half>; break;
-    case DType::kBF16: l->launcher = &launch_reduce<__nv_bfloat16>; break;
-    case DType::kF64: l->launcher = &launch_reduce<double>; break;
-    case DType::kI64: l->launcher = &launch_reduce<int64_t>; break;
-    case DType::kI32: l->launcher = &launch_reduce<int32_t>; break;
-    case DType::kI8: l->launcher = &launch_reduce<int8_t>; break;
-    case DType::kU8:
-    case DType::kBool: l->launcher = &launch_reduce<uint8_t>; break;  // bool: 0/1 bytes
-  }
+  dispatch_numeric(s.in.dtype, [&]<typename T>() { l->launcher = &launch_reduce<T>; });
   return Status::ok();
 }
 
@@ -331,17 +337,8 @@ Status prepare_topk(const TensorView& in, const TensorView& values, const Tensor
   l->in = device_data<const std::byte>(in);
   l->values = device_data<std::byte>(values);
   l->indices = device_data<int64_t>(indices);
-  switch (in.dtype) {
-    case DType::kF32: l->launcher = &launch_topk<float>; break;
-    case DType::kF16: l->launcher = &launch_topk<__half>; break;
-    case DType::kBF16: l->launcher = &launch_topk<__nv_bfloat16>; break;
-    case DType::kF64: l->launcher = &launch_topk<double>; break;
-    case DType::kI64: l->launcher = &launch_topk<int64_t>; break;
-    case DType::kI32: l->launcher = &launch_topk<int32_t>; break;
-    case DType::kI8: l->launcher = &launch_topk<int8_t>; break;
-    case DType::kU8: l->launcher = &launch_topk<uint8_t>; break;
-    case DType::kBool: return unsupported("TopK on bool");
-  }
+  if (in.dtype == DType::kBool) return unsupported("TopK on bool");
+  dispatch_numeric(in.dtype, [&]<typename T>() { l->launcher = &launch_topk<T>; });
   return Status::ok();
 }
 
@@ -365,17 +362,8 @@ Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis,
   l->reverse = reverse;
   l->in = device_data<const std::byte>(in);
   l->out = device_data<std::byte>(out);
-  switch (in.dtype) {
-    case DType::kF32: l->launcher = &launch_cumsum<float>; break;
-    case DType::kF16: l->launcher = &launch_cumsum<__half>; break;
-    case DType::kBF16: l->launcher = &launch_cumsum<__nv_bfloat16>; break;
-    case DType::kF64: l->launcher = &launch_cumsum<double>; break;
-    case DType::kI64: l->launcher = &launch_cumsum<int64_t>; break;
-    case DType::kI32: l->launcher = &launch_cumsum<int32_t>; break;
-    case DType::kI8: l->launcher = &launch_cumsum<int8_t>; break;
-    case DType::kU8: l->launcher = &launch_cumsum<uint8_t>; break;
-    case DType::kBool: return unsupported("CumSum on bool");
-  }
+  if (in.dtype == DType::kBool) return unsupported("CumSum on bool");
+  dispatch_numeric(in.dtype, [&]<typename T>() { l->launcher = &launch_cumsum<T>; });
   return Status::ok();
 }
 
@@ -398,17 +386,8 @@ Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t a
   l->last = last;
   l->in = device_data<const std::byte>(in);
   l->out = device_data<int64_t>(out);
-  switch (in.dtype) {
-    case DType::kF32: l->launcher = &launch_arg_reduce<float>; break;
-    case DType::kF16: l->launcher = &launch_arg_reduce<__half>; break;
-    case DType::kBF16: l->launcher = &launch_arg_reduce<__nv_bfloat16>; break;
-    case DType::kF64: l->launcher = &launch_arg_reduce<double>; break;
-    case DType::kI64: l->launcher = &launch_arg_reduce<int64_t>; break;
-    case DType::kI32: l->launcher = &launch_arg_reduce<int32_t>; break;
-    case DType::kI8: l->launcher = &launch_arg_reduce<int8_t>; break;
-    case DType::kU8: l->launcher = &launch_arg_reduce<uint8_t>; break;
-    case DType::kBool: return unsupported("ArgMax/ArgMin on bool");
-  }
+  if (in.dtype == DType::kBool) return unsupported("ArgMax/ArgMin on bool");
+  dispatch_numeric(in.dtype, [&]<typename T>() { l->launcher = &launch_arg_reduce<T>; });
   return Status::ok();
 }
 
