@@ -62,6 +62,8 @@ std::string compare_output(const Tensor& actual, const Tensor& expected, size_t 
 struct RunnerOptions {
   std::string device = "cpu";
   std::string storage_mode;
+  int queues = 1;
+  bool sanitize = false;
   std::string dtype = "f32";
 };
 
@@ -80,6 +82,9 @@ CaseResult run_case(const fs::path& dir, const RunnerOptions& runner) {
   SessionOptions options;
   options.device = runner.device;
   options.storage_mode = runner.storage_mode;
+  options.queues = runner.queues;
+  options.sanitize = runner.sanitize;
+  options.sim_seed = 7;
   std::vector<std::string> fixed = shape_determining_inputs(*graph);
   std::vector<Tensor> run_inputs;
   for (size_t i = 0; i < inputs->size(); ++i) {
@@ -135,6 +140,8 @@ int main(int argc, char** argv) {
   RunnerOptions runner;
   app.add_option("--device", runner.device, "device to run on (cpu, cuda, sim)");
   app.add_option("--storage-mode", runner.storage_mode, "cuda storage mode");
+  app.add_option("--queues", runner.queues, "device queues (sim: independent branches run in a seeded random order)");
+  app.add_flag("--sanitize", runner.sanitize, "check that every conflicting pair of accesses is ordered");
   app.add_option("folder", folder, "folder of node-test cases");
   app.add_option("--filter", filter, "regular expression on case names");
   app.add_option("--min-pass-rate", min_pass_rate, "exit 1 when pass / (pass + fail) is below this");
