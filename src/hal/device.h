@@ -63,6 +63,12 @@ class Device {
   // `--layout auto` asks).
   virtual bool prefers_channels_last(DType) const { return true; }
 
+  // Whether the planner may place a kernel's output through a Transpose into the bytes of
+  // the Reshape after it (plan: kPlacedThrough), so that the kernel writes a view whose
+  // batches interleave (attention's heads). A device says yes once its kernels have been
+  // checked writing such views; a kernel may still refuse one, and the node goes dense.
+  virtual bool places_outputs_through_views() const { return true; }
+
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
 

@@ -22,6 +22,7 @@ std::string_view value_role_name(ValueRole role) {
     case ValueRole::kView: return "view";
     case ValueRole::kConcatPart: return "concat-part";
     case ValueRole::kInPlace: return "in-place";
+    case ValueRole::kPlacedThrough: return "placed-through";
   }
   return "?";
 }
@@ -50,6 +51,7 @@ std::string role_text(const Graph& graph, const Plan& plan, ValueId v) {
     case ValueRole::kView: return "view of '" + alias + "'";
     case ValueRole::kConcatPart: return "written in place into concat '" + alias + "'";
     case ValueRole::kInPlace: return "written in place over '" + alias + "'";
+    case ValueRole::kPlacedThrough: return "written in place into reshape '" + alias + "'";
     case ValueRole::kOwn: break;
   }
   return graph.value(v).is_constant() ? "constant" : "own";

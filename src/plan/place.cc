@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_registry.h"
+#include "ops/view_ops.h"
 #include "plan/planner_state.h"
 
 namespace strider::plan_internal {
@@ -41,6 +42,14 @@ int concat_copies(const Graph& graph, const Node& node, const Plan& plan) {
   return copies;
 }
 
+// A view op's output with bytes of its own that its input already is, element for element
+// (a Reshape whose product was placed through it, kPlacedThrough): nothing to copy.
+bool already_in_place(const PlannerState& s, const Node& node, size_t i, const Plan& plan) {
+  if (node.inputs.empty() || node.inputs[0] == kNoValue) return false;
+  auto source = output_view(NodeInputs(s.graph, node), i, plan.view(node.inputs[0]));
+  return source.is_ok() && *source && same_view(**source, plan.view(node.outputs[i]));
+}
+
 StepKind classify_step(const PlannerState& s, const Node& node, const Plan& plan, int* copies) {
   *copies = 0;
   if (node.domain == "strider" && node.op_type == "Materialize") return StepKind::kMaterialize;
@@ -51,10 +60,11 @@ StepKind classify_step(const PlannerState& s, const Node& node, const Plan& plan
   const OpSchema* schema = find_op_schema(node.domain, node.op_type);
   if (schema == nullptr || schema->traits.view == ViewKind::kNone) return StepKind::kKernel;
   bool materialized = false;
-  for (ValueId out : node.outputs) {
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId out = node.outputs[i];
     if (out == kNoValue || s.decisions[size_t(out)].role == ValueRole::kView) continue;
     if (s.decisions[size_t(out)].materialized) materialized = true;
-    else ++*copies;
+    else if (!already_in_place(s, node, i, plan)) ++*copies;
   }
   if (materialized) return StepKind::kMaterialize;
   return *copies == 0 ? StepKind::kView : StepKind::kKernel;

@@ -31,13 +31,15 @@ enum class ValueRole : uint8_t {
   kView,        // a view of its input (Split, Slice, Reshape, Transpose, Expand, ...)
   kConcatPart,  // written by its producer straight into its slice of a Concat output
   kInPlace,     // written over a dying input of the same sizes and strides
+  kPlacedThrough,  // written by its producer straight into the bytes of a Reshape two views
+                   // on (Transpose -> Reshape: attention merging its heads), which then copies nothing
 };
 std::string_view value_role_name(ValueRole role);
 
 struct PlannedValue {
   TensorView view;
   ValueRole role = ValueRole::kOwn;
-  ValueId alias_of = kNoValue;  // the value whose bytes it uses (kView, kConcatPart, kInPlace)
+  ValueId alias_of = kNoValue;  // the value whose bytes it uses (kView, kConcatPart, kInPlace, kPlacedThrough)
   int buffer = -1;
 };
 

@@ -8,6 +8,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/shape_ops.h"
+#include "ops/view_ops.h"
 #include "plan/planner_state.h"
 #include "plan/verify.h"
 
@@ -74,6 +75,69 @@ void decide_views(PlannerState& s) {
       if (out == kNoValue || s.is_graph_output[size_t(out)]) continue;  // outputs own their bytes
       s.decisions[size_t(out)] = {ValueRole::kView, node.inputs[0]};
     }
+  }
+}
+
+namespace {
+
+// The Transpose -> Reshape pattern whose Reshape would copy, found from the Reshape: the
+// Transpose's output and its input, a kernel's output of its own read by nothing else.
+struct ThroughPattern {
+  ValueId transposed = kNoValue, source = kNoValue;
+};
+
+std::optional<ThroughPattern> through_pattern(const PlannerState& s, const Node& reshape) {
+  if (reshape.op_type != "Reshape" && reshape.op_type != "Flatten") return std::nullopt;
+  const ValueId out = reshape.outputs.empty() ? kNoValue : reshape.outputs[0];
+  if (out == kNoValue || s.decisions[size_t(out)].role != ValueRole::kView || s.is_graph_output[size_t(out)])
+    return std::nullopt;
+  const ValueId t = reshape.inputs[0];
+  const NodeId transpose = s.graph.value(t).producer;
+  if (transpose == kNoNode || s.graph.node(transpose).op_type != "Transpose" || s.consumers[size_t(t)].size() != 1 ||
+      s.decisions[size_t(t)].role != ValueRole::kView || s.dense_node[size_t(transpose)])
+    return std::nullopt;
+  const ValueId v = s.graph.node(transpose).inputs[0];
+  const NodeId producer = s.graph.value(v).producer;
+  if (producer == kNoNode || s.decisions[size_t(v)].role != ValueRole::kOwn || !owns_arena_bytes(s, v) ||
+      s.consumers[size_t(v)].size() != 1 || s.dense_node[size_t(producer)] || traits_of(s.graph.node(producer)).view != ViewKind::kNone)
+    return std::nullopt;
+  return ThroughPattern{t, v};
+}
+
+// Whether the Reshape of the transposed value would have to copy: the views it would get
+// from the value's own layout, on a stand-in allocation.
+bool reshape_would_copy(const PlannerState& s, const Node& reshape, const ThroughPattern& p) {
+  const Value& v = s.graph.value(p.source);
+  Allocation stand_in(0, "stand-in", s.device.name(), nullptr, num_elements(v.shape) * dtype_size(v.dtype), 64,
+                      StorageMode::kDevice, false);
+  auto source = make_view(stand_in, 0, v.dtype, v.shape, layout_strides(s, p.source), "stand-in");
+  if (!source.is_ok()) return false;
+  const Node& transpose = s.graph.node(s.graph.value(p.transposed).producer);
+  auto transposed = output_view(NodeInputs(s.graph, transpose), 0, *source);
+  if (!transposed.is_ok() || !*transposed) return false;
+  auto reshaped = output_view(NodeInputs(s.graph, reshape), 0, **transposed);
+  return reshaped.is_ok() && !*reshaped;
+}
+
+}  // namespace
+
+// Attention merges its heads as (probs @ V).transpose(1, 2).reshape(b, s, h * d): the
+// Reshape of the transposed product admits no view, so it would copy. Instead the Reshape's
+// output gets the bytes and the product is placed in them through the inverse of those two
+// views (a strided output its kernel writes, or refuses, and the node goes dense), so the
+// Transpose and the Reshape are views and nothing is copied.
+void decide_placed_through(PlannerState& s) {
+  for (NodeId id = 0; id < s.graph.num_nodes(); ++id) {
+    const Node& node = s.graph.node(id);
+    if (s.dense_node[size_t(id)]) continue;
+    std::optional<ThroughPattern> p = through_pattern(s, node);
+    if (!p || !reshape_would_copy(s, node, *p)) continue;
+    s.decisions[size_t(node.outputs[0])] = Decision{};
+    Decision placed;
+    placed.role = ValueRole::kPlacedThrough;
+    placed.alias_of = node.outputs[0];
+    placed.through = p->transposed;
+    s.decisions[size_t(p->source)] = placed;
   }
 }
 
@@ -300,6 +364,8 @@ Status decide_and_resolve(PlannerState& s) {
     index_graph(s);
     plan_internal::decide_layouts(s);
     if (s.options.views) plan_internal::decide_views(s);
+    if (s.options.views && s.options.concat_in_place && s.device.places_outputs_through_views())
+      plan_internal::decide_placed_through(s);
     if (s.options.concat_in_place) plan_internal::decide_concats(s);
     if (s.options.in_place) plan_internal::decide_in_place(s);
     STRIDER_RETURN_IF_ERROR(plan_internal::resolve_values(s));

@@ -17,6 +17,7 @@ struct Decision {
   int64_t concat_axis = 0;      // kConcatPart: the slice of alias_of along this axis
   int64_t concat_offset = 0;
   bool materialized = false;    // a view op that must copy (its input admits no view)
+  ValueId through = kNoValue;   // kPlacedThrough: the Transpose output between it and alias_of
 };
 
 struct PlannerState {
@@ -42,6 +43,7 @@ struct PlannerState {
 
 // planner.cc
 void decide_views(PlannerState& state);
+void decide_placed_through(PlannerState& state);
 void decide_concats(PlannerState& state);
 void decide_in_place(PlannerState& state);
 // resolve.cc: computes virtual views and buffers from the decisions.

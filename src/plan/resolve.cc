@@ -68,6 +68,20 @@ Status resolve_alias(PlannerState& s, ValueId v) {
       d.materialized = true;
       return make_root(s, v);
     }
+  } else if (d.role == ValueRole::kPlacedThrough) {
+    // The Reshape's bytes seen as the Transpose's output, then un-transposed: the product's
+    // strided view, which the Transpose and the Reshape then see again as views.
+    const Node& transpose = s.graph.node(s.graph.value(d.through).producer);
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> perm, resolve_transpose(NodeInputs(s.graph, transpose)));
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+    std::optional<TensorView> transposed = reshape_view(source, s.graph.value(d.through).shape);
+    if (!transposed) {  // the Reshape's bytes cannot be seen that way: the product keeps its own
+      d = Decision{};
+      return make_root(s, v);
+    }
+    STRIDER_ASSIGN_OR_RETURN(TensorView placed, permute_view(*transposed, inverse));
+    view = std::move(placed);
   } else if (d.role == ValueRole::kConcatPart) {
     int64_t size = value.shape[size_t(d.concat_axis)];
     STRIDER_ASSIGN_OR_RETURN(view, slice_view(source, d.concat_axis, d.concat_offset, d.concat_offset + size, 1));

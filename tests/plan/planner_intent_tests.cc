@@ -137,15 +137,33 @@ TEST(PlannerIntent, GraphOutputsAreNeverViews) {
   EXPECT_EQ(p.step("split").kind, StepKind::kKernel);
 }
 
+// The caller's input cannot be placed anywhere: its Transpose's Reshape copies, visibly.
 TEST(PlannerIntent, ReshapeOfATransposeIsAVisibleMaterialization) {
   GraphBuilder b;
-  ValueId t = b.op("Transpose", {b.op("Relu", {b.input("x", DType::kF32, {4, 6})}, {}, "relu")}, {}, "t");
+  ValueId t = b.op("Transpose", {b.input("x", DType::kF32, {4, 6})}, {}, "t");
   b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64s({24}))}, {}, "flat")}, {}, "out"));
   auto p = plan_graph(b.build(), nchw());
   EXPECT_EQ(p.value("t:0").role, ValueRole::kView);
   EXPECT_EQ(p.value("flat:0").role, ValueRole::kOwn);
   EXPECT_EQ(p.step("flat").kind, StepKind::kMaterialize);
   EXPECT_EQ(p.plan->stats.materializations, 1);
+}
+
+// Attention's merge of heads, (p @ v).transpose(1, 2).reshape(b, s, h * d): the product is
+// written through the two views into the Reshape's bytes, and nothing copies.
+TEST(PlannerIntent, AProductIsPlacedThroughATransposeIntoAReshape) {
+  GraphBuilder b;
+  ValueId y = b.op("MatMul", {b.input("p", DType::kF32, {2, 4, 5, 5}), b.input("v", DType::kF32, {2, 4, 5, 3})}, {}, "pv");
+  ValueId t = b.op("Transpose", {y}, ints_attribute("perm", {0, 2, 1, 3}), "t");
+  b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64s({2, 5, 12}))}, {}, "merged")}, {}, "out"));
+  auto p = plan_graph(b.build(), nchw());
+  EXPECT_EQ(p.value("pv:0").role, ValueRole::kPlacedThrough);
+  EXPECT_EQ(p.alias_name("pv:0"), "merged:0");
+  EXPECT_EQ(p.value("pv:0").view.strides, (Strides{60, 3, 12, 1}));  // [b, h, s, d] inside [b, s, h * d]
+  EXPECT_EQ(p.step("t").kind, StepKind::kView);
+  EXPECT_EQ(p.step("merged").kind, StepKind::kView);
+  EXPECT_EQ(p.plan->stats.materializations, 0);
+  EXPECT_EQ(p.plan->stats.copies, 0);
 }
 
 TEST(PlannerIntent, ChannelChunksInChannelsLastAreStridedViews) {
