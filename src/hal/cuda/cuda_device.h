@@ -36,9 +36,6 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
-  // Not yet: cuBLASLt writing interleaved batches (heads placed into [b, s, h * d]) has not
-  // run on a GPU; until it has, the Reshape after attention copies on cuda.
-  bool places_outputs_through_views() const override { return false; }
   bool has_kernel(std::string_view op_type) const override;
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
