@@ -17,9 +17,11 @@
 #include "hal/device.h"
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
+#include "passes/fuse_attention.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
+#include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 #include "ops/signature.h"
 
@@ -211,6 +213,8 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
+  if (options.fusion && impl->device->has_kernel(kFusedAttentionOp))
+    STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
   if (options.fusion && impl->device->has_kernel(kFusedElementwiseOp))
     STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
   if (options.fusion && impl->device->has_kernel(kFusedConvOp))

@@ -87,13 +87,16 @@ Status infer_materialize(InferContext& ctx) {
 const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type) {
   // strider's own ops, which only strider inserts: Materialize (the planner) copies a view
   // into a packed value for a kernel that cannot read the view; FusedElementwise (the
-  // fusion pass) runs a group of elementwise ops as one.
+  // fusion pass) runs a group of elementwise ops as one; FusedAttention (passes/fuse_attention.h)
+  // an attention's scores, softmax and weighted sum.
   static const OpSchema kMaterialize{"Materialize", infer_materialize};
   static const OpSchema kFused = fused_elementwise_schema();
   static const OpSchema kFusedConv = fused_conv_schema();
+  static const OpSchema kFusedAttention = fused_attention_schema();
   if (domain == kStriderDomain) {
     if (op_type == "Materialize") return &kMaterialize;
     if (op_type == kFusedConv.op_type) return &kFusedConv;
+    if (op_type == kFusedAttention.op_type) return &kFusedAttention;
     return op_type == kFused.op_type ? &kFused : nullptr;
   }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;

@@ -130,5 +130,6 @@ void register_resize_ops(std::vector<OpSchema>& ops);
 // strider's FusedElementwise (ops/fused_elementwise.h).
 OpSchema fused_elementwise_schema();
 OpSchema fused_conv_schema();
+OpSchema fused_attention_schema();  // ops/fused_attention.h
 
 }  // namespace strider

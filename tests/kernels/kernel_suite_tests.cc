@@ -12,6 +12,9 @@
 #include "ir/builder.h"
 #include "kernel_harness.h"
 #include "ops/elementwise_params.h"
+#include "ops/fused_attention.h"
+#include "passes/fuse_attention.h"
+#include "passes/infer_shapes.h"
 
 namespace strider {
 namespace {
@@ -29,6 +32,14 @@ class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, Layo
   void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
     kernel_test::check_node(*device_, b.build(), inputs, layout());
   }
+
+ public:
+  // A one-node graph made by a pass, checked against the graph it came from.
+  void check_graph(Graph graph, const std::map<std::string, Tensor>& inputs, const Graph* reference) {
+    kernel_test::check_node(*device_, std::move(graph), inputs, layout(), reference);
+  }
+
+ protected:
   Tensor x(const Shape& shape, uint32_t seed = 1) { return kernel_test::random_tensor(DType::kF32, shape, seed); }
   Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
     return kernel_test::random_tensor(dtype, shape, seed);
@@ -549,6 +560,88 @@ TEST_P(KernelSuite, ResizeModes) {
   }
 }
 
+
+// ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
+Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
+
+Tensor causal_keep(int64_t rows, int64_t keys) {  // query i keeps keys j <= i + keys - rows
+  Tensor t(DType::kBool, {rows, keys});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < keys; ++j) t.data<bool>()[i * keys + j] = j <= i + keys - rows;
+  return t;
+}
+
+// Builds the pattern with `scores_to_probs` between MatMul(q, kt) and MatMul(p, v), fuses
+// it, and checks the one FusedAttention node against the unfused graph's reference.
+template <typename Body>
+void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& kt, const Shape& v,
+                     std::map<std::string, Tensor> inputs, Body scores_to_probs, bool zero_rows = false) {
+  GraphBuilder b(17);
+  ValueId s = b.op("MatMul", {b.input("q", t, q), b.input("kt", t, kt)});
+  ValueId p = scores_to_probs(b, s);
+  b.output(b.op("MatMul", {p, b.input("v", t, v)}));
+  Graph unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  Graph fused = unfused;
+  Result<int> n = fuse_attention(fused);
+  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  ASSERT_EQ(*n, 1);
+  ASSERT_EQ(fused.node(0).op_type, kFusedAttentionOp);
+  ASSERT_EQ(read_fused_attention(fused.node(0))->zero_invalid_rows, zero_rows);
+  uint32_t seed = 11;
+  for (const char* name : {"q", "kt", "v"})
+    if (!inputs.count(name)) inputs[name] = kernel_test::random_tensor(t, unfused.value(*unfused.find_value(name)).shape, seed++);
+  suite->check_graph(std::move(fused), inputs, &unfused);
+}
+
+TEST_P(KernelSuite, FusedAttentionScaledWithAdditiveMask) {  // BERT: / sqrt(d) + mask
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    check_attention(this, t, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 3},
+                    {{"mask", kernel_test::random_tensor(t, {2, 1, 1, 6}, 5)}}, [&](GraphBuilder& b, ValueId s) {
+                      Tensor two = kernel_test::converted(scalar(2.0f), t);
+                      ValueId scaled = b.op("Div", {s, b.constant("two", two)});
+                      return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", t, {2, 1, 1, 6})})},
+                                  int_attribute("axis", -1));
+                    });
+  }
+}
+
+TEST_P(KernelSuite, FusedAttentionCausalWhereBothWays) {  // GPT-2: where(causal, s, -inf); masked_fill
+  for (int keep : {1, 0}) {
+    SCOPED_TRACE(keep ? "keep where" : "fill where");
+    Tensor mask = causal_keep(5, 7);
+    if (!keep)
+      for (int64_t i = 0; i < mask.num_elements(); ++i) mask.data<bool>()[i] = !mask.data<bool>()[i];
+    // Kt broadcast over the heads (one key head for three query heads), V over the batch.
+    check_attention(this, DType::kF32, {2, 3, 5, 4}, {2, 1, 4, 7}, {3, 7, 4}, {{"mask", mask}},
+                    [&](GraphBuilder& b, ValueId s) {
+                      ValueId scaled = b.op("Mul", {b.constant("scale", scalar(0.5f)), s});
+                      ValueId fill = b.constant("fill", scalar(-INFINITY));
+                      ValueId cond = b.input("mask", DType::kBool, {5, 7});
+                      return b.op("Softmax", {keep ? b.op("Where", {cond, scaled, fill}) : b.op("Where", {cond, fill, scaled})});
+                    });
+  }
+}
+
+// Rows with every key masked: NaN unguarded (as the unfused softmax gives), 0 with
+// Attention's guard Where(IsNaN(p), 0, p); a Cast to f32 and back around the softmax (Llama).
+TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
+  Tensor bias = x({4, 6}, 9);
+  for (int64_t j = 0; j < 6; ++j) bias.data<float>()[6 + j] = -INFINITY;  // query row 1
+  for (bool guard : {false, true}) {
+    SCOPED_TRACE(guard ? "guarded" : "unguarded");
+    check_attention(this, DType::kF32, {2, 4, 5}, {2, 5, 6}, {2, 6, 3}, {{"bias", bias}},
+                    [&](GraphBuilder& b, ValueId s) {
+                      ValueId biased = b.op("Add", {b.input("bias", DType::kF32, {4, 6}), s});
+                      ValueId wide = b.op("Cast", {biased}, int_attribute("to", 1));
+                      ValueId p = b.op("Cast", {b.op("Softmax", {wide})}, int_attribute("to", 1));
+                      if (!guard) return p;
+                      ValueId zero = b.constant("zero", scalar(0.0f));
+                      return b.op("Where", {b.op("IsNaN", {p}), zero, p});
+                    }, guard);
+  }
+}
 
 std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {
   std::string name = std::string(std::get<0>(info.param)) + "_" + kernel_test::layout_name(std::get<1>(info.param));

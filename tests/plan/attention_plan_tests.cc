@@ -2,7 +2,8 @@
 // plans them: the fused QKV projection's three chunks (Split, or the Slices of torch's
 // Tensor.chunk lowering), the heads' view/reshape and every transpose are views of the
 // projection's bytes, the merge of the heads after attention is a view too (the product is
-// placed through it), and the KV-cache decoder's new keys and values reach the Concat that
+// placed through it), the scores, softmax and weighted sum are one FusedAttention reading
+// the keys through their transposed view, and the KV-cache decoder's new keys and values reach the Concat that
 // writes the present outputs as views, so that Concat is the block's one copy.
 #include <gtest/gtest.h>
 
@@ -39,15 +40,20 @@ TEST_P(AttentionPlan, QkvChunksHeadsAndTransposesAreViews) {
     testing::PlannedGraph p = plan_zoo(GetParam(), layout);
     ASSERT_NE(p.plan, nullptr);
     const Graph& g = *p.graph;
-    int chunks = 0, head_views = 0, transposes = 0, merges = 0;
+    int chunks = 0, head_views = 0, transposes = 0, merges = 0, fused = 0;
     for (const PlanStep& step : p.plan->steps) {
       const Node& node = g.node(step.node);
       const bool chunk = node.op_type == "Split" || (node.op_type == "Slice" && produced_by(g, node.inputs[0], {"MatMul", "Add"}));
       const bool head_view = node.op_type == "Reshape" && produced_by(g, node.inputs[0], {"Split", "Slice"});
       // (probs @ v).transpose(1, 2).reshape(...): the product is placed through both views.
       const bool merge = node.op_type == "Reshape" && produced_by(g, node.inputs[0], {"Transpose"}) &&
-                         produced_by(g, g.node(g.value(node.inputs[0]).producer).inputs[0], {"MatMul"});
+                         produced_by(g, g.node(g.value(node.inputs[0]).producer).inputs[0], {"MatMul", "FusedAttention"});
       merges += merge;
+      if (node.op_type == "FusedAttention") {  // softmax(q @ kt ...) @ v, reading kt as K's transposed view
+        ++fused;
+        EXPECT_EQ(p.value(g.value(node.inputs[1]).name).role, ValueRole::kView) << node.name;
+        EXPECT_TRUE(produced_by(g, node.inputs[1], {"Transpose"})) << node.name;
+      }
       if (!chunk && !head_view && !merge && node.op_type != "Transpose") continue;
       EXPECT_EQ(step.kind, StepKind::kView) << node.op_type << " '" << node.name << "' is a "
                                             << step_kind_name(step.kind);
@@ -59,6 +65,7 @@ TEST_P(AttentionPlan, QkvChunksHeadsAndTransposesAreViews) {
     EXPECT_GE(head_views, 3) << "no head reshapes found";
     EXPECT_GE(transposes, 3);
     EXPECT_GE(merges, 1) << "no head merge found";
+    EXPECT_GE(fused, 2) << "attention not fused";  // every model here has two blocks or more
   }
 }
 

@@ -23,6 +23,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_generator_kernels(t);
     register_normalization_kernels(t);
     register_index_map_kernels(t);
+    register_attention_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

@@ -41,5 +41,6 @@ void register_generator_kernels(std::vector<KernelEntry>& table);
 void register_scatter_kernels(std::vector<KernelEntry>& table);
 void register_normalization_kernels(std::vector<KernelEntry>& table);
 void register_index_map_kernels(std::vector<KernelEntry>& table);
+void register_attention_kernels(std::vector<KernelEntry>& table);  // FusedAttention
 
 }  // namespace strider::cpu
