@@ -67,7 +67,7 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_flag("--allow-tf32", o.allow_tf32, "cuda: let f32 matmuls and convolutions use TF32");
   app.add_option("--cuda-graph", o.cuda_graph, "cuda: capture the plan once as a CUDA graph (with one queue)")
       ->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--fusion", o.fusion, "fold chains of elementwise ops, and a conv with its activation, into one kernel each (default on)")
+  app.add_option("--fusion", o.fusion, "fold chains of elementwise ops, a conv with its activation, and attention (scores, softmax, weighted sum) into one kernel each (default on)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--debug-drop-waits", o.debug_drop_waits,
                "testing aid: drop every cross-queue wait, to see the sim device and the sanitizer catch it");

@@ -18,6 +18,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_normalization_kernels(t);
     register_index_map_kernels(t);
     register_scatter_kernels(t);
+    register_attention_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

@@ -47,6 +47,7 @@ void register_conv_kernels(std::vector<KernelEntry>& table);         // conv.cc 
 void register_normalization_kernels(std::vector<KernelEntry>& table);  // normalize.cu
 void register_index_map_kernels(std::vector<KernelEntry>& table);      // index_map.cu: Pad, Tile
 void register_scatter_kernels(std::vector<KernelEntry>& table);        // scatter.cu: scatters, GatherND
+void register_attention_kernels(std::vector<KernelEntry>& table);      // attention.cu: FusedAttention
 
 class MappedReport;
 // OK, or OUT_OF_RANGE naming `node` and the bad index a kernel flagged in `report` (gather.h).
