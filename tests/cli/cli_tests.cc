@@ -55,6 +55,19 @@ TEST(Cli, RunPrintsEveryOutputAndWritesNpyAndPb) {
     EXPECT_NEAR(npy->data<float>()[i], torch->data<float>()[i], 1e-5);
 }
 
+// The help says a folder in the ONNX test layout may stand for its model.onnx: run, bench
+// and inspect take one, as check does (run and bench refused it as "not a regular file").
+TEST(Cli, RunBenchAndInspectTakeATestFolder) {
+  TempDir out;
+  CliResult run = run_cli("run " + kSeed + " --inputs-dir " + kSeed + "/test_data_set_0 --output-dir " + out.path().string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("output 'y' f32[12, 5]: min"), std::string::npos) << run.out;
+  CliResult bench = run_cli("bench " + kSeed + " --random-inputs --warmup 1 --iterations 2");
+  EXPECT_EQ(bench.exit_code, 0) << bench.err;
+  CliResult inspect = run_cli("inspect " + kSeed);
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
+}
+
 // A failing output sends `strider check` looking for the first node whose output differs:
 // with a tolerance no float run meets, that is the first step that computes anything.
 TEST(Cli, CheckNamesTheFirstBadNodeWhenAnOutputFails) {
