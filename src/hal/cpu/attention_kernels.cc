@@ -61,20 +61,19 @@ class AttentionKernel final : public Kernel {
     }
   }
 
+  // packed[j * width + c] = operand element (j, c) at `base`: one f32 row per key.
+  void pack(int operand, int64_t base, int64_t key_stride, int64_t stride, int64_t width, std::vector<float>& packed) {
+    const T* src = data(operand);
+    for (int64_t j = 0; j < a_.keys; ++j)
+      for (int64_t c = 0; c < width; ++c)
+        packed[size_t(j * width + c)] = float(load(src[base + j * key_stride + c * stride]));
+  }
   // keys_[j * D + d] = Kt[d, j]; values_[j * Dv + e] = V[j, e].
   void pack_keys(int64_t base) {
-    const T* kt = data(kAttnViewKt);
-    for (int64_t j = 0; j < a_.keys; ++j)
-      for (int64_t d = 0; d < a_.head; ++d)
-        keys_[size_t(j * a_.head + d)] =
-            float(load(kt[base + d * a_.row_stride[kAttnViewKt] + j * a_.col_stride[kAttnViewKt]]));
+    pack(kAttnViewKt, base, a_.col_stride[kAttnViewKt], a_.row_stride[kAttnViewKt], a_.head, keys_);
   }
   void pack_values(int64_t base) {
-    const T* v = data(kAttnViewV);
-    for (int64_t j = 0; j < a_.keys; ++j)
-      for (int64_t e = 0; e < a_.v_head; ++e)
-        values_[size_t(j * a_.v_head + e)] =
-            float(load(v[base + j * a_.row_stride[kAttnViewV] + e * a_.col_stride[kAttnViewV]]));
+    pack(kAttnViewV, base, a_.row_stride[kAttnViewV], a_.col_stride[kAttnViewV], a_.v_head, values_);
   }
 
   float step_operand(size_t step, int operand, const std::vector<int64_t>& base, int64_t i, int64_t j) const {
