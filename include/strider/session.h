@@ -74,7 +74,8 @@ struct SessionOptions {
 struct ValueInfo {
   std::string name;
   DType dtype = DType::kF32;
-  Shape shape;
+  Shape shape;                          // -1 for a dim the model leaves dynamic
+  std::vector<std::string> dim_params;  // per dim: the model's symbolic name, or empty
 };
 
 class Session {

@@ -83,6 +83,11 @@ class Graph {
   const std::vector<ValueId>& inputs() const { return inputs_; }
   std::vector<ValueId>& outputs() { return outputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
+  // The graph outputs' types as the model declares them, in outputs() order (has_type
+  // false where it declares none): what a caller is told before any shape is inferred,
+  // symbolic dims included. strider infers its own and never trusts these.
+  std::vector<Value>& declared_outputs() { return declared_outputs_; }
+  const std::vector<Value>& declared_outputs() const { return declared_outputs_; }
   // Opset version per imported domain ("" = ai.onnx).
   std::map<std::string, int>& opsets() { return opsets_; }
   const std::map<std::string, int>& opsets() const { return opsets_; }
@@ -111,6 +116,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::vector<Value> declared_outputs_;
   std::map<std::string, ValueId> by_name_;
   std::map<std::string, int> opsets_;
 };

@@ -309,6 +309,10 @@ Status Importer::import_outputs() {
                       "input or initializer",
                       printable(info.name())));
     graph_.outputs().push_back(*id);
+    Value declared;  // informational: a declaration strider cannot read is left out, not an error
+    declared.name = info.name();
+    if (!set_input_type(declared, info).is_ok()) declared = Value{info.name()};
+    graph_.declared_outputs().push_back(std::move(declared));
   }
   return Status::ok();
 }

@@ -1,0 +1,68 @@
+// DynamicSession: a model whose inputs may take any shape its symbolic dims allow. The
+// model is imported once; each distinct set of input shapes gets its own Session (shape
+// inference, planning, kernels), made on the first run that needs it and kept in a bounded
+// cache, least recently used out, so the second run of a shape does no planning.
+//
+//   strider::DynamicSessionOptions dyn;
+//   dyn.pinned_dims = {{"batch", 8}};            // optional: fix a symbolic dim for every run
+//   auto model = strider::DynamicSession::load("model.onnx", session_options, dyn);
+//   auto out = (*model)->run({{"x", tensor_of_batch_4}});  // plans for batch 4 on first use
+//
+// Sharing: the imported weights are host tensors shared by every cached Session (one copy
+// in host memory); each Session places them on its device itself, so on a GPU each cached
+// shape holds its own device copy of the weights until the plan/bind split shares them.
+// `SessionOptions::max_memory_bytes` bounds each cached Session, not the cache as a whole.
+// Errors: an input whose shape contradicts the model (a static dim, the rank, a pinned dim)
+// is INVALID_ARGUMENT naming the input and the dim, and nothing is cached for it.
+// Thread safety: run() may be called from several threads; runs are serialized (one at a
+// time per DynamicSession), so a caller never sees another's outputs or a half-built plan.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strider/session.h"
+
+namespace strider {
+
+struct DynamicSessionOptions {
+  // Symbolic dims (ONNX dim_param names) fixed for every run.
+  std::map<std::string, int64_t> pinned_dims;
+  // Plans kept at once (at least 1); the least recently used goes first.
+  int max_cached_shapes = 8;
+};
+
+class DynamicSession {
+ public:
+  using Options = DynamicSessionOptions;
+
+  static Result<std::unique_ptr<DynamicSession>> load(const std::string& model_path, const SessionOptions& options,
+                                                      const Options& dynamic = Options());
+  ~DynamicSession();
+
+  // The model's inputs and outputs: dtypes, shapes with -1 for a dim left to the run (its
+  // name in ValueInfo::dim_params when the model names it).
+  const std::vector<ValueInfo>& inputs() const;
+  const std::vector<ValueInfo>& outputs() const;
+
+  // Runs on inputs by name, planning for their shapes first if no cached plan has them.
+  // Outputs in outputs() order, with the sizes this run gave them.
+  Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
+  // Plans for these input shapes now (every input named), so their first run does not.
+  Status prepare(const std::map<std::string, Shape>& input_shapes);
+
+  // How many Sessions (plans) were made so far, and how many are cached now.
+  int64_t plans_made() const;
+  int cached_shapes() const;
+
+  struct Impl;
+
+ private:
+  explicit DynamicSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strider

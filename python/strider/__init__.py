@@ -1,0 +1,182 @@
+"""strider: an ONNX inference runtime for CPUs and NVIDIA GPUs.
+
+The interface is ONNX Runtime's, so code written for it runs by changing the import:
+
+    import strider as ort
+    session = ort.InferenceSession("model.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    outputs = session.run(None, {name: array})
+
+strider's own options are keyword arguments (or a SessionOptions): device="cuda:0",
+dtype="bf16", layout="nhwc", queues=2, sanitize=True, storage_mode="unified", ...
+
+Input shapes may change from run to run within what the model's symbolic dims allow: a
+new shape is planned on its first run and cached (least recently used out, at most
+`max_cached_shapes`), so later runs of it plan nothing. Errors are strider.Error
+subclasses (strider.errors) carrying the status code and a one-line message.
+"""
+
+from . import errors
+from ._strider import Session as _Session
+from ._strider import __version__, cuda_available
+from .errors import Error
+
+__all__ = [
+    "InferenceSession", "SessionOptions", "NodeArg", "GraphOptimizationLevel", "Error", "errors",
+    "get_available_providers", "get_device", "__version__",
+]
+
+# strider's dtype names -> ONNX Runtime's type strings.
+_ORT_TYPES = {
+    "f32": "tensor(float)", "f16": "tensor(float16)", "bf16": "tensor(bfloat16)", "f64": "tensor(double)",
+    "i64": "tensor(int64)", "i32": "tensor(int32)", "i8": "tensor(int8)", "u8": "tensor(uint8)",
+    "bool": "tensor(bool)",
+}
+
+
+class GraphOptimizationLevel:
+    """ONNX Runtime's levels; strider maps ORT_DISABLE_ALL to fusion off, every other level to on."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+class SessionOptions:
+    """Options of an InferenceSession (keyword arguments of the session override them).
+
+    strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, sanitize,
+    storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
+    max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
+    for every run), max_cached_shapes (plans kept at once).
+
+    ONNX Runtime's graph_optimization_level is honoured as above. Its thread counts
+    (intra_op_num_threads, inter_op_num_threads) are accepted so ORT code runs, but strider
+    does not apply them yet: its CPU kernels take oneDNN's threads.
+    """
+
+    def __init__(self):
+        self.dtype = "f32"
+        self.layout = "auto"
+        self.queues = 1
+        self.sanitize = False
+        self.storage_mode = ""
+        self.allow_tf32 = False
+        self.cuda_graph = True
+        self.fusion = True
+        self.max_memory_bytes = 0
+        self.pinned_dims = {}
+        self.max_cached_shapes = 8
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.intra_op_num_threads = 0
+        self.inter_op_num_threads = 0
+
+
+class NodeArg:
+    """An input or output as ONNX Runtime describes it: name, shape (ints, symbolic names
+    as strings, None for an unnamed dynamic dim) and type ("tensor(float)")."""
+
+    def __init__(self, name, dtype, shape):
+        self.name = name
+        self.type = _ORT_TYPES.get(dtype, dtype)
+        self.shape = list(shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+def get_available_providers():
+    """The providers this machine can run: CUDA first when a GPU is usable, then CPU."""
+    return (["CUDAExecutionProvider"] if cuda_available() else []) + ["CPUExecutionProvider"]
+
+
+def get_device():
+    """"GPU" when a CUDA device is usable, else "CPU" (as onnxruntime.get_device())."""
+    return "GPU" if cuda_available() else "CPU"
+
+
+def _device_for(providers):
+    """The device of the first provider in `providers` that this machine has."""
+    for provider in providers:
+        name, options = (provider if isinstance(provider, (tuple, list)) else (provider, {}))
+        if name == "CUDAExecutionProvider":
+            if cuda_available():
+                return f"cuda:{int(options.get('device_id', 0))}"
+        elif name == "CPUExecutionProvider":
+            return "cpu"
+        else:
+            raise errors.InvalidArgument("INVALID_ARGUMENT", f"unknown provider {name!r}; strider has "
+                                         "CUDAExecutionProvider and CPUExecutionProvider")
+    raise errors.DeviceError("DEVICE_ERROR", f"none of the providers {list(providers)!r} is available here")
+
+
+class InferenceSession:
+    """A model loaded for one device, run many times with any input shapes its dims allow."""
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *,
+                 device=None, **kwargs):
+        if hasattr(path_or_bytes, "__fspath__"):
+            path_or_bytes = path_or_bytes.__fspath__()
+        if not isinstance(path_or_bytes, str):
+            raise errors.InvalidArgument("INVALID_ARGUMENT", "strider loads models from a path; "
+                                         "serialized model bytes are not supported")
+        options = sess_options or SessionOptions()
+        settings = {key: getattr(options, key) for key in (
+            "dtype", "layout", "queues", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
+            "max_memory_bytes")}
+        if options.graph_optimization_level == GraphOptimizationLevel.ORT_DISABLE_ALL:
+            settings["fusion"] = False
+        pinned = dict(kwargs.pop("pinned_dims", options.pinned_dims))
+        cached = int(kwargs.pop("max_cached_shapes", options.max_cached_shapes))
+        unknown = set(kwargs) - set(settings)
+        if unknown:
+            raise errors.InvalidArgument("INVALID_ARGUMENT", f"unknown option(s) {sorted(unknown)}")
+        settings.update(kwargs)
+        if provider_options is not None and providers is not None:
+            providers = [(p, o) for p, o in zip(providers, provider_options)]
+        settings["device"] = device or _device_for(providers or ["CPUExecutionProvider"])
+        self._device = settings["device"]
+        self._session = _Session(path_or_bytes, settings, pinned, cached)
+        self._inputs = [NodeArg(*info) for info in self._session.inputs()]
+        self._outputs = [NodeArg(*info) for info in self._session.outputs()]
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_providers(self):
+        return ["CUDAExecutionProvider" if self._device.startswith("cuda") else "CPUExecutionProvider"]
+
+    @property
+    def device(self):
+        """The device the session runs on ("cpu", "cuda:0", "sim")."""
+        return self._device
+
+    def run(self, output_names, input_feed, run_options=None):
+        """The outputs named (all, in model order, when None) as numpy arrays."""
+        outputs = self._session.run(dict(input_feed))
+        if not output_names:
+            return outputs
+        index = {arg.name: i for i, arg in enumerate(self._outputs)}
+        missing = [name for name in output_names if name not in index]
+        if missing:
+            raise errors.NotFound("NOT_FOUND", f"no output named {missing[0]!r}; the model's outputs are "
+                                  f"{[arg.name for arg in self._outputs]}")
+        return [outputs[index[name]] for name in output_names]
+
+    def prepare(self, input_shapes):
+        """Plans for these input shapes ({name: shape}) now, so their first run plans nothing."""
+        self._session.prepare({name: [int(d) for d in shape] for name, shape in input_shapes.items()})
+
+    @property
+    def plans_made(self):
+        """How many input-shape plans this session has made (a cached shape makes none)."""
+        return self._session.plans_made()
+
+    @property
+    def cached_shapes(self):
+        return self._session.cached_shapes()

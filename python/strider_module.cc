@@ -1,0 +1,172 @@
+// _strider: the C++ side of the Python package (python/strider/__init__.py holds the API
+// users see). It wraps DynamicSession (include/strider/dynamic_session.h): numpy arrays in,
+// numpy arrays out, one copy each way through host memory as the C++ API does today.
+// Every strider error is raised as the strider.errors class of its status code, carrying
+// the code and the one-line message; the GIL is released while a session plans or runs.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+
+#include "hal/device.h"
+#include "strider/dynamic_session.h"
+
+namespace py = pybind11;
+
+namespace strider {
+namespace {
+
+[[noreturn]] void raise(const Status& status) {
+  py::object errors = py::module_::import("strider.errors");
+  py::object error = errors.attr("error_for")(std::string(status_code_name(status.code())), status.message());
+  PyErr_SetObject(error.get_type().ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T take(Result<T> result) {
+  if (!result.is_ok()) raise(result.status());
+  return std::move(*result);
+}
+
+// numpy dtype <-> strider DType (bfloat16 has no numpy type: it is refused at the boundary).
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return py::dtype::of<float>();
+    case DType::kF64: return py::dtype::of<double>();
+    case DType::kF16: return py::dtype("float16");
+    case DType::kI64: return py::dtype::of<int64_t>();
+    case DType::kI32: return py::dtype::of<int32_t>();
+    case DType::kI8: return py::dtype::of<int8_t>();
+    case DType::kU8: return py::dtype::of<uint8_t>();
+    case DType::kBool: return py::dtype::of<bool>();
+    case DType::kBF16: break;
+  }
+  raise(unsupported("bfloat16 tensors have no numpy dtype"));
+}
+
+DType strider_dtype(const py::dtype& dtype, const std::string& name) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kI64, DType::kI32, DType::kI8, DType::kU8, DType::kBool})
+    if (dtype.is(numpy_dtype(d)) || dtype.equal(numpy_dtype(d))) return d;
+  raise(invalid_argument("input '" + name + "': numpy dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() + " is not supported"));
+}
+
+Tensor to_tensor(const std::string& name, const py::array& given) {
+  py::array a = py::array::ensure(given, py::array::c_style);  // row-major bytes (a copy if strided)
+  if (!a) raise(invalid_argument("input '" + name + "' is not an array"));
+  const DType dtype = strider_dtype(a.dtype(), name);
+  Shape shape(a.shape(), a.shape() + a.ndim());
+  Tensor t = take(Tensor::create(dtype, shape));
+  if (t.byte_size()) std::memcpy(t.bytes(), a.data(), t.byte_size());
+  return t;
+}
+
+py::array to_numpy(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::array out(numpy_dtype(t.dtype()), shape);
+  if (t.byte_size()) std::memcpy(out.mutable_data(), t.bytes(), t.byte_size());
+  return out;
+}
+
+py::list describe(const std::vector<ValueInfo>& infos) {
+  py::list list;
+  for (const ValueInfo& info : infos) {
+    py::list dims;
+    for (size_t d = 0; d < info.shape.size(); ++d) {
+      if (info.shape[d] >= 0) dims.append(info.shape[d]);
+      else if (!info.dim_params[d].empty()) dims.append(info.dim_params[d]);
+      else dims.append(py::none());
+    }
+    list.append(py::make_tuple(info.name, std::string(dtype_name(info.dtype)), dims));
+  }
+  return list;
+}
+
+SessionOptions session_options(const py::dict& o) {
+  SessionOptions s;
+  if (o.contains("device")) s.device = o["device"].cast<std::string>();
+  if (o.contains("dtype")) {
+    const std::string d = o["dtype"].cast<std::string>();
+    if (d != "f32" && d != "bf16") raise(invalid_argument("dtype '" + d + "': expected 'f32' or 'bf16'"));
+    s.dtype = d == "bf16" ? DType::kBF16 : DType::kF32;
+  }
+  if (o.contains("layout")) s.layout = o["layout"].cast<std::string>();
+  if (o.contains("queues")) s.queues = o["queues"].cast<int>();
+  if (o.contains("sanitize")) s.sanitize = o["sanitize"].cast<bool>();
+  if (o.contains("storage_mode")) s.storage_mode = o["storage_mode"].cast<std::string>();
+  if (o.contains("allow_tf32")) s.allow_tf32 = o["allow_tf32"].cast<bool>();
+  if (o.contains("cuda_graph")) s.cuda_graph = o["cuda_graph"].cast<bool>();
+  if (o.contains("fusion")) s.fusion = o["fusion"].cast<bool>();
+  if (o.contains("max_memory_bytes")) s.max_memory_bytes = o["max_memory_bytes"].cast<int64_t>();
+  return s;
+}
+
+class PySession {
+ public:
+  PySession(const std::string& path, const py::dict& options, const std::map<std::string, int64_t>& pinned,
+            int max_cached_shapes) {
+    SessionOptions s = session_options(options);
+    DynamicSession::Options dynamic;
+    dynamic.pinned_dims = pinned;
+    dynamic.max_cached_shapes = max_cached_shapes;
+    Result<std::unique_ptr<DynamicSession>> made = [&] {
+      py::gil_scoped_release unlocked;
+      return DynamicSession::load(path, s, dynamic);
+    }();
+    session_ = take(std::move(made));
+  }
+
+  py::list inputs() const { return describe(session_->inputs()); }
+  py::list outputs() const { return describe(session_->outputs()); }
+
+  py::list run(const py::dict& feed) {
+    std::map<std::string, Tensor> inputs;
+    for (const auto& [key, value] : feed) {
+      const std::string name = py::str(key);
+      inputs[name] = to_tensor(name, py::array::ensure(value));
+    }
+    Result<std::vector<Tensor>> outputs = [&] {
+      py::gil_scoped_release unlocked;
+      return session_->run(inputs);
+    }();
+    py::list arrays;
+    for (const Tensor& t : take(std::move(outputs))) arrays.append(to_numpy(t));
+    return arrays;
+  }
+
+  void prepare(const std::map<std::string, Shape>& shapes) {
+    Status s = [&] {
+      py::gil_scoped_release unlocked;
+      return session_->prepare(shapes);
+    }();
+    if (!s.is_ok()) raise(s);
+  }
+
+  int64_t plans_made() const { return session_->plans_made(); }
+  int cached_shapes() const { return session_->cached_shapes(); }
+
+ private:
+  std::unique_ptr<DynamicSession> session_;
+};
+
+}  // namespace
+}  // namespace strider
+
+PYBIND11_MODULE(_strider, m) {
+  using strider::PySession;
+  m.doc() = "strider's C++ core; use the strider package";
+  m.attr("__version__") = STRIDER_VERSION;
+  py::class_<PySession>(m, "Session")
+      .def(py::init<const std::string&, const py::dict&, const std::map<std::string, int64_t>&, int>(),
+           py::arg("path"), py::arg("options"), py::arg("pinned_dims"), py::arg("max_cached_shapes"))
+      .def("inputs", &PySession::inputs)
+      .def("outputs", &PySession::outputs)
+      .def("run", &PySession::run, py::arg("feed"))
+      .def("prepare", &PySession::prepare, py::arg("shapes"))
+      .def("plans_made", &PySession::plans_made)
+      .def("cached_shapes", &PySession::cached_shapes);
+  // Whether a CUDA device can be opened here (strider built with CUDA, a GPU and driver present).
+  m.def("cuda_available", [] { return strider::create_device("cuda").is_ok(); });
+}

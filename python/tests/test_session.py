@@ -1,0 +1,156 @@
+"""The Python package as ONNX Runtime users use it: InferenceSession, get_inputs/outputs,
+run(output_names, feed), numpy in and out; any input shape per run; errors; threads."""
+import concurrent.futures
+import pathlib
+
+import numpy as np
+import pytest
+
+import strider
+from conftest import MODELS, data_set, strider_cli
+
+SEED = MODELS / "seed" / "LinearChunkCatLastDim_shape_op13"
+CNN = MODELS / "dynamic" / "SmallCnn_dynamic_batch"
+BERT = MODELS / "dynamic" / "BertEncoder_dynamic"
+UNARY = MODELS / "dynamic" / "Unary_every_dtype"
+
+
+def ort_style(model, feed_of):
+    """What ONNX Runtime code does, with only the import changed."""
+    import strider as ort
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feed = {arg.name: value for arg, value in zip(session.get_inputs(), feed_of)}
+    return session.run(None, feed)
+
+
+def test_ort_style_code_matches_torch_and_the_cli(tmp_path):
+    inputs, expected = data_set(SEED)
+    outputs = ort_style(SEED / "model.onnx", inputs)
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    code, _, err = strider_cli("run", SEED, "--inputs-dir", SEED / "test_data_set_0", "--output-dir", tmp_path)
+    assert code == 0, err
+    np.testing.assert_array_equal(outputs[0], np.load(tmp_path / "output_0.npy"))  # the same bits as the CLI
+    code, out, err = strider_cli("check", SEED)
+    assert code == 0 and "PASS" in out, err
+
+
+def test_inputs_and_outputs_as_ort_describes_them():
+    session = strider.InferenceSession(str(BERT / "model.onnx"))
+    inputs = session.get_inputs()
+    assert [(a.name, a.type, a.shape) for a in inputs] == [
+        ("input_ids", "tensor(int64)", ["batch", "sequence"]),
+        ("attention_mask", "tensor(int64)", ["batch", "sequence"])]
+    outputs = session.get_outputs()
+    assert [a.name for a in outputs] == ["last_hidden_state", "pooled"]
+    assert outputs[0].type == "tensor(float)" and outputs[0].shape[0] == "batch"
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    assert "CPUExecutionProvider" in strider.get_available_providers()
+
+
+def test_one_session_runs_batch_1_4_and_32_planning_each_shape_once():
+    session = strider.InferenceSession(CNN / "model.onnx")  # a path-like works too
+    assert session.plans_made == 0  # dynamic: nothing can be planned before a run
+    for k in (0, 1, 2, 1, 0):  # batch 1, 4, 32, then 4 and 1 again
+        (x,), (want,) = data_set(CNN, k)
+        (y,) = session.run(["y"], {"x": x})
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    assert session.plans_made == 3  # the repeated shapes found their plans cached
+    assert session.cached_shapes == 3
+
+
+def test_new_sequence_lengths_and_batches_of_a_transformer():
+    session = strider.InferenceSession(BERT / "model.onnx")
+    for k in (0, 1):  # (1, 16) then (4, 8)
+        inputs, expected = data_set(BERT, k)
+        outputs = session.run(None, dict(zip(["input_ids", "attention_mask"], inputs)))
+        for got, want in zip(outputs, expected):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert session.plans_made == 2
+
+
+def test_the_cache_is_bounded_and_pins_and_prepare_work():
+    session = strider.InferenceSession(CNN / "model.onnx", max_cached_shapes=2)
+    x = np.random.default_rng(3).random((5, 3, 16, 16), dtype=np.float32)
+    for batch in (1, 2, 3):
+        session.run(None, {"x": x[:batch]})
+    assert session.cached_shapes == 2 and session.plans_made == 3
+    session.run(None, {"x": x[:1]})  # evicted first (least recently used): planned again
+    assert session.plans_made == 4
+    pinned = strider.InferenceSession(CNN / "model.onnx", pinned_dims={"batch": 2})
+    assert pinned.get_inputs()[0].shape == [2, 3, 16, 16]
+    assert pinned.plans_made == 1  # every dim known: planned at load
+    with pytest.raises(strider.errors.InvalidArgument, match=r"input 'x' dim 0 \('batch'\): got 3, expected 2"):
+        pinned.run(None, {"x": x[:3]})
+    session.prepare({"x": [5, 3, 16, 16]})
+    made = session.plans_made
+    session.run(None, {"x": x})
+    assert session.plans_made == made
+
+
+def test_every_numpy_dtype_round_trips():
+    session = strider.InferenceSession(UNARY / "model.onnx")
+    rng = np.random.default_rng(7)
+    feed = {
+        "x_f32": rng.standard_normal(6).astype(np.float32), "x_f16": rng.standard_normal(6).astype(np.float16),
+        "x_f64": rng.standard_normal(6), "x_i64": rng.integers(-2**40, 2**40, 6),
+        "x_i32": rng.integers(-2**20, 2**20, 6).astype(np.int32), "x_i8": rng.integers(-100, 100, 6).astype(np.int8),
+        "x_u8": rng.integers(0, 255, 6).astype(np.uint8), "x_bool": rng.integers(0, 2, 6).astype(bool),
+    }
+    outputs = dict(zip([a.name for a in session.get_outputs()], session.run(None, feed)))
+    for name, x in feed.items():
+        y = outputs["y_" + name[2:]]
+        assert y.dtype == x.dtype, name
+        want = np.logical_not(x) if x.dtype == bool else (x if x.dtype == np.uint8 else -x)
+        np.testing.assert_array_equal(y, want, err_msg=name)
+    strided = feed["x_f32"][::2]  # a strided numpy view goes in as its elements
+    assert session.run(["y_f32"], {**{k: v[:3] for k, v in feed.items()}, "x_f32": strided})[0].tolist() == (-strided).tolist()
+
+
+def test_errors_carry_the_status_code_and_one_line():
+    with pytest.raises(strider.errors.NotFound) as missing:
+        strider.InferenceSession("/no/such/model.onnx")
+    assert missing.value.code == "NOT_FOUND" and "\n" not in str(missing.value)
+    session = strider.InferenceSession(CNN / "model.onnx")
+    with pytest.raises(strider.errors.InvalidArgument, match="input 'x'"):
+        session.run(None, {"x": np.zeros((1, 3, 16, 16), dtype=np.float64)})  # wrong dtype
+    with pytest.raises(strider.errors.InvalidArgument, match="dim 2"):
+        session.run(None, {"x": np.zeros((1, 3, 15, 16), dtype=np.float32)})  # a static dim differs
+    with pytest.raises(strider.errors.InvalidArgument, match="missing input 'x'"):
+        session.run(None, {})
+    assert session.plans_made == 0  # nothing was planned for the bad inputs
+    with pytest.raises(strider.errors.NotFound, match="no output named 'z'"):
+        session.run(["z"], {"x": np.zeros((1, 3, 16, 16), dtype=np.float32)})
+    with pytest.raises(strider.errors.InvalidArgument, match="unknown provider"):
+        strider.InferenceSession(CNN / "model.onnx", providers=["TensorrtExecutionProvider"])
+    with pytest.raises(strider.Error):
+        strider.InferenceSession(CNN / "model.onnx", dtype="f64")
+
+
+def test_a_malformed_model_is_an_invalid_model(tmp_path):
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes((CNN / "model.onnx").read_bytes()[:100])
+    with pytest.raises(strider.errors.InvalidModel):
+        strider.InferenceSession(bad)
+
+
+def test_threads_share_one_session():
+    session = strider.InferenceSession(CNN / "model.onnx")
+    rng = np.random.default_rng(11)
+    batches = [rng.random((b, 3, 16, 16), dtype=np.float32) for b in (1, 2, 3, 4) * 4]
+    serial = [session.run(None, {"x": x})[0] for x in batches]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        parallel = list(pool.map(lambda x: session.run(None, {"x": x})[0], batches))
+    for a, b in zip(serial, parallel):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cuda_when_a_gpu_is_here():
+    if "CUDAExecutionProvider" not in strider.get_available_providers():
+        pytest.skip("no CUDA device here")
+    inputs, expected = data_set(CNN, 1)
+    session = strider.InferenceSession(CNN / "model.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert session.get_providers() == ["CUDAExecutionProvider"]
+    np.testing.assert_allclose(session.run(None, {"x": inputs[0]})[0], expected[0], rtol=1e-5, atol=1e-6)

@@ -1,0 +1,195 @@
+#include "strider/dynamic_session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <list>
+#include <mutex>
+
+#include "base/exception_guard.h"
+#include "base/memory_budget.h"
+#include "base/printable.h"
+#include "exec/session_internal.h"
+#include "onnx/importer.h"
+
+namespace strider {
+
+struct DynamicSession::Impl {
+  struct Cached {
+    std::vector<Shape> shapes;  // per input, in inputs order
+    std::unique_ptr<Session> session;
+  };
+
+  Graph graph;  // as imported: weights shared (shared_ptr) by every cached Session's copy
+  SessionOptions options;
+  Options dynamic;
+  std::vector<ValueInfo> inputs, outputs;
+  std::list<Cached> cache;  // most recently used first
+  int64_t plans_made = 0;
+  std::mutex mutex;
+
+  // The input shapes of a run, checked against what the model and the pins allow.
+  Result<std::vector<Shape>> shapes_of(const std::map<std::string, Shape>& given) const {
+    std::vector<Shape> shapes;
+    for (const ValueInfo& info : inputs) {
+      auto it = given.find(info.name);
+      if (it == given.end()) return invalid_argument(fmt::format("missing input '{}'", printable(info.name)));
+      const Shape& shape = it->second;
+      if (shape.size() != info.shape.size())
+        return invalid_argument(fmt::format("input '{}': got rank {} ({}), expected rank {} ({})", printable(info.name),
+                                            shape.size(), shape_to_string(shape), info.shape.size(),
+                                            shape_to_string(info.shape)));
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (info.shape[d] >= 0 && shape[d] != info.shape[d]) {
+          const std::string& param = info.dim_params[d];
+          return invalid_argument(fmt::format("input '{}' dim {}{}: got {}, expected {}{}", printable(info.name), d,
+                                              param.empty() ? "" : " ('" + printable(param) + "')", shape[d],
+                                              info.shape[d], param.empty() ? "" : " (pinned)"));
+        }
+      shapes.push_back(shape);
+    }
+    for (const auto& [name, shape] : given)
+      if (std::none_of(inputs.begin(), inputs.end(), [&](const ValueInfo& i) { return i.name == name; }))
+        return invalid_argument(fmt::format("'{}' is not an input of the model", printable(name)));
+    return shapes;
+  }
+
+  // The cached Session for these shapes, made (and cached) if there is none.
+  Result<Session*> session_for(const std::vector<Shape>& shapes) {
+    auto hit = std::find_if(cache.begin(), cache.end(), [&](const Cached& c) { return c.shapes == shapes; });
+    if (hit != cache.end()) {
+      cache.splice(cache.begin(), cache, hit);
+      return cache.front().session.get();
+    }
+    SessionOptions shaped = options;
+    for (size_t i = 0; i < inputs.size(); ++i) shaped.input_shapes[inputs[i].name] = shapes[i];
+    STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, create_session(graph, shaped));
+    ++plans_made;
+    cache.push_front({shapes, std::move(session)});
+    while (int(cache.size()) > std::max(1, dynamic.max_cached_shapes)) cache.pop_back();
+    return cache.front().session.get();
+  }
+};
+
+namespace {
+
+ValueInfo describe(const Value& v) {
+    ValueInfo info{v.name, v.dtype, v.has_shape ? v.shape : Shape{}, v.dim_params};
+    info.dim_params.resize(info.shape.size());
+    for (std::string& p : info.dim_params)
+      if (p == "?") p.clear();  // the importer's mark for a dynamic dim without a name
+    return info;
+}
+
+std::vector<ValueInfo> describe_inputs(const Graph& graph) {
+  std::vector<ValueInfo> infos;
+  for (ValueId id : graph.inputs()) infos.push_back(describe(graph.value(id)));
+  return infos;
+}
+
+// As the model declares them; where it declares no type, the value's own (an initializer's).
+std::vector<ValueInfo> describe_outputs(const Graph& graph) {
+  std::vector<ValueInfo> infos;
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const bool declared = i < graph.declared_outputs().size() && graph.declared_outputs()[i].has_type;
+    infos.push_back(describe(declared ? graph.declared_outputs()[i] : graph.value(graph.outputs()[i])));
+  }
+  return infos;
+}
+
+// Applies the pins to the inputs' dims; a pin that names no dim of any input is an error.
+Status pin_dims(std::vector<ValueInfo>& inputs, const std::map<std::string, int64_t>& pins) {
+  for (const auto& [name, size] : pins) {
+    if (size < 0) return invalid_argument(fmt::format("pinned dim '{}': size {} is negative", printable(name), size));
+    bool found = false;
+    for (ValueInfo& info : inputs)
+      for (size_t d = 0; d < info.shape.size(); ++d)
+        if (info.dim_params[d] == name) {
+          info.shape[d] = size;
+          found = true;
+        }
+    if (!found) return invalid_argument(fmt::format("pinned dim '{}' names no input dim of the model", printable(name)));
+  }
+  return Status::ok();
+}
+
+bool all_static(const std::vector<ValueInfo>& inputs) {
+  for (const ValueInfo& info : inputs)
+    for (int64_t d : info.shape)
+      if (d < 0) return false;
+  return true;
+}
+
+}  // namespace
+
+DynamicSession::DynamicSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DynamicSession::~DynamicSession() = default;
+
+Result<std::unique_ptr<DynamicSession>> DynamicSession::load(const std::string& model_path,
+                                                             const SessionOptions& options, const Options& dynamic) {
+  return guard("loading the model", [&]() -> Result<std::unique_ptr<DynamicSession>> {
+    auto impl = std::make_unique<Impl>();
+    ImportOptions import_options;
+    import_options.max_constant_bytes =
+        options.max_memory_bytes > 0 ? options.max_memory_bytes : default_host_memory_budget();
+    STRIDER_ASSIGN_OR_RETURN(impl->graph, import_model_file(model_path, import_options));
+    STRIDER_RETURN_IF_ERROR(check_ops_known(impl->graph));
+    STRIDER_RETURN_IF_ERROR(bind_constant_inputs(impl->graph, options));
+    impl->options = options;
+    impl->options.constant_inputs.clear();  // now constants of the graph itself
+    impl->dynamic = dynamic;
+    impl->inputs = describe_inputs(impl->graph);
+    impl->outputs = describe_outputs(impl->graph);
+    for (ValueInfo& info : impl->inputs) {
+      auto given = options.input_shapes.find(info.name);
+      if (given != options.input_shapes.end() && given->second.size() == info.shape.size()) info.shape = given->second;
+    }
+    STRIDER_RETURN_IF_ERROR(pin_dims(impl->inputs, dynamic.pinned_dims));
+    if (impl->inputs.empty() || all_static(impl->inputs)) {  // one shape only: plan it now
+      std::vector<Shape> shapes;
+      for (const ValueInfo& info : impl->inputs) shapes.push_back(info.shape);
+      STRIDER_RETURN_IF_ERROR(impl->session_for(shapes).status());
+    }
+    return std::unique_ptr<DynamicSession>(new DynamicSession(std::move(impl)));
+  });
+}
+
+const std::vector<ValueInfo>& DynamicSession::inputs() const { return impl_->inputs; }
+const std::vector<ValueInfo>& DynamicSession::outputs() const { return impl_->outputs; }
+
+Result<std::vector<Tensor>> DynamicSession::run(const std::map<std::string, Tensor>& inputs) {
+  return guard("run", [&]() -> Result<std::vector<Tensor>> {
+    std::lock_guard lock(impl_->mutex);
+    std::map<std::string, Shape> given;
+    for (const auto& [name, tensor] : inputs) {
+      given[name] = tensor.shape();
+      for (const ValueInfo& info : impl_->inputs)  // before planning: a wrong dtype plans nothing
+        if (info.name == name && info.dtype != tensor.dtype())
+          return invalid_argument(fmt::format("input '{}': got {}, expected {}", printable(name),
+                                              dtype_name(tensor.dtype()), dtype_name(info.dtype)));
+    }
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Shape> shapes, impl_->shapes_of(given));
+    STRIDER_ASSIGN_OR_RETURN(Session * session, impl_->session_for(shapes));
+    return session->run(inputs);
+  });
+}
+
+Status DynamicSession::prepare(const std::map<std::string, Shape>& input_shapes) {
+  return guard("preparing a shape", [&]() -> Status {
+    std::lock_guard lock(impl_->mutex);
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Shape> shapes, impl_->shapes_of(input_shapes));
+    return impl_->session_for(shapes).status();
+  });
+}
+
+int64_t DynamicSession::plans_made() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->plans_made;
+}
+
+int DynamicSession::cached_shapes() const {
+  std::lock_guard lock(impl_->mutex);
+  return int(impl_->cache.size());
+}
+
+}  // namespace strider

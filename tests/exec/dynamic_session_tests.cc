@@ -1,0 +1,85 @@
+// DynamicSession (include/strider/dynamic_session.h): one model, any input shapes its
+// symbolic dims allow, each shape planned once and cached (bounded, least recently used
+// out), errors that name the input and dim before anything is planned. The committed
+// dynamic-batch CNN (models/dynamic) at batch 1, 4 and 32 against torch's outputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "onnx/tensor_proto.h"
+#include "strider/dynamic_session.h"
+
+namespace strider {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kCnn = fs::path(STRIDER_SOURCE_DIR) / "models/dynamic/SmallCnn_dynamic_batch";
+
+Tensor data(int set, const char* file) {
+  auto t = read_tensor_pb((kCnn / ("test_data_set_" + std::to_string(set)) / file).string());
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  return t.is_ok() ? *t : Tensor();
+}
+
+void expect_near(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-6) << "element " << i;
+}
+
+TEST(DynamicSession, PlansEachShapeOnceAndMatchesTorch) {
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  DynamicSession& s = **session;
+  ASSERT_EQ(s.inputs().size(), 1u);
+  EXPECT_EQ(s.inputs()[0].shape, (Shape{-1, 3, 16, 16}));
+  EXPECT_EQ(s.inputs()[0].dim_params[0], "batch");
+  EXPECT_EQ(s.outputs()[0].dim_params[0], "batch");
+  EXPECT_EQ(s.plans_made(), 0);
+  for (int set : {0, 1, 2, 1, 0}) {  // batch 1, 4, 32, 4, 1
+    auto out = s.run({{"x", data(set, "input_0.pb")}});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    expect_near((*out)[0], data(set, "output_0.pb"));
+  }
+  EXPECT_EQ(s.plans_made(), 3);
+  EXPECT_EQ(s.cached_shapes(), 3);
+}
+
+TEST(DynamicSession, BoundedCacheAndPins) {
+  DynamicSessionOptions dynamic;
+  dynamic.max_cached_shapes = 1;
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{}, dynamic);
+  ASSERT_TRUE(session.is_ok());
+  for (int set : {0, 1, 0}) ASSERT_TRUE((*session)->run({{"x", data(set, "input_0.pb")}}).is_ok());
+  EXPECT_EQ((*session)->plans_made(), 3);  // batch 1 was evicted by batch 4
+  EXPECT_EQ((*session)->cached_shapes(), 1);
+  dynamic.pinned_dims = {{"batch", 4}};
+  auto pinned = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{}, dynamic);
+  ASSERT_TRUE(pinned.is_ok());
+  EXPECT_EQ((*pinned)->plans_made(), 1);  // every dim known: planned at load
+  auto wrong = (*pinned)->run({{"x", data(0, "input_0.pb")}});
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_EQ(wrong.status().message(), "input 'x' dim 0 ('batch'): got 1, expected 4 (pinned)");
+  dynamic.pinned_dims = {{"sequence", 4}};
+  auto nowhere = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{}, dynamic);
+  ASSERT_FALSE(nowhere.is_ok());
+  EXPECT_EQ(nowhere.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DynamicSession, BadInputsPlanNothing) {
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
+  ASSERT_TRUE(session.is_ok());
+  DynamicSession& s = **session;
+  EXPECT_EQ(s.run({{"x", Tensor(DType::kF64, {1, 3, 16, 16})}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.run({{"x", Tensor(DType::kF32, {1, 3, 16})}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.run({{"x", Tensor(DType::kF32, {1, 3, 15, 16})}}).status().message(),
+            "input 'x' dim 2: got 15, expected 16");
+  EXPECT_EQ(s.run({}).status().message(), "missing input 'x'");
+  EXPECT_EQ(s.run({{"x", data(0, "input_0.pb")}, {"y", Tensor(DType::kF32, {1})}}).status().message(),
+            "'y' is not an input of the model");
+  EXPECT_EQ(s.plans_made(), 0);
+}
+
+}  // namespace
+}  // namespace strider
