@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "commands.h"
 #include "hal/device.h"
 #include "strider/dynamic_session.h"
 
@@ -103,6 +104,57 @@ SessionOptions session_options(const py::dict& o) {
   return s;
 }
 
+// The CLI's model options from keyword arguments: device, dtype, layout, queues, sanitize,
+// storage_mode, fusion ("on"/"off" or bool), inputs_dir, seed, shapes ({name: [dims]}).
+cli::ModelOptions model_options(const std::string& model, const py::dict& o) {
+  cli::ModelOptions m;
+  m.model = model;
+  m.random_inputs = true;
+  auto text = [&](const char* key, std::string& field) {
+    if (o.contains(key)) field = o[key].cast<std::string>();
+  };
+  text("device", m.device);
+  text("dtype", m.dtype);
+  text("layout", m.layout);
+  text("storage_mode", m.storage_mode);
+  text("inputs_dir", m.inputs_dir);
+  text("max_memory", m.max_memory);
+  if (o.contains("queues")) m.queues = o["queues"].cast<int>();
+  if (o.contains("sanitize")) m.sanitize = o["sanitize"].cast<bool>();
+  if (o.contains("seed")) m.seed = o["seed"].cast<uint64_t>();
+  if (o.contains("fusion")) m.fusion = o["fusion"].cast<bool>() ? "on" : "off";
+  if (o.contains("shapes"))
+    for (const auto& [name, dims] : o["shapes"].cast<std::map<std::string, std::vector<int64_t>>>()) {
+      std::string spec = name + ":";
+      for (size_t d = 0; d < dims.size(); ++d) spec += (d ? "x" : "") + std::to_string(dims[d]);
+      m.shapes.push_back(spec);
+    }
+  return m;
+}
+
+std::string check_json(const std::string& model, const py::dict& o) {
+  cli::CheckOptions c;
+  c.model = model_options(model, o);
+  if (o.contains("expected_dir")) c.expected_dir = o["expected_dir"].cast<std::string>();
+  if (o.contains("rtol")) c.rtol = o["rtol"].cast<double>();
+  if (o.contains("atol")) c.atol = o["atol"].cast<double>();
+  Result<nlohmann::json> report = [&] {
+    py::gil_scoped_release unlocked;
+    return cli::check_report(c, false);
+  }();
+  return take(std::move(report)).dump();
+}
+
+std::string inspect_json(const std::string& model, const py::dict& o) {
+  cli::InspectOptions i;
+  i.model = model_options(model, o);
+  Result<std::string> plan = [&] {
+    py::gil_scoped_release unlocked;
+    return cli::inspect_report(i);
+  }();
+  return take(std::move(plan));
+}
+
 class PySession {
  public:
   PySession(const std::string& path, const py::dict& options, const std::map<std::string, int64_t>& pinned,
@@ -167,6 +219,8 @@ PYBIND11_MODULE(_strider, m) {
       .def("prepare", &PySession::prepare, py::arg("shapes"))
       .def("plans_made", &PySession::plans_made)
       .def("cached_shapes", &PySession::cached_shapes);
+  m.def("check_json", &strider::check_json, py::arg("model"), py::arg("options"));
+  m.def("inspect_json", &strider::inspect_json, py::arg("model"), py::arg("options"));
   // Whether a CUDA device can be opened here (strider built with CUDA, a GPU and driver present).
   m.def("cuda_available", [] { return strider::create_device("cuda").is_ok(); });
 }

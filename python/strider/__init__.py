@@ -16,15 +16,34 @@ new shape is planned on its first run and cached (least recently used out, at mo
 subclasses (strider.errors) carrying the status code and a one-line message.
 """
 
+import json as _json
+import os as _os
+
 from . import errors
 from ._strider import Session as _Session
-from ._strider import __version__, cuda_available
+from ._strider import __version__, check_json as _check_json, cuda_available, inspect_json as _inspect_json
 from .errors import Error
 
 __all__ = [
     "InferenceSession", "SessionOptions", "NodeArg", "GraphOptimizationLevel", "Error", "errors",
-    "get_available_providers", "get_device", "__version__",
+    "get_available_providers", "get_device", "check", "inspect", "__version__",
 ]
+
+
+def check(model, **options):
+    """What `strider check --json` reports, as a dict: the model run (random inputs, or each
+    test_data_set_N of a folder in the ONNX test layout, or inputs_dir) and every output
+    compared with the float64 reference (or expected_dir's files): "data_sets" with each
+    output's max_abs_error, cosine, passed...; "passed" and "failed" counts. Options: device,
+    dtype, layout, queues, sanitize, storage_mode, fusion, inputs_dir, expected_dir, rtol,
+    atol, seed, shapes ({name: dims}), max_memory."""
+    return _json.loads(_check_json(_os.fspath(model), options))
+
+
+def inspect(model, **options):
+    """What `strider inspect --json` reports, as a dict: the memory plan's figures and steps
+    (each operand's allocation, offset, strides and how it got its bytes). Options as check's."""
+    return _json.loads(_inspect_json(_os.fspath(model), options))
 
 # strider's dtype names -> ONNX Runtime's type strings.
 _ORT_TYPES = {

@@ -91,7 +91,7 @@ Result<nlohmann::json> locate_first_bad_node(const PreparedRun& run, const Toler
 }
 
 Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& model_file, const DataSet& set,
-                                      int* passed, int* failed) {
+                                      bool print, int* passed, int* failed) {
   STRIDER_ASSIGN_OR_RETURN(PreparedRun run, prepare_run(o.model, model_file, set.inputs_dir));
   STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, run.session->run(run.inputs));
   STRIDER_ASSIGN_OR_RETURN(auto expected, expected_outputs(run, set));
@@ -104,7 +104,8 @@ Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& 
     bool exact = !is_floating(info.dtype);
     Comparison c = compare_values(as_doubles(outputs[i]), expected[i], tolerance, exact);
     (c.passed ? *passed : *failed) += 1;
-    fmt::print("  {}output '{}' {}{}: max_abs {:.3g}  max_rel {:.3g}  cosine {:.7f}  {}{}\n",
+    if (print)
+      fmt::print("  {}output '{}' {}{}: max_abs {:.3g}  max_rel {:.3g}  cosine {:.7f}  {}{}\n",
                set.name.empty() ? "" : set.name + " ", info.name, dtype_name(info.dtype),
                shape_to_string(info.shape), c.max_abs_error, c.max_rel_error, c.cosine, c.passed ? "PASS" : "FAIL",
                c.passed ? "" : " (" + c.reason + ")");
@@ -141,9 +142,10 @@ Result<std::vector<DataSet>> data_sets(const CheckOptions& o, std::string* model
   return sets;
 }
 
-Status write_json(const CheckOptions& o, const std::string& model_file, nlohmann::json sets, int passed, int failed) {
+nlohmann::json report_json(const CheckOptions& o, const std::string& model_file, nlohmann::json sets, int passed,
+                           int failed) {
   auto bytes = onnx_io::read_file(model_file, "model");
-  nlohmann::json report = {
+  return {
       {"strider_version", version_text().substr(0, version_text().find('\n'))},
       {"model", model_file},
       {"model_sha256", bytes.is_ok() ? sha256_hex(*bytes) : ""},
@@ -152,7 +154,6 @@ Status write_json(const CheckOptions& o, const std::string& model_file, nlohmann
       {"data_sets", std::move(sets)},
       {"passed", passed},
       {"failed", failed}};
-  return write_text_file(o.json_file, report.dump(2) + "\n", "--json");
 }
 
 }  // namespace
@@ -178,25 +179,30 @@ void add_check_command(CLI::App& app, CheckOptions& options) {
   check->callback([&options] { options.selected = true; });
 }
 
-int check_command(const CheckOptions& o) {
+Result<nlohmann::json> check_report(const CheckOptions& o, bool print) {
   std::string model_file;
-  auto sets = data_sets(o, &model_file);
-  if (!sets.is_ok()) return report_error(sets.status());
-  fmt::print("strider check {} on {} in {} against {}\n", o.model.model, o.model.device, o.model.dtype,
-             o.expected_dir.empty() && sets->front().expected_dir.empty() ? "the float64 reference" : "expected outputs");
+  STRIDER_ASSIGN_OR_RETURN(std::vector<DataSet> sets, data_sets(o, &model_file));
+  if (print)
+    fmt::print("strider check {} on {} in {} against {}\n", o.model.model, o.model.device, o.model.dtype,
+               o.expected_dir.empty() && sets.front().expected_dir.empty() ? "the float64 reference" : "expected outputs");
   int passed = 0, failed = 0;
   nlohmann::json reports = nlohmann::json::array();
-  for (const DataSet& set : *sets) {
-    auto report = check_data_set(o, model_file, set, &passed, &failed);
-    if (!report.is_ok()) return report_error(report.status());
-    reports.push_back(std::move(*report));
+  for (const DataSet& set : sets) {
+    STRIDER_ASSIGN_OR_RETURN(nlohmann::json report, check_data_set(o, model_file, set, print, &passed, &failed));
+    reports.push_back(std::move(report));
   }
-  fmt::print("{} passed, {} failed\n", passed, failed);
+  if (print) fmt::print("{} passed, {} failed\n", passed, failed);
+  return report_json(o, model_file, std::move(reports), passed, failed);
+}
+
+int check_command(const CheckOptions& o) {
+  auto report = check_report(o, true);
+  if (!report.is_ok()) return report_error(report.status());
   if (!o.json_file.empty()) {
-    Status written = write_json(o, model_file, std::move(reports), passed, failed);
+    Status written = write_text_file(o.json_file, report->dump(2) + "\n", "--json");
     if (!written.is_ok()) return report_error(written);
   }
-  return failed > 0 ? kExitCheckFailed : kExitOk;
+  return (*report)["failed"].get<int>() > 0 ? kExitCheckFailed : kExitOk;
 }
 
 }  // namespace strider::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 
@@ -24,6 +25,9 @@ struct CheckOptions {
 };
 void add_check_command(CLI::App& app, CheckOptions& options);
 int check_command(const CheckOptions& options);
+// What `check --json` writes (the figures per data set and output, options, version, model
+// hash), printing the CLI's lines too when `print`; for the CLI and the Python package.
+Result<nlohmann::json> check_report(const CheckOptions& options, bool print);
 
 struct InspectOptions {
   ModelOptions model;
@@ -32,6 +36,8 @@ struct InspectOptions {
 };
 void add_inspect_command(CLI::App& app, InspectOptions& options);
 int inspect_command(const InspectOptions& options);
+// What `inspect --json` writes: the plan's figures and steps.
+Result<std::string> inspect_report(const InspectOptions& options);
 
 struct BenchOptions {
   ModelOptions model;

@@ -22,6 +22,12 @@ void add_inspect_command(CLI::App& app, InspectOptions& options) {
   inspect->callback([&options] { options.selected = true; });
 }
 
+Result<std::string> inspect_report(const InspectOptions& o) {
+  STRIDER_ASSIGN_OR_RETURN(PreparedRun prepared, prepare_run(o.model, o.model.model, o.model.inputs_dir));
+  SessionPlanView view = inspect_session(*prepared.session);
+  return plan_to_json(*view.graph, *view.plan, view.kernel_names);
+}
+
 int inspect_command(const InspectOptions& o) {
   auto prepared = prepare_run(o.model, o.model.model, o.model.inputs_dir);
   if (!prepared.is_ok()) return report_error(prepared.status());
