@@ -172,10 +172,3 @@ Status CudaDevice::download(const TensorView& source, Tensor* destination) {
 
 }  // namespace strider::cuda
 
-namespace strider {
-
-Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOptions& options) {
-  return cuda::CudaDevice::create(ordinal, options);
-}
-
-}  // namespace strider
