@@ -5,7 +5,7 @@
 // to the same allocation whose elements may overlap (may_overlap: slices of one concat that
 // interleave in memory but share no element do not conflict). Identity is the allocation
 // plus the view, never a raw pointer, so a view with a storage offset is tracked like its
-// root (DESIGN.md rule 1). Arena reuse needs no special case: a new value in reused bytes
+// root (docs/MEMORY_MODEL.md rules 1 and 2). Arena reuse needs no special case: a new value in reused bytes
 // is a write that overlaps the old value's reads.
 //
 // Waits are minimal: none for an earlier command on the same in-order queue, at most one

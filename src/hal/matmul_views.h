@@ -1,6 +1,6 @@
 // Matrix products as views, shared by every device: MatMul's operands rank-aligned, and a
 // 1x1 convolution seen as a matmul over [rows, channels] views (so it reads and writes
-// channel slices of a concat in place: DESIGN.md 4a). Metadata only, no copies.
+// channel slices of a concat in place: docs/MEMORY_MODEL.md rule 3). Metadata only, no copies.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// Queues and timepoints: how work is ordered (DESIGN.md section 4).
+// Queues and timepoints: how work is ordered (docs/MEMORY_MODEL.md rules 2, 4 and 5).
 //
 // Every queue has a counter that grows by one with each command it completes; a Timepoint
 // (queue, value) is the moment that queue has completed `value` commands. A command lists

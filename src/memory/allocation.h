@@ -1,6 +1,6 @@
 // Allocation: the one object that stands for one block of device memory.
 //
-// Identity is the allocation, never a raw pointer (DESIGN.md rule 1): every TensorView
+// Identity is the allocation, never a raw pointer (docs/MEMORY_MODEL.md rule 1): every TensorView
 // names its root Allocation plus an absolute byte offset, so two views of the same bytes
 // are always recognizably the same memory, whatever their offsets.
 //
@@ -16,7 +16,7 @@
 
 namespace strider {
 
-// Where the bytes live. A performance policy, never a correctness knob (DESIGN.md rule 4).
+// Where the bytes live. A performance policy, never a correctness knob (docs/MEMORY_MODEL.md rule 4).
 enum class StorageMode : uint8_t { kDevice, kUnified, kHost };
 std::string_view storage_mode_name(StorageMode mode);
 

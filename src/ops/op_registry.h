@@ -93,7 +93,7 @@ enum class ViewKind : uint8_t {
   kGather,        // a scalar constant index: one position of the axis, the axis dropped
 };
 
-// What the planner may do with a node of this op (DESIGN.md section 2, Ops).
+// What the planner may do with a node of this op (docs/MEMORY_MODEL.md rule 6).
 struct OpTraits {
   ViewKind view = ViewKind::kNone;
   // Elementwise: output element i depends only on input elements i, so the output may be

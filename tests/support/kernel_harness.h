@@ -52,7 +52,7 @@ inline constexpr const char* kDevices[] = {"cpu", "sim", "cuda"};
 // The device (sim with two queues), or a DEVICE_ERROR when it is not here.
 Result<std::unique_ptr<Device>> open_device(std::string_view name);
 
-// Tolerance for a floating output of `dtype` (f32/f64 tight, bf16/f16 as DESIGN.md says).
+// Tolerance for a floating output of `dtype` (f32/f64 tight, bf16/f16 as src/check/compare.h says).
 Tolerance tolerance_for(DType dtype);
 // Seeded random values: normal for floats (rounded to the dtype), small integers, 0/1.
 Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);

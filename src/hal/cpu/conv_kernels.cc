@@ -211,7 +211,7 @@ bool positive_strides(const TensorView& v) {
 }
 
 // A pointwise convolution over views oneDNN's convolution would read slowly (a channel
-// slice of a concat) runs as a oneDNN matmul over the same views (DESIGN.md 4a).
+// slice of a concat) runs as a oneDNN matmul over the same views (docs/MEMORY_MODEL.md rule 3).
 std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node) {
   for (const PointwiseMatMul& m :
        pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
@@ -248,7 +248,7 @@ bool all_packed(const ConvSetup& c) {
 
 // f32 and bf16 run on oneDNN: its convolution, or its matmul for a pointwise convolution
 // over strided views. When oneDNN offers only its reference implementation (or nothing)
-// for strided, non-packed views, the kernel refuses them (DESIGN.md 4a: that path is
+// for strided, non-packed views, the kernel refuses them (docs/MEMORY_MODEL.md rule 3: that path is
 // hundreds of times slower) so the planner gives this node packed operands instead.
 // Packed operands always get a kernel: oneDNN's, or the naive one for other dtypes.
 Result<KernelPtr> make_conv(const KernelRequest& r) {
