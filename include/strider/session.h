@@ -46,7 +46,8 @@ struct SessionOptions {
   // Device queues to spread independent branches over (the host is one more).
   int queues = 1;
   // Check with vector clocks that every pair of conflicting accesses is ordered; a run
-  // with findings fails with a HAZARD status. Also on when STRIDER_SANITIZE=1.
+  // with findings fails with a HAZARD status. (The library reads no environment variables;
+  // the CLI turns this on for STRIDER_SANITIZE=1.)
   bool sanitize = false;
   // Testing aid: drop every cross-queue wait, to prove the sim device and the sanitizer
   // catch the damage. Never for real use.
@@ -54,8 +55,8 @@ struct SessionOptions {
   // The sim device's execution order.
   uint64_t sim_seed = 0;
   // cuda: where memory lives: "device" (cudaMalloc), "unified" (cudaMallocManaged) or
-  // "host" (pinned, mapped). Empty: the STRIDER_STORAGE_MODE environment variable, else
-  // "device". A performance choice only: every mode computes the same results.
+  // "host" (pinned, mapped); empty is "device" (the CLI reads STRIDER_STORAGE_MODE). A
+  // performance choice only: every mode computes the same results.
   std::string storage_mode;
   // cuda: let f32 matmuls and convolutions use TF32 (faster, no longer true f32).
   bool allow_tf32 = false;

@@ -162,14 +162,13 @@ Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given)
   return results;
 }
 
-// The option wins over the environment; an unknown name lists the valid ones.
+// Empty is device; an unknown name lists the valid ones. (The library reads no environment
+// variables: the CLI maps STRIDER_STORAGE_MODE onto the option.)
 Result<StorageMode> resolve_storage_mode(const std::string& option) {
-  const char* env = std::getenv("STRIDER_STORAGE_MODE");
-  std::string name = !option.empty() ? option : env && *env ? env : "device";
+  const std::string name = option.empty() ? "device" : option;
   for (StorageMode mode : {StorageMode::kDevice, StorageMode::kUnified, StorageMode::kHost})
     if (name == storage_mode_name(mode)) return mode;
-  return invalid_argument(fmt::format("storage mode '{}' is not one of device, unified, host{}", name,
-                                      option.empty() ? " (from STRIDER_STORAGE_MODE)" : ""));
+  return invalid_argument(fmt::format("storage mode '{}' is not one of device, unified, host", printable(name)));
 }
 
 namespace {
@@ -221,8 +220,7 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   ExecutorOptions executor_options;
-  const char* sanitize_env = std::getenv("STRIDER_SANITIZE");
-  executor_options.sanitize = options.sanitize || (sanitize_env && std::string(sanitize_env) == "1");
+  executor_options.sanitize = options.sanitize;
   executor_options.drop_waits = options.debug_drop_waits;
   executor_options.poison = options.poison_memory || impl->device->poisons_memory();
   executor_options.graphs = options.cuda_graph;

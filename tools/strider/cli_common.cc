@@ -214,10 +214,13 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, budget, inputs));
   run.session_options.device = o.device;
   run.session_options.queues = o.queues;
-  run.session_options.sanitize = o.sanitize;
+  // The environment is the CLI's to read, not the library's.
+  const char* sanitize_env = std::getenv("STRIDER_SANITIZE");
+  run.session_options.sanitize = o.sanitize || (sanitize_env && std::string(sanitize_env) == "1");
   run.session_options.debug_drop_waits = o.debug_drop_waits;
   run.session_options.sim_seed = o.sim_seed;
-  run.session_options.storage_mode = o.storage_mode;
+  const char* mode_env = std::getenv("STRIDER_STORAGE_MODE");
+  run.session_options.storage_mode = !o.storage_mode.empty() ? o.storage_mode : mode_env ? mode_env : "";
   run.session_options.allow_tf32 = o.allow_tf32;
   run.session_options.cuda_graph = o.cuda_graph == "on";
   run.session_options.fusion = o.fusion == "on";
