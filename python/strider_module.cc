@@ -1,6 +1,7 @@
 // _strider: the C++ side of the Python package (python/strider/__init__.py holds the API
 // users see). It wraps DynamicSession (include/strider/dynamic_session.h): numpy arrays in,
-// numpy arrays out, one copy each way through host memory as the C++ API does today.
+// numpy arrays out: inputs are copied into Tensors (the C++ API takes them by value today),
+// outputs are handed over without a copy (the array owns the output's bytes).
 // Every strider error is raised as the strider.errors class of its status code, carrying
 // the code and the one-line message; the GIL is released while a session plans or runs.
 #include <pybind11/numpy.h>
@@ -64,11 +65,15 @@ Tensor to_tensor(const std::string& name, const py::array& given) {
   return t;
 }
 
-py::array to_numpy(const Tensor& t) {
+// The output's own bytes become the array's (no copy): the Tensor moves into a capsule
+// that the array keeps as its base and frees with it.
+py::array to_numpy(Tensor t) {
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  py::array out(numpy_dtype(t.dtype()), shape);
-  if (t.byte_size()) std::memcpy(out.mutable_data(), t.bytes(), t.byte_size());
-  return out;
+  const py::dtype dtype = numpy_dtype(t.dtype());
+  if (t.byte_size() == 0) return py::array(dtype, shape);
+  auto* owned = new Tensor(std::move(t));
+  py::capsule base(owned, [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(dtype, shape, {}, owned->bytes(), base);
 }
 
 py::list describe(const std::vector<ValueInfo>& infos) {
@@ -184,7 +189,7 @@ class PySession {
       return session_->run(inputs);
     }();
     py::list arrays;
-    for (const Tensor& t : take(std::move(outputs))) arrays.append(to_numpy(t));
+    for (Tensor& t : take(std::move(outputs))) arrays.append(to_numpy(std::move(t)));
     return arrays;
   }
 

@@ -131,6 +131,19 @@ def _device_for(providers):
     raise errors.DeviceError("DEVICE_ERROR", f"none of the providers {list(providers)!r} is available here")
 
 
+def _as_host_array(name, value):
+    """A feed value as something numpy reads without a copy where it can: numpy arrays as
+    they are, DLPack producers (torch, CuPy) through numpy.from_dlpack."""
+    import numpy
+    if isinstance(value, numpy.ndarray) or not hasattr(value, "__dlpack__"):
+        return value
+    device = value.__dlpack_device__() if hasattr(value, "__dlpack_device__") else (1, 0)
+    if device[0] != 1:  # kDLCPU
+        raise errors.Unsupported("UNSUPPORTED", f"input {name!r} lives on DLPack device {tuple(device)}; "
+                                 "strider takes host memory for now (device-resident inputs are not built yet)")
+    return numpy.from_dlpack(value)
+
+
 class InferenceSession:
     """A model loaded for one device, run many times with any input shapes its dims allow."""
 
@@ -176,8 +189,10 @@ class InferenceSession:
         return self._device
 
     def run(self, output_names, input_feed, run_options=None):
-        """The outputs named (all, in model order, when None) as numpy arrays."""
-        outputs = self._session.run(dict(input_feed))
+        """The outputs named (all, in model order, when None) as numpy arrays that own the
+        output bytes (no copy; they export DLPack, so torch.from_dlpack shares them). Inputs
+        are numpy arrays or anything numpy can read: lists, or CPU tensors through DLPack."""
+        outputs = self._session.run({name: _as_host_array(name, value) for name, value in dict(input_feed).items()})
         if not output_names:
             return outputs
         index = {arg.name: i for i, arg in enumerate(self._outputs)}

@@ -154,3 +154,24 @@ def test_cuda_when_a_gpu_is_here():
     session = strider.InferenceSession(CNN / "model.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     assert session.get_providers() == ["CUDAExecutionProvider"]
     np.testing.assert_allclose(session.run(None, {"x": inputs[0]})[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_own_their_bytes_and_share_them_through_dlpack():
+    session = strider.InferenceSession(CNN / "model.onnx")
+    (x,), _ = data_set(CNN, 1)
+    (y,) = session.run(None, {"x": x})
+    assert y.base is not None and not y.flags["OWNDATA"]  # the output's own buffer, not a copy
+    shared = np.from_dlpack(y)
+    assert shared.ctypes.data == y.ctypes.data
+
+
+def test_torch_cpu_tensors_go_in_and_outputs_come_out_through_dlpack():
+    torch = pytest.importorskip("torch", reason="Debian's python3-torch is not installed here")
+    session = strider.InferenceSession(CNN / "model.onnx")
+    (x,), (want,) = data_set(CNN, 1)
+    (y,) = session.run(None, {"x": torch.from_numpy(x)})
+    t = torch.from_dlpack(y)
+    assert t.data_ptr() == y.ctypes.data  # no copy out
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(strider.errors.InvalidArgument):
+        session.run(None, {"x": torch.from_numpy(x).double()})

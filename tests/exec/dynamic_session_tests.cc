@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "onnx/tensor_proto.h"
 #include "strider/dynamic_session.h"
@@ -79,6 +80,33 @@ TEST(DynamicSession, BadInputsPlanNothing) {
   EXPECT_EQ(s.run({{"x", data(0, "input_0.pb")}, {"y", Tensor(DType::kF32, {1})}}).status().message(),
             "'y' is not an input of the model");
   EXPECT_EQ(s.plans_made(), 0);
+}
+
+// Runs are serialized: four threads running batch 1 and 4 (planning them on the way) get
+// exactly what one thread gets (under TSan in CI, the exec tests' build).
+TEST(DynamicSession, ThreadsShareOneSession) {
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
+  ASSERT_TRUE(session.is_ok());
+  const Tensor inputs[2] = {data(0, "input_0.pb"), data(1, "input_0.pb")};
+  const Tensor wanted[2] = {data(0, "output_0.pb"), data(1, "output_0.pb")};
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 6; ++k) {
+        const int set = (t + k) % 2;
+        auto out = (*session)->run({{"x", inputs[set]}});
+        if (!out.is_ok() || (*out)[0].shape() != wanted[set].shape()) {
+          ++wrong[size_t(t)];
+          continue;
+        }
+        for (int64_t i = 0; i < wanted[set].num_elements(); ++i)
+          if (std::fabs((*out)[0].data<float>()[i] - wanted[set].data<float>()[i]) > 1e-6f) ++wrong[size_t(t)];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(wrong[size_t(t)], 0) << "thread " << t;
+  EXPECT_EQ((*session)->plans_made(), 2);
 }
 
 }  // namespace
