@@ -48,9 +48,9 @@ struct DynamicSession::Impl {
         }
       shapes.push_back(shape);
     }
-    for (const auto& [name, shape] : given)
-      if (std::none_of(inputs.begin(), inputs.end(), [&](const ValueInfo& i) { return i.name == name; }))
-        return invalid_argument(fmt::format("'{}' is not an input of the model", printable(name)));
+    for (const auto& entry : given)  // (clang 14 cannot capture a structured binding)
+      if (std::none_of(inputs.begin(), inputs.end(), [&](const ValueInfo& i) { return i.name == entry.first; }))
+        return invalid_argument(fmt::format("'{}' is not an input of the model", printable(entry.first)));
     return shapes;
   }
 
