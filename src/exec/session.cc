@@ -212,7 +212,7 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
-  if (options.fusion && impl->device->has_kernel(kFusedAttentionOp))
+  if (options.fusion && impl->device->has_kernel(kFusedAttentionOp) && impl->device->fuses_attention())
     STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
   if (options.fusion && impl->device->has_kernel(kFusedElementwiseOp))
     STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());

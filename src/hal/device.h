@@ -69,6 +69,10 @@ class Device {
   // checked writing such views; a kernel may still refuse one, and the node goes dense.
   virtual bool places_outputs_through_views() const { return true; }
 
+  // Whether the session should fold attention into FusedAttention for this device: its
+  // fused kernel is faster than the unfused kernels there (having the kernel is not enough).
+  virtual bool fuses_attention() const { return true; }
+
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
 
