@@ -1,7 +1,8 @@
 // _strider: the C++ side of the Python package (python/strider/__init__.py holds the API
 // users see). It wraps DynamicSession (include/strider/dynamic_session.h): numpy arrays in,
-// numpy arrays out: inputs are copied into Tensors (the C++ API takes them by value today),
-// outputs are handed over without a copy (the array owns the output's bytes).
+// numpy arrays out, with no copy on either side: an input array that is already row-major
+// is borrowed (Tensor::borrow; the array is kept alive for the run, and its bytes are
+// read once, into the session's input memory), and an output's bytes become the array's.
 // Every strider error is raised as the strider.errors class of its status code, carrying
 // the code and the one-line message; the GIL is released while a session plans or runs.
 #include <pybind11/numpy.h>
@@ -55,13 +56,15 @@ DType strider_dtype(const py::dtype& dtype, const std::string& name) {
   raise(invalid_argument("input '" + name + "': numpy dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() + " is not supported"));
 }
 
-Tensor to_tensor(const std::string& name, const py::array& given) {
-  py::array a = py::array::ensure(given, py::array::c_style);  // row-major bytes (a copy if strided)
+// A view of the array's bytes; `keep` holds the array (made row-major first: a strided
+// array is copied by numpy) until the run has returned, as Tensor::borrow's rule asks.
+Tensor to_tensor(const std::string& name, const py::array& given, std::vector<py::array>& keep) {
+  py::array a = py::array::ensure(given, py::array::c_style);
   if (!a) raise(invalid_argument("input '" + name + "' is not an array"));
   const DType dtype = strider_dtype(a.dtype(), name);
   Shape shape(a.shape(), a.shape() + a.ndim());
-  Tensor t = take(Tensor::create(dtype, shape));
-  if (t.byte_size()) std::memcpy(t.bytes(), a.data(), t.byte_size());
+  Tensor t = take(Tensor::borrow(dtype, shape, const_cast<void*>(a.data()), size_t(a.nbytes())));
+  keep.push_back(std::move(a));
   return t;
 }
 
@@ -98,10 +101,20 @@ SessionOptions session_options(const py::dict& o) {
     if (d != "f32" && d != "bf16") raise(invalid_argument("dtype '" + d + "': expected 'f32' or 'bf16'"));
     s.dtype = d == "bf16" ? DType::kBF16 : DType::kF32;
   }
-  if (o.contains("layout")) s.layout = o["layout"].cast<std::string>();
+  if (o.contains("layout")) {
+    const std::string text = o["layout"].cast<std::string>();
+    std::optional<Layout> layout = parse_layout(text);
+    if (!layout) raise(invalid_argument("layout '" + text + "': expected 'nchw', 'nhwc' or 'auto'"));
+    s.layout = *layout;
+  }
   if (o.contains("queues")) s.queues = o["queues"].cast<int>();
   if (o.contains("sanitize")) s.sanitize = o["sanitize"].cast<bool>();
-  if (o.contains("storage_mode")) s.storage_mode = o["storage_mode"].cast<std::string>();
+  if (o.contains("storage_mode")) {
+    const std::string text = o["storage_mode"].cast<std::string>();
+    std::optional<StorageMode> mode = parse_storage_mode(text);
+    if (!mode) raise(invalid_argument("storage_mode '" + text + "': expected 'device', 'unified' or 'host'"));
+    s.storage_mode = *mode;
+  }
   if (o.contains("allow_tf32")) s.allow_tf32 = o["allow_tf32"].cast<bool>();
   if (o.contains("cuda_graph")) s.cuda_graph = o["cuda_graph"].cast<bool>();
   if (o.contains("fusion")) s.fusion = o["fusion"].cast<bool>();
@@ -180,9 +193,10 @@ class PySession {
 
   py::list run(const py::dict& feed) {
     std::map<std::string, Tensor> inputs;
+    std::vector<py::array> keep;  // the borrowed arrays, alive until the run returns
     for (const auto& [key, value] : feed) {
       const std::string name = py::str(key);
-      inputs[name] = to_tensor(name, py::array::ensure(value));
+      inputs[name] = to_tensor(name, py::array::ensure(value), keep);
     }
     Result<std::vector<Tensor>> outputs = [&] {
       py::gil_scoped_release unlocked;

@@ -8,10 +8,12 @@
 //   auto model = strider::DynamicSession::load("model.onnx", session_options, dyn);
 //   auto out = (*model)->run({{"x", tensor_of_batch_4}});  // plans for batch 4 on first use
 //
-// Sharing: the imported weights are host tensors shared by every cached Session (one copy
-// in host memory); each Session places them on its device itself, so on a GPU each cached
-// shape holds its own device copy of the weights until the plan/bind split shares them.
-// `SessionOptions::max_memory_bytes` bounds each cached Session, not the cache as a whole.
+// Sharing: every cached Session runs on one device and shares the imported weights: one
+// copy in host memory and one on the device (uploaded by the first plan that needs it;
+// a weight a plan lays out differently, channels-last say, gets a copy per layout, and
+// bf16 sessions convert the weights per plan). Constants folded for a shape are that
+// plan's own. `SessionOptions::max_memory_bytes` bounds the whole cache: when a new shape
+// does not fit, the least recently used plans are dropped (their arenas freed) until it does.
 // Errors: an input whose shape contradicts the model (a static dim, the rank, a pinned dim)
 // is INVALID_ARGUMENT naming the input and the dim, and nothing is cached for it.
 // Thread safety: run() may be called from several threads; runs are serialized (one at a
@@ -57,6 +59,9 @@ class DynamicSession {
   // How many Sessions (plans) were made so far, and how many are cached now.
   int64_t plans_made() const;
   int cached_shapes() const;
+  // Constants uploaded to the device so far (shared by the cached plans: a new shape of a
+  // model whose weights fold nothing per shape uploads none).
+  int64_t constant_uploads() const;
 
   struct Impl;
 

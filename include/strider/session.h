@@ -9,9 +9,18 @@
 // with constant folding, precision lowering, planning, and creating every kernel. An
 // unsupported model fails here with one error listing every unsupported op and its nodes.
 // run() checks the inputs (names, dtypes, shapes) and fails without writing anything when
-// they are wrong. A Session is not safe to run from two threads at once; separate Sessions
-// are independent. Execution is asynchronous: kernels run on the device's queues after
-// submit, and run() returns once the outputs are downloaded and every queue is idle.
+// they are wrong.
+//
+// Threads: run() may be called from several threads; runs of one Session are serialized
+// (each takes the session's lock for its whole duration), so concurrent callers take turns
+// and never see each other's outputs. Separate Sessions are independent and run
+// concurrently. Execution is asynchronous inside a run: kernels run on the device's queues
+// after submit, and run() returns once the outputs are downloaded and every queue is idle.
+//
+// Memory: inputs are read where the caller's tensors are (no copy through a Tensor; see
+// the lifetime rule in strider/tensor.h) and copied once, into the session's input
+// memory on its device. Outputs come back as new tensors, or are written into tensors the
+// caller passes (its own memory, borrowed), with no further copy.
 #pragma once
 
 #include <map>
@@ -20,6 +29,7 @@
 #include <vector>
 
 #include "strider/dtype.h"
+#include "strider/options.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
 
@@ -30,9 +40,8 @@ struct SessionOptions {
   // f32, or bf16: weights and activations in bf16 with f32 accumulation. Inputs and
   // outputs keep the model's dtypes either way (f32 inputs are rounded to bf16).
   DType dtype = DType::kF32;
-  // Memory layout of activations: "nchw" (row-major), "nhwc" (channels-last strides;
-  // logical shapes stay in ONNX order) or "auto" (nhwc for convolution-heavy graphs).
-  std::string layout = "auto";
+  // Memory layout of activations (strider/options.h).
+  Layout layout = Layout::kAuto;
   // Sizes for inputs whose dimensions the model leaves dynamic (or to confirm static ones).
   std::map<std::string, Shape> input_shapes;
   // Values of model inputs to fix at session creation; they are then constants and no
@@ -49,15 +58,11 @@ struct SessionOptions {
   // with findings fails with a HAZARD status. (The library reads no environment variables;
   // the CLI turns this on for STRIDER_SANITIZE=1.)
   bool sanitize = false;
-  // Testing aid: drop every cross-queue wait, to prove the sim device and the sanitizer
-  // catch the damage. Never for real use.
-  bool debug_drop_waits = false;
   // The sim device's execution order.
   uint64_t sim_seed = 0;
-  // cuda: where memory lives: "device" (cudaMalloc), "unified" (cudaMallocManaged) or
-  // "host" (pinned, mapped); empty is "device" (the CLI reads STRIDER_STORAGE_MODE). A
+  // cuda: where memory lives (strider/options.h; the CLI reads STRIDER_STORAGE_MODE). A
   // performance choice only: every mode computes the same results.
-  std::string storage_mode;
+  StorageMode storage_mode = StorageMode::kDevice;
   // cuda: let f32 matmuls and convolutions use TF32 (faster, no longer true f32).
   bool allow_tf32 = false;
   // cuda: with one queue, capture the whole plan once as a CUDA graph and replay it.
@@ -92,13 +97,20 @@ class Session {
   // Inputs by position (in inputs() order) or by name. Outputs in outputs() order.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
   Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
+  // The same, writing into `outputs`: one tensor per output, in outputs() order, with its
+  // dtype and shape (Tensor::borrow puts one over the caller's memory). Checked before
+  // anything runs: a wrong count, dtype or shape is INVALID_ARGUMENT naming the output.
+  // If the run itself fails (a device error), their contents are unspecified.
+  Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+  Status run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs);
 
-  struct Impl;
-  explicit Session(std::unique_ptr<Impl> impl);
-  const Impl& impl() const { return *impl_; }
-  Impl& impl() { return *impl_; }
+  struct Impl;  // private: src/exec/session.cc
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
  private:
+  friend struct SessionAccess;  // the library's own tools (inspect, check, bench)
+  explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,9 +1,17 @@
-// Tensor: a dense, row-major tensor in host memory, owned by value.
+// Tensor: a dense, row-major tensor in host memory, owned by value or borrowed.
 //
 // It is how data crosses the public API (inputs, outputs, initializers in the IR) and what
-// the .npy / .pb readers return. Copying a Tensor copies its bytes; nothing aliases it.
-// Device memory is never a Tensor: inside a session, values are TensorViews of
-// allocations (src/memory/tensor_view.h).
+// the .npy / .pb readers return. An owning Tensor holds its bytes: copying it copies them,
+// nothing aliases it. A borrowed Tensor (Tensor::borrow) is a view over memory the caller
+// owns, so inputs go in and outputs come out without a copy through a Tensor:
+//
+//   Lifetime rule. The caller keeps borrowed memory alive, and does not write it (an
+//   input) or read it (an output), until the call it was passed to has returned. strider
+//   keeps no reference past that call: a Session never holds a borrowed Tensor.
+//
+// Copying a borrowed Tensor makes another view of the same bytes (not a copy of them);
+// `owns_bytes()` says which kind a Tensor is. Device memory is never a Tensor: inside a
+// session, values are TensorViews of allocations (src/memory/tensor_view.h).
 #pragma once
 
 #include <cstddef>
@@ -33,6 +41,11 @@ class Tensor {
 
   // Copies `data` (row-major); the byte count must match dtype and shape.
   static Result<Tensor> from_bytes(DType dtype, Shape shape, std::span<const std::byte> data);
+  // A view of `byte_size` bytes at `data` as dtype and shape (dense, row-major), which
+  // must match exactly; INVALID_ARGUMENT otherwise, or for a null `data` with bytes. The
+  // lifetime rule above applies.
+  static Result<Tensor> borrow(DType dtype, Shape shape, void* data, size_t byte_size);
+
   template <typename T>
   static Tensor from_values(DType dtype, Shape shape, std::span<const T> values) {
     Tensor t(dtype, std::move(shape));
@@ -44,17 +57,21 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return int64_t(shape_.size()); }
   int64_t num_elements() const;
-  size_t byte_size() const { return data_.size(); }
+  size_t byte_size() const { return borrowed_ ? borrowed_size_ : data_.size(); }
+  bool owns_bytes() const { return borrowed_ == nullptr; }
+  // Whether this tensor has exactly this dtype and shape, with its bytes (what a caller's
+  // output tensor must be for a run to write into it).
+  bool has_layout(DType dtype, const Shape& shape) const;
 
-  std::byte* bytes() { return data_.data(); }
-  const std::byte* bytes() const { return data_.data(); }
+  std::byte* bytes() { return borrowed_ ? borrowed_ : data_.data(); }
+  const std::byte* bytes() const { return borrowed_ ? borrowed_ : data_.data(); }
   template <typename T>
   T* data() {
-    return reinterpret_cast<T*>(data_.data());
+    return reinterpret_cast<T*>(bytes());
   }
   template <typename T>
   const T* data() const {
-    return reinterpret_cast<const T*>(data_.data());
+    return reinterpret_cast<const T*>(bytes());
   }
 
   // Element i (row-major) converted to double / int64; any dtype.
@@ -65,6 +82,8 @@ class Tensor {
   DType dtype_ = DType::kF32;
   Shape shape_;
   std::vector<std::byte> data_;
+  std::byte* borrowed_ = nullptr;  // not null: the caller's bytes, not data_
+  size_t borrowed_size_ = 0;
 };
 
 }  // namespace strider

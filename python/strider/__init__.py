@@ -80,7 +80,7 @@ class SessionOptions:
         self.layout = "auto"
         self.queues = 1
         self.sanitize = False
-        self.storage_mode = ""
+        self.storage_mode = "device"
         self.allow_tf32 = False
         self.cuda_graph = True
         self.fusion = True

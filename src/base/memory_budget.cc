@@ -10,6 +10,14 @@
 namespace strider {
 
 Status MemoryBudget::reserve(int64_t bytes, std::string_view what) {
+  STRIDER_RETURN_IF_ERROR(reserve_here(bytes, what));
+  if (!parent_) return Status::ok();
+  Status in_parent = parent_->reserve(bytes, what);
+  if (!in_parent.is_ok()) used_.fetch_sub(bytes);
+  return in_parent;
+}
+
+Status MemoryBudget::reserve_here(int64_t bytes, std::string_view what) {
   if (bytes < 0) return internal_error(fmt::format("{}: reserving {} bytes", what, bytes));
   int64_t used = used_.load();
   do {

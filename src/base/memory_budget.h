@@ -7,11 +7,16 @@
 // too much is one RESOURCE_EXHAUSTED error naming what asked and how many bytes, before
 // any memory is touched, instead of an abort in the allocator or the OOM killer.
 //
+// A budget may have a parent (a DynamicSession's, shared by the sessions it caches): a
+// reservation must fit both, and whatever a child still holds when it is destroyed goes
+// back to the parent, so a session evicted from a cache returns its bytes.
+//
 // Thread-safe: reservations are atomic (queues release memory from worker threads).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,19 +27,31 @@ namespace strider {
 
 class MemoryBudget {
  public:
-  explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
+  explicit MemoryBudget(int64_t limit_bytes, std::shared_ptr<MemoryBudget> parent = nullptr)
+      : limit_(limit_bytes), parent_(std::move(parent)) {}
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+  ~MemoryBudget() {
+    if (parent_) parent_->release(used_.load());
+  }
 
   // Takes `bytes` from the budget for `what` ("the arena", "folded constant 'c'"), or
   // RESOURCE_EXHAUSTED naming it, the bytes asked and the budget, taking nothing.
   Status reserve(int64_t bytes, std::string_view what);
-  void release(int64_t bytes) { used_.fetch_sub(bytes); }
+  void release(int64_t bytes) {
+    used_.fetch_sub(bytes);
+    if (parent_) parent_->release(bytes);
+  }
 
   int64_t limit() const { return limit_; }
   int64_t used() const { return used_.load(); }
 
  private:
+  Status reserve_here(int64_t bytes, std::string_view what);
+
   const int64_t limit_;
   std::atomic<int64_t> used_{0};
+  std::shared_ptr<MemoryBudget> parent_;
 };
 
 // Physical memory of this machine in bytes (0 if it cannot be read).

@@ -48,6 +48,32 @@ Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std:
   return t;
 }
 
+Result<Tensor> Tensor::borrow(DType dtype, Shape shape, void* data, size_t byte_size) {
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  if (!count)
+    return invalid_argument(fmt::format("{}{} is too large: more than 2^52 bytes, or a negative dim", dtype_name(dtype),
+                                        shape_to_string(shape)));
+  const size_t expected = size_t(*count * dtype_size(dtype));
+  if (byte_size != expected)
+    return invalid_argument(fmt::format("{}{} needs {} bytes, the memory given has {}", dtype_name(dtype),
+                                        shape_to_string(shape), expected, byte_size));
+  if (data == nullptr && expected > 0)
+    return invalid_argument(fmt::format("{}{}: no memory given (null)", dtype_name(dtype), shape_to_string(shape)));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  static std::byte empty_tensor_bytes[1];  // a borrowed empty tensor still marks itself borrowed
+  t.borrowed_ = data ? static_cast<std::byte*>(data) : empty_tensor_bytes;
+  t.borrowed_size_ = expected;
+  return t;
+}
+
+bool Tensor::has_layout(DType dtype, const Shape& shape) const {
+  if (dtype != dtype_ || shape != shape_) return false;
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  return count && byte_size() == size_t(*count * dtype_size(dtype));
+}
+
 int64_t Tensor::num_elements() const { return strider::num_elements(shape_); }
 
 double Tensor::element_as_double(int64_t i) const {

@@ -22,6 +22,10 @@ struct DynamicSession::Impl {
 
   Graph graph;  // as imported: weights shared (shared_ptr) by every cached Session's copy
   SessionOptions options;
+  PlanOptions plan_options;
+  // One device, one store of device constants and one memory budget for every cached
+  // Session: a weight is uploaded once, and max_memory_bytes bounds the cache as a whole.
+  std::shared_ptr<SessionResources> resources;
   Options dynamic;
   std::vector<ValueInfo> inputs, outputs;
   std::list<Cached> cache;  // most recently used first
@@ -63,11 +67,33 @@ struct DynamicSession::Impl {
     }
     SessionOptions shaped = options;
     for (size_t i = 0; i < inputs.size(); ++i) shaped.input_shapes[inputs[i].name] = shapes[i];
-    STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, create_session(graph, shaped));
+    STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, create_evicting(shaped));
     ++plans_made;
     cache.push_front({shapes, std::move(session)});
     while (int(cache.size()) > std::max(1, dynamic.max_cached_shapes)) cache.pop_back();
     return cache.front().session.get();
+  }
+
+  // A Session for `shaped`; when the memory budget cannot hold it next to the cached ones,
+  // the least recently used go, one at a time, until it fits or none is left.
+  Result<std::unique_ptr<Session>> create_evicting(const SessionOptions& shaped) {
+    for (;;) {
+      auto session = create_session(graph, shaped, plan_options, resources);
+      if (session.is_ok() || session.status().code() != StatusCode::kResourceExhausted || cache.empty())
+        return session;
+      cache.pop_back();
+    }
+  }
+
+  // The imported weights are host memory every cached Session shares: reserved once here.
+  Status reserve_weights() {
+    int64_t bytes = 0;
+    for (ValueId id = 0; id < graph.num_values(); ++id) {
+      const Value& v = graph.value(id);
+      if (v.is_constant() && resources->host_constants.insert(v.constant.get()).second)
+        bytes += int64_t(v.constant->byte_size());
+    }
+    return resources->budget->reserve(bytes, "the model's constants");
   }
 };
 
@@ -138,6 +164,9 @@ Result<std::unique_ptr<DynamicSession>> DynamicSession::load(const std::string& 
     impl->options = options;
     impl->options.constant_inputs.clear();  // now constants of the graph itself
     impl->dynamic = dynamic;
+    STRIDER_ASSIGN_OR_RETURN(impl->plan_options, plan_options_for(options));
+    STRIDER_ASSIGN_OR_RETURN(impl->resources, make_session_resources(options));
+    STRIDER_RETURN_IF_ERROR(impl->reserve_weights());
     impl->inputs = describe_inputs(impl->graph);
     impl->outputs = describe_outputs(impl->graph);
     for (ValueInfo& info : impl->inputs) {
@@ -190,6 +219,11 @@ int64_t DynamicSession::plans_made() const {
 int DynamicSession::cached_shapes() const {
   std::lock_guard lock(impl_->mutex);
   return int(impl_->cache.size());
+}
+
+int64_t DynamicSession::constant_uploads() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->resources->constants->uploads();
 }
 
 }  // namespace strider

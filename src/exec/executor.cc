@@ -149,6 +149,15 @@ void Executor::submit_taps(const PlanStep& step, std::map<ValueId, Tensor>& taps
 Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs) { return run(inputs, nullptr); }
 
 Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs, std::map<ValueId, Tensor>* taps) {
+  std::vector<Tensor> outputs(graph_.outputs().size());
+  STRIDER_RETURN_IF_ERROR(run_into(inputs, outputs, taps));
+  return outputs;
+}
+
+Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                          std::map<ValueId, Tensor>* taps) {
+  if (outputs.size() != graph_.outputs().size())
+    return internal_error(fmt::format("{} output tensors for {} outputs", outputs.size(), graph_.outputs().size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
     ValueId id = graph_.inputs()[i];
     const TensorView& view = plan_.view(id);
@@ -166,7 +175,6 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs, std
     submit(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); }, step_accesses_[s]);
     if (taps) submit_taps(plan_.steps[s], *taps);
   }
-  std::vector<Tensor> outputs(graph_.outputs().size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     ValueId id = graph_.outputs()[i];
     const TensorView& view = plan_.view(id);
@@ -185,7 +193,7 @@ Result<std::vector<Tensor>> Executor::run(const std::vector<Tensor>& inputs, std
       return Status(StatusCode::kHazard, text);
     }
   }
-  return outputs;
+  return Status::ok();
 }
 
 }  // namespace strider

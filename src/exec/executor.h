@@ -50,6 +50,9 @@ class Executor {
   // any later step reuses its bytes, and the plan is exactly the one `run` executes.
   // `taps` receives them by value id. For `strider check` finding the first bad node.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::map<ValueId, Tensor>* taps);
+  // The same, downloading into `outputs` (one per graph output): a tensor that already has
+  // its output's dtype and sizes (a caller's, borrowed or not) is written in place.
+  Status run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, std::map<ValueId, Tensor>* taps);
 
   const std::vector<int>& queue_of_step() const { return queue_of_step_; }
   // True when the steps run as one captured graph (one device queue, capture supported).

@@ -7,7 +7,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <cstdlib>
+#include <set>
 
 #include "base/checked_math.h"
 #include "base/exception_guard.h"
@@ -24,25 +24,43 @@
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 #include "ops/signature.h"
+#include "plan/bind.h"
 
 namespace strider {
 
+// The library's way into a Session (inspect_session, run_with_taps, time_device_steps):
+// Session::Impl is not part of the public API.
+struct SessionAccess {
+  static Session::Impl& impl(Session& s) { return *s.impl_; }
+  static const Session::Impl& impl(const Session& s) { return *s.impl_; }
+  static std::unique_ptr<Session> make(std::unique_ptr<Session::Impl> impl) {
+    return std::unique_ptr<Session>(new Session(std::move(impl)));
+  }
+};
+
 struct Session::Impl {
   SessionOptions options;
-  // The session's host allocations (constants, folded constants) and, on the CPU devices,
-  // the device's too: one budget, since they are the same memory.
+  // What this session shares with others made for the same model (DynamicSession's cached
+  // shapes): the device, the device copies of constants, the parent memory budget.
+  std::shared_ptr<SessionResources> resources;
+  // The session's own host allocations (constants, folded constants), in a child of the
+  // shared budget that gives them back when the session goes.
   std::shared_ptr<MemoryBudget> budget;
-  Graph graph;                              // as planned (Materialize nodes included)
+  std::shared_ptr<Device> device;
   std::vector<ValueInfo> inputs, outputs;   // as the caller sees them
-  std::unique_ptr<Device> device;
-  Plan plan;
+  Graph graph;                              // as planned (Materialize nodes included)
+  Plan plan;                                // data: views on placeholders (what inspect prints)
+  BoundPlan bound;                          // the plan on real memory (what runs)
   std::vector<std::unique_ptr<Kernel>> kernels;  // per plan step; null where nothing runs
   std::unique_ptr<Executor> executor;
   std::mutex running;  // run() is not reentrant: concurrent calls take turns
 
   Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
   Result<std::vector<Tensor>> check_inputs(const std::vector<Tensor>& given) const;
-  Result<std::vector<Tensor>> run(const std::vector<Tensor>& given);
+  Status check_outputs(const std::vector<Tensor>& given) const;
+  // Runs into `results`: with `into_caller`, the caller's tensors (checked), written in
+  // place; otherwise filled with new tensors.
+  Status run_into(const std::vector<Tensor>& given, std::vector<Tensor>& results, bool into_caller);
 };
 
 namespace {
@@ -62,10 +80,12 @@ bool all_packed(const PlanStep& step) {
 
 struct KernelAttempt {
   std::vector<std::unique_ptr<Kernel>> kernels;
-  std::string refused_node;  // a node that refused non-packed operands, to plan densely
+  std::set<std::string> refused_nodes;  // nodes that refused non-packed operands, to plan densely
 };
 
-// Creates every step's kernel. Unsupported nodes are listed together in one error.
+// Creates every step's kernel, in one sweep: every node that refuses its non-packed views
+// is collected (so one more plan serves them all), and unsupported nodes are listed
+// together in one error.
 Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device) {
   KernelAttempt attempt;
   std::map<std::string, std::vector<std::string>> unsupported_nodes;
@@ -87,10 +107,11 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
       attempt.kernels.push_back(std::move(kernel).value());
       continue;
     }
+    attempt.kernels.emplace_back();
     if (kernel.status().code() != StatusCode::kUnsupported) return kernel.status();
-    if (!all_packed(step)) {  // the planner can avoid this: try again with packed operands
-      attempt.refused_node = node.name;
-      return attempt;
+    if (!all_packed(step)) {  // the planner can avoid this: plan the node with packed operands
+      attempt.refused_nodes.insert(node.name);
+      continue;
     }
     if (first_message.empty()) first_message = kernel.status().message();
     unsupported_nodes[node.op_type].push_back(node.name);
@@ -104,22 +125,28 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
 
 }  // namespace
 
-// Plans, then creates the kernels for the planned views. A kernel that refuses the views
-// it was planned with (not packed) gets its node planned densely, and the planner runs
-// again: an optimization a kernel cannot honour is simply not made.
+// Plans (pure), binds, then creates the kernels for the bound views. The kernels that
+// refuse the views they were planned with (not packed) get their nodes planned densely,
+// all at once, and the planner runs again: an optimization a kernel cannot honour is
+// simply not made. Constants are uploaded once, whatever the number of rounds (the
+// device-constant store keeps what the previous round's binding uploaded).
 Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options) {
-  for (int attempt = 0; attempt <= prepared.num_nodes(); ++attempt) {
-    graph = prepared;
+  const DeviceCapabilities capabilities = capabilities_of(*device);
+  for (int round = 0; round <= prepared.num_nodes(); ++round) {
     kernels.clear();
-    plan = Plan();
-    STRIDER_ASSIGN_OR_RETURN(plan, make_plan(graph, *device, plan_options));
-    STRIDER_ASSIGN_OR_RETURN(KernelAttempt made, create_kernels(graph, plan, *device));
-    if (made.refused_node.empty()) {
+    bound = BoundPlan();
+    STRIDER_ASSIGN_OR_RETURN(PlannedGraph planned, make_plan(prepared, capabilities, plan_options));
+    graph = std::move(planned.graph);
+    plan = std::move(planned.plan);
+    STRIDER_ASSIGN_OR_RETURN(bound, bind_plan(plan, graph, *device, *resources->constants));
+    STRIDER_ASSIGN_OR_RETURN(KernelAttempt made, create_kernels(graph, bound.plan, *device));
+    if (made.refused_nodes.empty()) {
       kernels = std::move(made.kernels);
       return Status::ok();
     }
-    if (!plan_options.dense_nodes.insert(made.refused_node).second)
-      return internal_error(fmt::format("node '{}' refused its packed operands", made.refused_node));
+    for (const std::string& node : made.refused_nodes)
+      if (!plan_options.dense_nodes.insert(node).second)
+        return internal_error(fmt::format("node '{}' refused its packed operands", node));
   }
   return internal_error("planning did not converge");
 }
@@ -144,111 +171,184 @@ Result<std::vector<Tensor>> Session::Impl::check_inputs(const std::vector<Tensor
       if (t.shape()[d] != info.shape[d])
         return invalid_argument(fmt::format("input '{}' dim {}: got {}, expected {}", info.name, d,
                                             t.shape()[d], info.shape[d]));
-    STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(t, plan.view(graph.inputs()[i]).dtype));
+    const DType planned = bound.plan.view(graph.inputs()[i]).dtype;
+    if (planned == t.dtype()) {  // a view of the caller's bytes, read only by the upload
+      STRIDER_ASSIGN_OR_RETURN(Tensor view, Tensor::borrow(t.dtype(), t.shape(), const_cast<std::byte*>(t.bytes()),
+                                                           t.byte_size()));
+      converted.push_back(std::move(view));
+      continue;
+    }
+    STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(t, planned));
     converted.push_back(std::move(value));
   }
   return converted;
 }
 
-Result<std::vector<Tensor>> Session::Impl::run(const std::vector<Tensor>& given) {
-  std::lock_guard lock(running);
-  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, check_inputs(given));
-  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->run(converted));
-  std::vector<Tensor> results;
-  for (size_t i = 0; i < values.size(); ++i) {
-    STRIDER_ASSIGN_OR_RETURN(Tensor converted_output, convert_float_tensor(values[i], outputs[i].dtype));
-    results.push_back(std::move(converted_output));
+Status Session::Impl::check_outputs(const std::vector<Tensor>& given) const {
+  if (given.size() != outputs.size())
+    return invalid_argument(fmt::format("got {} output tensors, the model has {} outputs", given.size(), outputs.size()));
+  for (size_t i = 0; i < given.size(); ++i) {
+    const ValueInfo& info = outputs[i];
+    const Shape& shape = bound.plan.view(graph.outputs()[i]).sizes;
+    if (!given[i].has_layout(info.dtype, shape))
+      return invalid_argument(fmt::format("output '{}': got a tensor {}{}, the run makes {}{}", printable(info.name),
+                                          dtype_name(given[i].dtype()), shape_to_string(given[i].shape()),
+                                          dtype_name(info.dtype), shape_to_string(shape)));
   }
-  return results;
+  return Status::ok();
 }
 
-// Empty is device; an unknown name lists the valid ones. (The library reads no environment
-// variables: the CLI maps STRIDER_STORAGE_MODE onto the option.)
-Result<StorageMode> resolve_storage_mode(const std::string& option) {
-  const std::string name = option.empty() ? "device" : option;
-  for (StorageMode mode : {StorageMode::kDevice, StorageMode::kUnified, StorageMode::kHost})
-    if (name == storage_mode_name(mode)) return mode;
-  return invalid_argument(fmt::format("storage mode '{}' is not one of device, unified, host", printable(name)));
+// Outputs computed in the model's dtype are downloaded straight into the result (the
+// caller's tensor or a new one); a bf16 session's f32 outputs go through a conversion.
+Status Session::Impl::run_into(const std::vector<Tensor>& given, std::vector<Tensor>& results, bool into_caller) {
+  std::lock_guard lock(running);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, check_inputs(given));
+  if (into_caller) STRIDER_RETURN_IF_ERROR(check_outputs(results));
+  else results.assign(outputs.size(), Tensor());
+  std::vector<Tensor> staged(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!into_caller || bound.plan.view(graph.outputs()[i]).dtype != outputs[i].dtype) continue;
+    STRIDER_ASSIGN_OR_RETURN(staged[i], Tensor::borrow(results[i].dtype(), results[i].shape(), results[i].bytes(),
+                                                       results[i].byte_size()));
+  }
+  STRIDER_RETURN_IF_ERROR(executor->run_into(converted, staged, nullptr));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (staged[i].dtype() == outputs[i].dtype) {
+      if (!into_caller) results[i] = std::move(staged[i]);
+      continue;
+    }
+    STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(staged[i], outputs[i].dtype));
+    if (into_caller) std::memcpy(results[i].bytes(), value.bytes(), value.byte_size());
+    else results[i] = std::move(value);
+  }
+  return Status::ok();
 }
 
 namespace {
 
-// The model's constants (initializers, Constant values) are host memory the session holds.
-Status reserve_constants(const Graph& graph, MemoryBudget& budget) {
+// The model's constants (initializers, Constant values) are host memory the session holds,
+// except those its resources already hold for every session (a DynamicSession's weights).
+Status reserve_constants(const Graph& graph, const SessionResources& resources, MemoryBudget& budget) {
   int64_t bytes = 0;
-  for (ValueId id = 0; id < graph.num_values(); ++id)
-    if (graph.value(id).is_constant()) bytes += int64_t(graph.value(id).constant->byte_size());
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    const Value& v = graph.value(id);
+    if (v.is_constant() && !resources.host_constants.count(v.constant.get())) bytes += int64_t(v.constant->byte_size());
+  }
   return budget.reserve(bytes, "the model's constants");
 }
 
-Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const SessionOptions& options,
-                                                          const PlanOptions& plan_options) {
+Status check_session_options(const SessionOptions& options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
     return invalid_argument(fmt::format("--dtype {} is not supported; use f32 or bf16", dtype_name(options.dtype)));
   if (options.max_memory_bytes < 0)
     return invalid_argument(fmt::format("max_memory_bytes {} is negative", options.max_memory_bytes));
-  auto impl = std::make_unique<Session::Impl>();
-  impl->options = options;
-  impl->budget = std::make_shared<MemoryBudget>(options.max_memory_bytes > 0 ? options.max_memory_bytes
-                                                                             : default_host_memory_budget());
+  return Status::ok();
+}
+
+// Shape inference with constant folding, and function bodies expanded.
+Status prepare_graph(Graph& graph, MemoryBudget* budget) {
+  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));
+  STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, budget));
+  if (expanded > 0) STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));  // types the bodies' values
+  return Status::ok();
+}
+
+// Precision, then the fusions the device has kernels for (and, for attention, is faster with).
+Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device) {
+  if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
+  if (options.fusion && device.has_kernel(kFusedAttentionOp) && device.fuses_attention())
+    STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
+  if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
+  if (options.fusion && device.has_kernel(kFusedConvOp)) STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const SessionOptions& options,
+                                                          const PlanOptions& plan_options,
+                                                          std::shared_ptr<SessionResources> resources,
+                                                          const SessionDebugOptions& debug) {
+  STRIDER_RETURN_IF_ERROR(check_session_options(options));
   STRIDER_RETURN_IF_ERROR(check_model_opsets(graph));
   STRIDER_RETURN_IF_ERROR(check_ops_known(graph));
   STRIDER_RETURN_IF_ERROR(bind_constant_inputs(graph, options));
   STRIDER_RETURN_IF_ERROR(resolve_input_shapes(graph, options));
-  STRIDER_RETURN_IF_ERROR(reserve_constants(graph, *impl->budget));
+  if (!resources) {
+    STRIDER_ASSIGN_OR_RETURN(resources, make_session_resources(options));
+  }
+  auto impl = std::make_unique<Session::Impl>();
+  impl->options = options;
+  impl->resources = resources;
+  impl->device = resources->device;
+  impl->budget = std::make_shared<MemoryBudget>(resources->budget->limit(), resources->budget);
+  STRIDER_RETURN_IF_ERROR(reserve_constants(graph, *resources, *impl->budget));
+  STRIDER_RETURN_IF_ERROR(prepare_graph(graph, impl->budget.get()));
+  impl->inputs = describe(graph, graph.inputs());
+  impl->outputs = describe(graph, graph.outputs());
+  STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device));
+  STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
+  ExecutorOptions executor_options;
+  executor_options.sanitize = options.sanitize;
+  executor_options.drop_waits = debug.drop_waits;
+  executor_options.poison = options.poison_memory || impl->device->poisons_memory();
+  executor_options.graphs = options.cuda_graph;
+  impl->executor =
+      std::make_unique<Executor>(impl->graph, impl->bound.plan, impl->kernels, *impl->device, executor_options);
+  return SessionAccess::make(std::move(impl));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOptions& options) {
+  STRIDER_RETURN_IF_ERROR(check_session_options(options));
+  auto resources = std::make_shared<SessionResources>();
+  resources->budget = std::make_shared<MemoryBudget>(options.max_memory_bytes > 0 ? options.max_memory_bytes
+                                                                                : default_host_memory_budget());
   DeviceOptions device_options;
   device_options.queues = options.queues;
   device_options.sim_seed = options.sim_seed;
   device_options.allow_tf32 = options.allow_tf32;
   bool cuda = options.device.rfind("cuda", 0) == 0;
   // A GPU's memory is its own: there the budget bounds it only when the caller set one.
-  if (!cuda) device_options.budget = impl->budget;
+  if (!cuda) device_options.budget = resources->budget;
   else if (options.max_memory_bytes > 0) device_options.budget = std::make_shared<MemoryBudget>(options.max_memory_bytes);
-  STRIDER_ASSIGN_OR_RETURN(device_options.storage_mode, resolve_storage_mode(options.storage_mode));
-  STRIDER_ASSIGN_OR_RETURN(impl->device, create_device(options.device, device_options));
-  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, impl->budget.get()));
-  STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, impl->budget.get()));
-  if (expanded > 0) STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, impl->budget.get()));  // types the bodies' values
-  impl->inputs = describe(graph, graph.inputs());
-  impl->outputs = describe(graph, graph.outputs());
-  if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
-  if (options.fusion && impl->device->has_kernel(kFusedAttentionOp) && impl->device->fuses_attention())
-    STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
-  if (options.fusion && impl->device->has_kernel(kFusedElementwiseOp))
-    STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
-  if (options.fusion && impl->device->has_kernel(kFusedConvOp))
-    STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
-  STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
-  ExecutorOptions executor_options;
-  executor_options.sanitize = options.sanitize;
-  executor_options.drop_waits = options.debug_drop_waits;
-  executor_options.poison = options.poison_memory || impl->device->poisons_memory();
-  executor_options.graphs = options.cuda_graph;
-  impl->executor =
-      std::make_unique<Executor>(impl->graph, impl->plan, impl->kernels, *impl->device, executor_options);
-  return std::make_unique<Session>(std::move(impl));
+  device_options.storage_mode = options.storage_mode;
+  STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, create_device(options.device, device_options));
+  resources->device = std::move(device);
+  resources->constants = std::make_shared<DeviceConstants>(resources->device);
+  return resources;
 }
 
-}  // namespace
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
+                                                const PlanOptions& plan_options,
+                                                std::shared_ptr<SessionResources> resources,
+                                                const SessionDebugOptions& debug) {
+  return guard("creating the session", [&] {
+    return create_session_unguarded(std::move(graph), options, plan_options, std::move(resources), debug);
+  });
+}
 
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
                                                 const PlanOptions& plan_options) {
-  return guard("creating the session",
-               [&] { return create_session_unguarded(std::move(graph), options, plan_options); });
+  return create_session(std::move(graph), options, plan_options, nullptr);
+}
+
+Result<PlanOptions> plan_options_for(const SessionOptions& options) {
+  if (!parse_layout(layout_name(options.layout)))
+    return invalid_argument(fmt::format("layout {} is not nchw, nhwc or auto", int(options.layout)));
+  PlanOptions plan_options;
+  plan_options.layout = options.layout;
+  return plan_options;
 }
 
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options) {
-  std::optional<LayoutChoice> layout = parse_layout(options.layout);
-  if (!layout) return invalid_argument(fmt::format("layout '{}' is not nchw, nhwc or auto", options.layout));
-  PlanOptions plan_options;
-  plan_options.layout = *layout;
+  STRIDER_ASSIGN_OR_RETURN(PlanOptions plan_options, plan_options_for(options));
   return create_session(std::move(graph), options, plan_options);
 }
 
-Result<double> time_device_steps(Session& session) { return session.impl().executor->time_steps(); }
+Result<double> time_device_steps(Session& session) { return SessionAccess::impl(session).executor->time_steps(); }
 
 Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs) {
-  Session::Impl& impl = session.impl();
+  Session::Impl& impl = SessionAccess::impl(session);
   std::lock_guard lock(impl.running);
   STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, impl.check_inputs(inputs));
   std::map<ValueId, Tensor> taps;
@@ -269,7 +369,7 @@ Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vect
 }
 
 SessionPlanView inspect_session(const Session& session) {
-  const Session::Impl& impl = session.impl();
+  const Session::Impl& impl = SessionAccess::impl(session);
   SessionPlanView view{&impl.graph, &impl.plan, {}};
   for (const auto& kernel : impl.kernels) view.kernel_names.push_back(kernel ? kernel->implementation() : "");
   view.queue_of_step = impl.executor->queue_of_step();
@@ -284,6 +384,7 @@ Session::~Session() {
   (void)impl_->device->synchronize();
   impl_->executor.reset();
   impl_->kernels.clear();
+  impl_->bound = BoundPlan();
 }
 
 Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, const SessionOptions& options) {
@@ -300,23 +401,51 @@ const std::vector<ValueInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<ValueInfo>& Session::outputs() const { return impl_->outputs; }
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Tensor>& inputs) {
-  return guard("run", [&] { return impl_->run(inputs); });
+  return guard("run", [&]() -> Result<std::vector<Tensor>> {
+    std::vector<Tensor> results;
+    STRIDER_RETURN_IF_ERROR(impl_->run_into(inputs, results, false));
+    return results;
+  });
 }
+
+Status Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  return guard("run", [&] { return impl_->run_into(inputs, outputs, true); });
+}
+
+namespace {
+
+// The inputs in `inputs` order, as views of the caller's tensors (no bytes copied).
+Result<std::vector<Tensor>> order_inputs(const std::vector<ValueInfo>& inputs, const std::map<std::string, Tensor>& given) {
+  std::vector<Tensor> ordered;
+  for (const ValueInfo& info : inputs) {
+    auto it = given.find(info.name);
+    if (it == given.end()) return invalid_argument(fmt::format("missing input '{}'", printable(info.name)));
+    const Tensor& t = it->second;
+    STRIDER_ASSIGN_OR_RETURN(Tensor view, Tensor::borrow(t.dtype(), t.shape(), const_cast<std::byte*>(t.bytes()), t.byte_size()));
+    ordered.push_back(std::move(view));
+  }
+  for (const auto& entry : given) {
+    bool known = std::any_of(inputs.begin(), inputs.end(), [&](const ValueInfo& i) { return i.name == entry.first; });
+    if (!known) return invalid_argument(fmt::format("'{}' is not an input of the model", printable(entry.first)));
+  }
+  return ordered;
+}
+
+}  // namespace
 
 Result<std::vector<Tensor>> Session::run(const std::map<std::string, Tensor>& inputs) {
   return guard("run", [&]() -> Result<std::vector<Tensor>> {
-    std::vector<Tensor> ordered;
-    for (const ValueInfo& info : impl_->inputs) {
-      auto it = inputs.find(info.name);
-      if (it == inputs.end()) return invalid_argument(fmt::format("missing input '{}'", printable(info.name)));
-      ordered.push_back(it->second);
-    }
-    for (const auto& entry : inputs) {
-      bool known = std::any_of(impl_->inputs.begin(), impl_->inputs.end(),
-                               [&](const ValueInfo& i) { return i.name == entry.first; });
-      if (!known) return invalid_argument(fmt::format("'{}' is not an input of the model", printable(entry.first)));
-    }
-    return impl_->run(ordered);
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> ordered, order_inputs(impl_->inputs, inputs));
+    std::vector<Tensor> results;
+    STRIDER_RETURN_IF_ERROR(impl_->run_into(ordered, results, false));
+    return results;
+  });
+}
+
+Status Session::run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs) {
+  return guard("run", [&]() -> Status {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> ordered, order_inputs(impl_->inputs, inputs));
+    return impl_->run_into(ordered, outputs, true);
   });
 }
 

@@ -2,17 +2,47 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 
 #include "ir/graph.h"
+#include "plan/bind.h"
 #include "plan/planner.h"
 #include "strider/session.h"
 
 namespace strider {
 
+// What sessions made for one model share (a DynamicSession's cached shapes): one device,
+// one store of device constants (so a weight is uploaded once), and one memory budget that
+// every session's host and device memory is reserved from (each session's host bytes in a
+// child budget, returned when it goes). `host_constants`: host tensors already reserved
+// there (the imported weights), which a session does not count again.
+struct SessionResources {
+  std::shared_ptr<MemoryBudget> budget;
+  std::shared_ptr<Device> device;
+  std::shared_ptr<DeviceConstants> constants;
+  std::unordered_set<const Tensor*> host_constants;
+};
+// A device and an empty constant store for `options` (its device, queues, storage mode, memory).
+Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOptions& options);
+
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options);
 // The same with explicit planner options (tests run the planner on and off).
 Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
                                                 const PlanOptions& plan_options);
+// Switches for proving the checkers work, kept out of the public SessionOptions.
+struct SessionDebugOptions {
+  // Drop every cross-queue wait, to show that the sim device and the sanitizer catch the
+  // damage. Never for real use.
+  bool drop_waits = false;
+};
+
+// The same on shared resources (null: its own), with debug switches.
+Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOptions& options,
+                                                const PlanOptions& plan_options,
+                                                std::shared_ptr<SessionResources> resources,
+                                                const SessionDebugOptions& debug = {});
+// The planner options SessionOptions ask for (their layout).
+Result<PlanOptions> plan_options_for(const SessionOptions& options);
 
 // The plan and graph a session runs, for `strider inspect` and the planner tests.
 struct SessionPlanView {
@@ -49,8 +79,6 @@ Status bind_constant_inputs(Graph& graph, const SessionOptions& options);
 // op's shape input (OpSchema::shape_inputs). Shape and Size read only their input's shape.
 std::vector<std::string> shape_determining_inputs(const Graph& graph);
 
-// The storage mode from the option, else STRIDER_STORAGE_MODE, else device.
-Result<StorageMode> resolve_storage_mode(const std::string& option);
 
 // One UNSUPPORTED error listing every node whose op strider does not know (nullopt if none).
 Status check_ops_known(const Graph& graph);

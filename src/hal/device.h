@@ -77,6 +77,8 @@ class Device {
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
 
   // Copies between a host tensor and a view of the same dtype and sizes (any strides).
+  // download writes into `destination` when it already has the view's dtype and sizes
+  // (a caller's tensor, borrowed or not) and replaces it with a new tensor otherwise.
   // These touch memory directly: callers order them, as host-queue commands, through the
   // hazard tracker.
   virtual Status upload(const Tensor& source, const TensorView& destination) = 0;

@@ -14,11 +14,12 @@
 #include <string>
 #include <string_view>
 
+#include "strider/options.h"
+
 namespace strider {
 
-// Where the bytes live. A performance policy, never a correctness knob (docs/MEMORY_MODEL.md rule 4).
-enum class StorageMode : uint8_t { kDevice, kUnified, kHost };
-std::string_view storage_mode_name(StorageMode mode);
+// Where the bytes live: StorageMode (strider/options.h), a performance policy, never a
+// correctness knob (docs/MEMORY_MODEL.md rule 4).
 
 class Allocation {
  public:

@@ -20,6 +20,27 @@ std::string_view storage_mode_name(StorageMode mode) {
   return "unknown";
 }
 
+std::optional<StorageMode> parse_storage_mode(std::string_view text) {
+  for (StorageMode mode : {StorageMode::kDevice, StorageMode::kUnified, StorageMode::kHost})
+    if (text == storage_mode_name(mode)) return mode;
+  return std::nullopt;
+}
+
+std::string_view layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kNchw: return "nchw";
+    case Layout::kNhwc: return "nhwc";
+    case Layout::kAuto: return "auto";
+  }
+  return "unknown";
+}
+
+std::optional<Layout> parse_layout(std::string_view text) {
+  for (Layout layout : {Layout::kNchw, Layout::kNhwc, Layout::kAuto})
+    if (text == layout_name(layout)) return layout;
+  return std::nullopt;
+}
+
 bool TensorView::is_contiguous() const {
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {

@@ -79,7 +79,7 @@ std::string plan_to_text(const Graph& graph, const Plan& plan, const std::vector
     for (ValueId out : node.outputs) text += operand_line(graph, plan, "out", out);
   }
   const PlanStats& s = plan.stats;
-  for (const AllocationHandle& a : plan.allocations) text += fmt::format("allocation {}: {} bytes\n", a->label(), a->size());
+  for (const auto& a : plan.placeholders) text += fmt::format("allocation {}: {} bytes\n", a->label(), a->size());
   text += fmt::format(
       "summary: {} steps, {} kernels, {} views, {} concat parts in place, {} in place, {} materializations, "
       "{} copies; arena {} bytes, lower bound {} bytes\n",
@@ -95,7 +95,7 @@ std::string plan_to_json(const Graph& graph, const Plan& plan, const std::vector
                       {"kernels", s.kernels},     {"views", s.views},
                       {"concat_in_place", s.concat_in_place},   {"in_place", s.in_place},
                       {"materializations", s.materializations}, {"copies", s.copies}};
-  for (const AllocationHandle& a : plan.allocations) j["allocations"][a->label()] = a->size();
+  for (const auto& a : plan.placeholders) j["allocations"][a->label()] = a->size();
   for (const PlanBuffer& b : plan.buffers)
     j["buffers"].push_back({{"root", graph.value(b.root).name}, {"storage", storage_kind_name(b.kind)},
                             {"offset", b.offset}, {"size", b.size}, {"first_step", b.first_step},

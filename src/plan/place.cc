@@ -1,6 +1,7 @@
-// Placement: packs the buffers into the session's allocations, rebases every virtual view
-// onto its real allocation (re-checking its bounds there), uploads constants, and lists
-// the steps with their operand views and what each does.
+// Placement: packs the buffers into the plan's four placeholder allocations (arena,
+// constants, inputs, outputs), rebases every virtual view onto its placeholder (re-checking
+// its bounds there), and lists the steps with their operand views and what each does.
+// Nothing here touches a device: binding (bind.cc) gives the placeholders real memory.
 #include <fmt/format.h>
 
 #include "ops/op_registry.h"
@@ -70,7 +71,7 @@ StepKind classify_step(const PlannerState& s, const Node& node, const Plan& plan
   return *copies == 0 ? StepKind::kView : StepKind::kKernel;
 }
 
-Status place_values(PlannerState& s, Plan& plan, const std::array<Allocation*, 4>& allocations) {
+Status place_values(PlannerState& s, Plan& plan) {
   plan.values.assign(size_t(s.graph.num_values()), std::nullopt);
   for (ValueId v = 0; v < s.graph.num_values(); ++v) {
     if (!s.virtual_views[size_t(v)]) continue;
@@ -78,11 +79,10 @@ Status place_values(PlannerState& s, Plan& plan, const std::array<Allocation*, 4
     const PlanBuffer& buffer = s.buffers[size_t(s.buffer_of[size_t(v)])];
     const Value& value = s.graph.value(v);
     STRIDER_ASSIGN_OR_RETURN(TensorView view,
-                             make_view(*allocations[size_t(buffer.kind)], buffer.offset + virtual_view.byte_offset,
+                             make_view(*plan.placeholders[size_t(buffer.kind)], buffer.offset + virtual_view.byte_offset,
                                        value.dtype, virtual_view.sizes, virtual_view.strides,
                                        fmt::format("value '{}'", value.name)));
     const Decision& d = s.decisions[size_t(v)];
-    if (value.is_constant() && d.role == ValueRole::kOwn) STRIDER_RETURN_IF_ERROR(s.device.upload(*value.constant, view));
     plan.values[size_t(v)] = PlannedValue{std::move(view), d.role, d.alias_of, s.buffer_of[size_t(v)]};
   }
   return Status::ok();
@@ -114,17 +114,13 @@ void list_steps(const PlannerState& s, Plan& plan) {
 
 }  // namespace
 
-Status allocate_and_place(PlannerState& s, Plan& plan) {
+Status place(PlannerState& s, Plan& plan) {
   std::array<int64_t, 4> sizes = lay_out_buffers(s);
-  std::array<Allocation*, 4> allocations{};
-  for (StorageKind kind : kKinds) {
-    STRIDER_ASSIGN_OR_RETURN(Allocation * allocation,
-                             s.device.allocate(std::max<int64_t>(sizes[size_t(kind)], kBufferAlignment),
-                                               kBufferAlignment, std::string(storage_kind_name(kind))));
-    plan.allocations.emplace_back(&s.device, allocation);
-    allocations[size_t(kind)] = allocation;
-  }
-  STRIDER_RETURN_IF_ERROR(place_values(s, plan, allocations));
+  for (StorageKind kind : kKinds)
+    plan.placeholders.push_back(std::make_unique<Allocation>(
+        uint64_t(kind), std::string(storage_kind_name(kind)), kPlannedDevice, nullptr,
+        std::max<int64_t>(sizes[size_t(kind)], kBufferAlignment), kBufferAlignment, StorageMode::kDevice, false));
+  STRIDER_RETURN_IF_ERROR(place_values(s, plan));
   plan.buffers = s.buffers;
   plan.stats.arena_bytes = sizes[0];
   plan.stats.lower_bound_bytes = live_bytes_lower_bound(s.buffers, s.graph.num_nodes());

@@ -1,7 +1,7 @@
-// Plan: what the executor runs, made once at session creation.
+// Plan: what the executor runs, made once per set of input shapes. Data only: no device.
 //
-// Every value used at run time has a TensorView on one of the session's allocations (an
-// arena for intermediates, and one each for constants, inputs and outputs). Values are
+// Every value used at run time has a TensorView on one of the plan's four placeholder
+// allocations (an arena for intermediates, and one each for constants, inputs and outputs). Values are
 // grouped into buffers: a buffer is one root value's bytes plus every value that aliases
 // them (its views, the producers that write straight into a slice of a concat, an
 // elementwise output written over its dying input). Each step is one node of the planned
@@ -12,6 +12,7 @@
 // the result; dump.h prints it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,7 +81,8 @@ struct PlanStats {
 
 struct Plan {
   std::string layout;  // "nchw" or "nhwc"
-  std::vector<AllocationHandle> allocations;
+  // One per StorageKind, in its order: sizes only, no address (binding gives them memory).
+  std::vector<std::unique_ptr<Allocation>> placeholders;
   std::vector<std::optional<PlannedValue>> values;  // per ValueId; empty when unused
   std::vector<PlanBuffer> buffers;
   std::vector<PlanStep> steps;

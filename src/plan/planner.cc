@@ -14,13 +14,6 @@
 
 namespace strider {
 
-std::optional<LayoutChoice> parse_layout(std::string_view text) {
-  if (text == "nchw") return LayoutChoice::kNchw;
-  if (text == "nhwc") return LayoutChoice::kNhwc;
-  if (text == "auto") return LayoutChoice::kAuto;
-  return std::nullopt;
-}
-
 PlanOptions unoptimized_plan_options() {
   PlanOptions o;
   o.layout = LayoutChoice::kNchw;
@@ -28,7 +21,7 @@ PlanOptions unoptimized_plan_options() {
   return o;
 }
 
-LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Device& device) {
+LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const DeviceCapabilities& capabilities) {
   if (choice != LayoutChoice::kAuto) return choice;
   int convs = 0;
   DType dtype = DType::kF32;
@@ -41,7 +34,7 @@ LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Devic
     }
   }
   bool conv_heavy = convs > 0 && convs * 10 >= graph.num_nodes();
-  return conv_heavy && device.prefers_channels_last(dtype) ? LayoutChoice::kNhwc : LayoutChoice::kNchw;
+  return conv_heavy && capabilities.prefers_channels_last(dtype) ? LayoutChoice::kNhwc : LayoutChoice::kNchw;
 }
 
 namespace plan_internal {
@@ -108,7 +101,7 @@ std::optional<ThroughPattern> through_pattern(const PlannerState& s, const Node&
 // from the value's own layout, on a stand-in allocation.
 bool reshape_would_copy(const PlannerState& s, const Node& reshape, const ThroughPattern& p) {
   const Value& v = s.graph.value(p.source);
-  Allocation stand_in(0, "stand-in", s.device.name(), nullptr, num_elements(v.shape) * dtype_size(v.dtype), 64,
+  Allocation stand_in(0, "stand-in", kPlannedDevice, nullptr, num_elements(v.shape) * dtype_size(v.dtype), 64,
                       StorageMode::kDevice, false);
   auto source = make_view(stand_in, 0, v.dtype, v.shape, layout_strides(s, p.source), "stand-in");
   if (!source.is_ok()) return false;
@@ -364,7 +357,7 @@ Status decide_and_resolve(PlannerState& s) {
     index_graph(s);
     plan_internal::decide_layouts(s);
     if (s.options.views) plan_internal::decide_views(s);
-    if (s.options.views && s.options.concat_in_place && s.device.places_outputs_through_views())
+    if (s.options.views && s.options.concat_in_place && s.capabilities.places_outputs_through_views)
       plan_internal::decide_placed_through(s);
     if (s.options.concat_in_place) plan_internal::decide_concats(s);
     if (s.options.in_place) plan_internal::decide_in_place(s);
@@ -378,16 +371,26 @@ Status decide_and_resolve(PlannerState& s) {
 
 }  // namespace
 
-Result<Plan> make_plan(Graph& graph, Device& device, const PlanOptions& options) {
-  PlannerState state(graph, device, options);
-  state.layout = resolve_layout(graph, options.layout, device);
+DeviceCapabilities capabilities_of(const Device& device) {
+  DeviceCapabilities c;
+  c.channels_last_f32 = device.prefers_channels_last(DType::kF32);
+  c.channels_last_bf16 = device.prefers_channels_last(DType::kBF16);
+  c.places_outputs_through_views = device.places_outputs_through_views();
+  return c;
+}
+
+Result<PlannedGraph> make_plan(Graph graph, const DeviceCapabilities& capabilities, const PlanOptions& options) {
+  PlannedGraph planned{std::move(graph), Plan()};
+  Graph& g = planned.graph;
+  PlannerState state(g, capabilities, options);
+  state.layout = resolve_layout(g, options.layout, capabilities);
   STRIDER_RETURN_IF_ERROR(decide_and_resolve(state));
   plan_internal::compute_lifetimes(state);
-  Plan plan;
+  Plan& plan = planned.plan;
   plan.layout = state.layout == LayoutChoice::kNhwc ? "nhwc" : "nchw";
-  STRIDER_RETURN_IF_ERROR(plan_internal::allocate_and_place(state, plan));
-  if (options.verify) STRIDER_RETURN_IF_ERROR(verify_plan(graph, plan));
-  return plan;
+  STRIDER_RETURN_IF_ERROR(plan_internal::place(state, plan));
+  if (options.verify) STRIDER_RETURN_IF_ERROR(verify_plan(g, plan));
+  return planned;
 }
 
 }  // namespace strider

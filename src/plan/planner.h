@@ -30,9 +30,19 @@
 //      its last reader has run, whatever the sizes. Constants, inputs and outputs get an
 //      allocation each.
 //
+// The plan is data, a pure function of the graph, its shapes and the device's planning
+// capabilities (DeviceCapabilities, below): it touches no device. Its views lie on four
+// placeholder allocations it owns (arena, constants, inputs, outputs: no address); binding
+// (plan/bind.h) makes the real allocations, rebases every view onto them and uploads the
+// constants. So the planner's tests need no device, and the same plan text comes out
+// wherever it is made.
+//
 // A kernel may refuse a view it cannot read or write at full speed (oneDNN picking its
-// reference implementation for a channel slice, say). The session then re-plans with that
-// node marked `dense`: its inputs are materialized into packed values and its outputs get
+// reference implementation for a channel slice, say). Whether it does is known only when
+// the kernel is made, since the libraries decide per view (cuDNN, cuBLASLt, oneDNN), so
+// the session binds, creates every kernel in one sweep, collects every node that refused,
+// and plans once more with all of them marked `dense`: their inputs are materialized into
+// packed values (Materialize nodes inserted into the planned graph) and their outputs get
 // their own buffers. An optimization a kernel cannot honour is simply not made; a packed
 // copy never silently stands in for a slice that is written through.
 #pragma once
@@ -43,9 +53,8 @@
 
 namespace strider {
 
-enum class LayoutChoice : uint8_t { kNchw, kNhwc, kAuto };
-// "nchw", "nhwc", "auto"; nullopt for anything else.
-std::optional<LayoutChoice> parse_layout(std::string_view text);
+// The planner's name for the public Layout (strider/options.h; parse_layout is there).
+using LayoutChoice = Layout;
 
 struct PlanOptions {
   LayoutChoice layout = LayoutChoice::kAuto;
@@ -62,11 +71,31 @@ struct PlanOptions {
 // The planner with every optimization off: each value its own bytes, every copy a copy.
 PlanOptions unoptimized_plan_options();
 
-// Plans `graph` on `device`. May insert Materialize nodes into `graph` for dense_nodes.
-Result<Plan> make_plan(Graph& graph, Device& device, const PlanOptions& options);
+// What the planner asks of a device, as data (Device::capabilities() fills it in): the
+// plan depends on the device only through these.
+struct DeviceCapabilities {
+  // Whether convolution-heavy graphs run faster channels-last, per compute dtype.
+  bool channels_last_f32 = true;
+  bool channels_last_bf16 = true;
+  // Whether producers may be placed through a Transpose into a Reshape's bytes (kPlacedThrough).
+  bool places_outputs_through_views = true;
 
-// The layout `auto` resolves to for this graph on `device`: nhwc when 2-D convolutions
-// make up a tenth or more of the nodes and the device prefers channels-last for their dtype.
-LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Device& device);
+  bool prefers_channels_last(DType dtype) const { return dtype == DType::kBF16 ? channels_last_bf16 : channels_last_f32; }
+};
+DeviceCapabilities capabilities_of(const Device& device);
+
+// A planned graph: the graph as it runs (Materialize nodes inserted for dense_nodes) and
+// its plan, whose views refer to `plan.placeholders`.
+struct PlannedGraph {
+  Graph graph;
+  Plan plan;
+};
+
+// Plans `graph` for a device with `capabilities`. Pure: no device, no memory but the plan's.
+Result<PlannedGraph> make_plan(Graph graph, const DeviceCapabilities& capabilities, const PlanOptions& options);
+
+// The layout `auto` resolves to for this graph: nhwc when 2-D convolutions make up a tenth
+// or more of the nodes and the device prefers channels-last for their dtype.
+LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const DeviceCapabilities& capabilities);
 
 }  // namespace strider

@@ -22,7 +22,7 @@ struct Decision {
 
 struct PlannerState {
   Graph& graph;
-  Device& device;
+  const DeviceCapabilities& capabilities;
   const PlanOptions& options;
   LayoutChoice layout = LayoutChoice::kNchw;
 
@@ -38,7 +38,7 @@ struct PlannerState {
   std::vector<int> buffer_of;                                    // per value
   std::vector<PlanBuffer> buffers;
 
-  PlannerState(Graph& g, Device& d, const PlanOptions& o) : graph(g), device(d), options(o) {}
+  PlannerState(Graph& g, const DeviceCapabilities& c, const PlanOptions& o) : graph(g), capabilities(c), options(o) {}
 };
 
 // planner.cc
@@ -52,11 +52,14 @@ Status resolve_values(PlannerState& state);
 void decide_layouts(PlannerState& state);
 // The strides value `v`, owning its bytes, gets: channels-last if decide_layouts said so.
 Strides layout_strides(const PlannerState& state, ValueId v);
-// arena.cc: lifetimes, best-fit packing, real allocations and views.
+// arena.cc: lifetimes, best-fit packing; place.cc: views on the plan's placeholders.
 void compute_lifetimes(PlannerState& state);
 int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse);
 int64_t live_bytes_lower_bound(const std::vector<PlanBuffer>& buffers, int num_steps);
-Status allocate_and_place(PlannerState& state, Plan& plan);
+Status place(PlannerState& state, Plan& plan);
+
+// The device name placeholder and stand-in allocations carry (they belong to no device).
+inline constexpr std::string_view kPlannedDevice = "planned";
 
 inline constexpr int64_t kBufferAlignment = 64;
 inline int64_t align_up(int64_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }

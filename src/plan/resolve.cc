@@ -26,7 +26,7 @@ Status make_root(PlannerState& s, ValueId v) {
   int64_t size = num_elements(value.shape) * dtype_size(value.dtype);
   int index = int(s.buffers.size());
   s.virtual_allocations.push_back(std::make_unique<Allocation>(
-      uint64_t(index), fmt::format("buffer#{}", index), s.device.name(), nullptr, size, kBufferAlignment,
+      uint64_t(index), fmt::format("buffer#{}", index), kPlannedDevice, nullptr, size, kBufferAlignment,
       StorageMode::kDevice, false));
   // Weights stay in their ONNX (row-major) order; activations take the layout.
   Strides strides = kind == StorageKind::kConstant ? contiguous_strides(value.shape) : layout_strides(s, v);

@@ -81,7 +81,7 @@ CaseResult run_case(const fs::path& dir, const RunnerOptions& runner) {
     return {Outcome::kUnsupported, (inputs.is_ok() ? expected.status() : inputs.status()).to_string()};
   SessionOptions options;
   options.device = runner.device;
-  options.storage_mode = runner.storage_mode;
+  if (!runner.storage_mode.empty()) options.storage_mode = *parse_storage_mode(runner.storage_mode);
   options.queues = runner.queues;
   options.sanitize = runner.sanitize;
   options.sim_seed = 7;
@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
   std::string expected_failures_file;
   RunnerOptions runner;
   app.add_option("--device", runner.device, "device to run on (cpu, cuda, sim)");
-  app.add_option("--storage-mode", runner.storage_mode, "cuda storage mode");
+  app.add_option("--storage-mode", runner.storage_mode, "cuda storage mode")
+      ->check(CLI::IsMember({"device", "unified", "host"}));
   app.add_option("--queues", runner.queues, "device queues (sim: independent branches run in a seeded random order)");
   app.add_flag("--sanitize", runner.sanitize, "check that every conflicting pair of accesses is ordered");
   app.add_option("folder", folder, "folder of node-test cases");

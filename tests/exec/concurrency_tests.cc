@@ -29,7 +29,7 @@ Model load(const std::string& name) {
 
 std::unique_ptr<Session> open(const Model& m, const std::string& layout, int queues = 2) {
   SessionOptions options;
-  options.layout = layout;
+  options.layout = *parse_layout(layout);
   options.queues = queues;
   auto session = create_session(m.graph, options);
   EXPECT_TRUE(session.is_ok()) << session.status().to_string();

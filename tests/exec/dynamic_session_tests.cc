@@ -82,6 +82,44 @@ TEST(DynamicSession, BadInputsPlanNothing) {
   EXPECT_EQ(s.plans_made(), 0);
 }
 
+// Every cached shape runs on one device with one copy of each weight: a new batch size
+// uploads only what folds per shape, never the weights again.
+TEST(DynamicSession, WeightsAreUploadedOnce) {
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
+  ASSERT_TRUE(session.is_ok());
+  DynamicSession& s = **session;
+  ASSERT_TRUE(s.run({{"x", data(0, "input_0.pb")}}).is_ok());
+  const int64_t first = s.constant_uploads();
+  EXPECT_GE(first, 4);  // the convolutions' and the classifier's weights and biases
+  ASSERT_TRUE(s.run({{"x", data(1, "input_0.pb")}}).is_ok());
+  ASSERT_TRUE(s.run({{"x", data(2, "input_0.pb")}}).is_ok());
+  EXPECT_EQ(s.plans_made(), 3);
+  EXPECT_EQ(s.constant_uploads(), first) << "batch 4 and 32 uploaded constants batch 1 had uploaded";
+}
+
+// max_memory_bytes bounds the cache as a whole: a budget that holds one batch-32 plan but
+// not it and batch 4 together makes the older plan go, and every run still succeeds. (On
+// the CPU, `strider inspect --shape x:32x3x16x16` shows 263168 arena + 98304 input + 640
+// output bytes for batch 32, 32896 + 12288 + 128 for batch 4, 1216 of weights.)
+TEST(DynamicSession, MemoryCapEvictsLeastRecentlyUsed) {
+  SessionOptions options;
+  options.max_memory_bytes = 390 << 10;
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), options);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  DynamicSession& s = **session;
+  for (int set : {1, 2, 1, 2}) {  // batch 4, 32, 4, 32
+    auto out = s.run({{"x", data(set, "input_0.pb")}});
+    ASSERT_TRUE(out.is_ok()) << "batch set " << set << ": " << out.status().to_string();
+    expect_near((*out)[0], data(set, "output_0.pb"));
+  }
+  EXPECT_EQ(s.plans_made(), 4) << "each shape should have pushed the other out";
+  EXPECT_EQ(s.cached_shapes(), 1);
+  options.max_memory_bytes = 256;  // not even the weights
+  auto tiny = DynamicSession::load((kCnn / "model.onnx").string(), options);
+  ASSERT_FALSE(tiny.is_ok());
+  EXPECT_EQ(tiny.status().code(), StatusCode::kResourceExhausted);
+}
+
 // Runs are serialized: four threads running batch 1 and 4 (planning them on the way) get
 // exactly what one thread gets (under TSan in CI, the exec tests' build).
 TEST(DynamicSession, ThreadsShareOneSession) {

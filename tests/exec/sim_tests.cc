@@ -47,12 +47,13 @@ Outcome run_on_sim(const Loaded& l, const std::string& layout, int queues, uint6
                    bool drop_waits) {
   SessionOptions options;
   options.device = "sim";
-  options.layout = layout;
+  options.layout = *parse_layout(layout);
   options.queues = queues;
   options.sim_seed = seed;
   options.sanitize = sanitize;
-  options.debug_drop_waits = drop_waits;
-  auto session = create_session(l.graph, options);
+  SessionDebugOptions debug;
+  debug.drop_waits = drop_waits;
+  auto session = create_session(l.graph, options, *plan_options_for(options), nullptr, debug);
   if (!session.is_ok()) return {session.status(), false};
   auto outputs = (*session)->run({l.input});
   if (!outputs.is_ok()) return {outputs.status(), false};

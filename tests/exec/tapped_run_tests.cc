@@ -33,7 +33,7 @@ TEST_P(TappedRun, EveryStepOutputMatchesTheReferenceAndOutputsMatchRun) {
   ASSERT_TRUE(graph.is_ok());
   SessionOptions options;
   options.device = device;
-  options.layout = layout;
+  options.layout = *parse_layout(layout);
   options.queues = device == "sim" ? 2 : 1;
   options.sanitize = true;
   auto session = create_session(*graph, options);

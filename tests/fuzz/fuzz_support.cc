@@ -68,7 +68,7 @@ void exercise_model(std::span<const std::byte> bytes) {
   std::mt19937 rng(uint32_t(bytes.size()) * 2654435761u + knob);
   SessionOptions options;
   options.max_memory_bytes = kFuzzMemoryBytes;
-  options.layout = knob & 1 ? "nhwc" : "nchw";
+  options.layout = knob & 1 ? Layout::kNhwc : Layout::kNchw;
   options.fusion = (knob & 2) == 0;
   options.dtype = knob & 4 ? DType::kBF16 : DType::kF32;
   if (knob & 8) {  // the sim device, two queues, the sanitizer: a hazard is a finding too

@@ -51,7 +51,7 @@ void run_model(const std::string& name, const std::string& layout, DType dtype, 
   run.torch_bf16 = *read_tensor_pb((dir / "torch_bf16/output_0.pb").string());
   SessionOptions options;
   options.dtype = dtype;
-  options.layout = layout;
+  options.layout = *parse_layout(layout);
   options.poison_memory = true;  // an element no kernel writes stays NaN and fails the check
   auto session = create_session(*graph, options);
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();

@@ -120,7 +120,7 @@ void PrintTo(const RealCase& c, std::ostream* os) { *os << c.model << " " << c.d
 SessionOptions options_for(const RealCase& c, DType dtype) {
   SessionOptions options;
   options.device = c.device;
-  options.layout = c.layout;
+  options.layout = *parse_layout(c.layout);
   options.dtype = dtype;
   options.poison_memory = true;  // an element no kernel writes stays NaN and fails the check
   if (c.device != "cpu") {

@@ -22,7 +22,7 @@ testing::PlannedGraph plan_zoo(const std::string& model, LayoutChoice layout) {
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
   PlanOptions options = testing::verified();
   options.layout = layout;
-  return testing::plan_graph(std::move(*graph), options, SessionOptions{});
+  return testing::plan_in_session(std::move(*graph), options, SessionOptions{});
 }
 
 bool produced_by(const Graph& g, ValueId v, std::initializer_list<std::string_view> ops) {
@@ -103,7 +103,7 @@ TEST(AttentionPlan, AttentionRunsExpandedAndSaysSo) {
                                   b.input("v", DType::kF32, {2, 5, 16})},
                     1, attrs, "attn");
   b.output(outs[0]);
-  testing::PlannedGraph p = testing::plan_graph(b.build(), testing::verified(), SessionOptions{});
+  testing::PlannedGraph p = testing::plan_in_session(b.build(), testing::verified(), SessionOptions{});
   ASSERT_NE(p.plan, nullptr);
   const Graph& g = *p.graph;
   int transposes = 0;

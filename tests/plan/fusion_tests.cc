@@ -13,7 +13,7 @@
 
 namespace strider {
 namespace {
-using testing::plan_graph;
+using testing::plan_in_session;
 using testing::random_f32;
 using testing::verified;
 
@@ -78,7 +78,7 @@ TEST(Fusion, SiluBecomesOneKernelThatRunsInPlace) {
   ValueId s = b.op("Sigmoid", {x}, {}, "sig");
   b.output(b.op("Mul", {x, s}, {}, "silu"));
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   // Neg's output is read twice, both times inside the group: it joins too.
   EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Mul(Neg(x0), Sigmoid(Neg(x0))) <- neg,sig,silu"}));
   expect_matches_reference(g, p, {{"x", random_f32({2, 8, 6, 6}, 1)}});
@@ -94,7 +94,7 @@ TEST(Fusion, AValueReadOutsideTheGroupOrAGraphOutputIsKept) {
   b.output(t);
   b.output(b.op("ReduceSum", {a, b.constant("axes", i64s({1}))}, {}, "sum"));
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Add(Sigmoid(x0), x1) <- sig,add"}));
   expect_matches_reference(g, p, {{"x", random_f32({4, 16}, 2)}});
 }
@@ -106,7 +106,7 @@ TEST(Fusion, ABroadcastIntermediateStaysOutside) {
   ValueId y = b.op("Mul", {x, gate}, {}, "mul");
   b.output(b.op("Relu", {y}, {}, "relu"));
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Relu(Mul(x0, x1)) <- mul,relu"}));
   expect_matches_reference(g, p, {{"x", random_f32({3, 5, 7}, 3)}, {"g", random_f32({5, 1}, 4)}});
 }
@@ -120,7 +120,7 @@ TEST(Fusion, ClipJoinsOnlyWithConstantBounds) {
   ValueId d = b.op("Clip", {b.op("Abs", {c}, {}, "abs"), lo, hi}, {}, "clip_runtime");  // bound known at run time
   b.output(d);
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Abs(Clip(Neg(x0), -0.5, 0.75)) <- neg,clip,abs"}));
   expect_matches_reference(g, p, {{"x", random_f32({6, 10}, 5)}, {"hi", f32s({}, {0.4f})}});
 }
@@ -137,7 +137,7 @@ TEST(Fusion, GroupsStopAtEightOperands) {
   }
   b.output(sum);
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   int nodes = 0;
   for (NodeId id = 0; id < p.graph->num_nodes(); ++id) {
     const Node& n = p.graph->node(id);
@@ -173,11 +173,11 @@ TEST(Fusion, ViewOperandsAndAConcatSliceOutput) {
     PlanOptions options = verified();
     options.layout = *parse_layout(layout);
     Graph g = build();
-    auto p = plan_graph(g, options, fused());
+    auto p = plan_in_session(g, options, fused());
     EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Add(Mul(Tanh(x0), Sigmoid(x1)), x2) <- tanh,sig,gate,add"}))
         << layout;
     expect_matches_reference(g, p, inputs);
-    auto unfused_plan = plan_graph(g, options);
+    auto unfused_plan = plan_in_session(g, options, testing::unfused());
     ASSERT_NE(unfused_plan.session, nullptr);
     auto a = p.session->run({inputs.at("x")});
     auto b = unfused_plan.session->run({inputs.at("x")});
@@ -194,7 +194,7 @@ TEST(Fusion, Bf16KeepsIntermediatesInF32) {
   ValueId y = b.op("Add", {h, b.op("Mul", {b.op("Tanh", {x}, {}, "t"), b.op("Sigmoid", {h}, {}, "s")}, {}, "m")}, {}, "a");
   b.output(b.op("LeakyRelu", {y}, alpha(0.2f), "lrelu"));
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused(DType::kBF16));
+  auto p = plan_in_session(g, verified(), fused(DType::kBF16));
   EXPECT_EQ(fused_groups(p).size(), 1u);
   expect_matches_reference(g, p, {{"x", random_f32({4, 64}, 9)}, {"h", random_f32({4, 64}, 10)}}, DType::kBF16);
 }
@@ -233,7 +233,7 @@ TEST(Fusion, EveryFusedOpMatchesTheReference) {
   for (GraphBuilder* builder : {&arithmetic, &activations}) {
     Graph g = builder->build();
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      auto p = plan_graph(g, verified(), fused(dtype));
+      auto p = plan_in_session(g, verified(), fused(dtype));
       EXPECT_EQ(fused_groups(p).size(), 1u);
       EXPECT_EQ(p.graph->num_nodes(), 1);
       expect_matches_reference(g, p, inputs, dtype);
@@ -284,7 +284,7 @@ TEST(Fusion, ConvAndItsActivationBecomeOneNode) {
         PlanOptions options = verified();
         options.layout = *parse_layout(layout);
         Graph g = build(activation);
-        auto p = plan_graph(g, options, fused(dtype));
+        auto p = plan_in_session(g, options, fused(dtype));
         EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedConv", "FusedConv", "Concat"}));
         expect_matches_reference(g, p, inputs, dtype);
         for (const std::string& kernel : inspect_session(*p.session).kernel_names) {
@@ -303,7 +303,7 @@ TEST(Fusion, AConvOutputReadTwiceKeepsItsOwnNode) {
   b.output(b.op("Mul", {y, b.op("Sigmoid", {y}, {}, "sig")}, {}, "silu"));
   b.output(b.op("Add", {y, x}, {}, "skip"));  // the raw conv output is needed here too
   Graph g = b.build();
-  auto p = plan_graph(g, verified(), fused());
+  auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(op_types(p), (std::vector<std::string>{"Conv", "FusedElementwise", "Add"}));
   expect_matches_reference(g, p, {{"x", random_f32({1, 4, 6, 6}, 42)}});
 }
@@ -314,7 +314,7 @@ TEST(Fusion, OffLeavesTheGraphAsBuilt) {
   b.output(b.op("Mul", {x, b.op("Sigmoid", {x}, {}, "s")}, {}, "m"));
   SessionOptions off = fused();
   off.fusion = false;
-  auto p = plan_graph(b.build(), verified(), off);
+  auto p = plan_in_session(b.build(), verified(), off);
   EXPECT_TRUE(fused_groups(p).empty());
 }
 

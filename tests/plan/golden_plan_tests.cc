@@ -33,7 +33,7 @@ testing::PlannedGraph plan_seed(const PlanCase& c) {
   EXPECT_TRUE(graph.is_ok()) << graph.status().to_string();
   PlanOptions options = testing::verified();
   options.layout = *parse_layout(c.layout);
-  return testing::plan_graph(std::move(*graph), options, SessionOptions{});  // as `strider inspect` plans
+  return testing::plan_in_session(std::move(*graph), options, SessionOptions{});  // as `strider inspect` plans
 }
 
 class GoldenPlan : public ::testing::TestWithParam<PlanCase> {};

@@ -1,5 +1,6 @@
-// Helpers for the planner tests: plan a builder graph through a real session (so the
-// kernels' refusals take part) and look values and steps up by name.
+// Helpers for the planner tests: plan a builder graph with no device (the plan is a pure
+// function of graph, shapes and capabilities), or through a real session so the kernels'
+// refusals take part, and look values and steps up by name.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,11 +12,13 @@
 
 #include "exec/session_internal.h"
 #include "ir/builder.h"
+#include "passes/infer_shapes.h"
 
 namespace strider::testing {
 
 struct PlannedGraph {
-  std::unique_ptr<Session> session;
+  std::unique_ptr<Session> session;              // planned through a session, or
+  std::unique_ptr<::strider::PlannedGraph> pure;  // planned with no device
   const Graph* graph = nullptr;
   const Plan* plan = nullptr;
 
@@ -48,8 +51,23 @@ inline SessionOptions unfused() {
   return options;
 }
 
+// Shape inference and the planner alone, for a device with `capabilities`: no device exists.
 inline PlannedGraph plan_graph(Graph graph, PlanOptions options = verified(),
-                               const SessionOptions& session_options = unfused()) {
+                               const DeviceCapabilities& capabilities = {}) {
+  PlannedGraph planned;
+  Status inferred = infer_and_fold(graph);
+  EXPECT_TRUE(inferred.is_ok()) << inferred.to_string();
+  auto plan = make_plan(std::move(graph), capabilities, options);
+  EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+  if (!plan.is_ok()) return planned;
+  planned.pure = std::make_unique<::strider::PlannedGraph>(std::move(plan).value());
+  planned.graph = &planned.pure->graph;
+  planned.plan = &planned.pure->plan;
+  return planned;
+}
+
+// Planned as a session plans: its passes, the device's kernels and their refusals.
+inline PlannedGraph plan_in_session(Graph graph, PlanOptions options, const SessionOptions& session_options) {
   PlannedGraph planned;
   auto session = create_session(std::move(graph), session_options, options);
   EXPECT_TRUE(session.is_ok()) << session.status().to_string();

@@ -42,7 +42,7 @@ Result<nlohmann::json> measure(const BenchOptions& o, PreparedRun& run) {
   SessionPlanView view = inspect_session(session);
   int64_t planned = 0;
   nlohmann::json allocations;
-  for (const AllocationHandle& a : view.plan->allocations) {
+  for (const auto& a : view.plan->placeholders) {
     planned += a->size();
     allocations[a->label()] = a->size();
   }

@@ -217,14 +217,20 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   // The environment is the CLI's to read, not the library's.
   const char* sanitize_env = std::getenv("STRIDER_SANITIZE");
   run.session_options.sanitize = o.sanitize || (sanitize_env && std::string(sanitize_env) == "1");
-  run.session_options.debug_drop_waits = o.debug_drop_waits;
   run.session_options.sim_seed = o.sim_seed;
   const char* mode_env = std::getenv("STRIDER_STORAGE_MODE");
-  run.session_options.storage_mode = !o.storage_mode.empty() ? o.storage_mode : mode_env ? mode_env : "";
+  const std::string mode = !o.storage_mode.empty() ? o.storage_mode : mode_env ? mode_env : "device";
+  std::optional<StorageMode> storage = parse_storage_mode(mode);
+  if (!storage)
+    return invalid_argument(fmt::format("storage mode '{}' (--storage-mode or STRIDER_STORAGE_MODE) is not one of "
+                                        "device, unified, host", printable(mode)));
+  run.session_options.storage_mode = *storage;
   run.session_options.allow_tf32 = o.allow_tf32;
   run.session_options.cuda_graph = o.cuda_graph == "on";
   run.session_options.fusion = o.fusion == "on";
-  run.session_options.layout = o.layout;
+  std::optional<Layout> layout = parse_layout(o.layout);
+  if (!layout) return invalid_argument(fmt::format("layout '{}' is not nchw, nhwc or auto", printable(o.layout)));
+  run.session_options.layout = *layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;
   std::vector<std::string> fixed = shape_determining_inputs(run.graph);
@@ -243,7 +249,10 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
     run.session_options.input_shapes[name] = inputs[i]->shape();
     run.inputs.push_back(std::move(*inputs[i]));
   }
-  STRIDER_ASSIGN_OR_RETURN(run.session, create_session(run.graph, run.session_options));
+  SessionDebugOptions debug;
+  debug.drop_waits = o.debug_drop_waits;
+  STRIDER_ASSIGN_OR_RETURN(PlanOptions plan_options, plan_options_for(run.session_options));
+  STRIDER_ASSIGN_OR_RETURN(run.session, create_session(run.graph, run.session_options, plan_options, nullptr, debug));
   return run;
 }
 

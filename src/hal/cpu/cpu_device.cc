@@ -75,11 +75,10 @@ Status CpuDevice::upload(const Tensor& source, const TensorView& destination) {
 }
 
 Status CpuDevice::download(const TensorView& source, Tensor* destination) {
-  Tensor result(source.dtype, source.sizes);
+  if (!destination->has_layout(source.dtype, source.sizes)) *destination = Tensor(source.dtype, source.sizes);
   Strides dense = contiguous_strides(source.sizes);
-  copy_strided(source.sizes, result.bytes(), dense.data(), source.host_data(), source.strides.data(),
+  copy_strided(source.sizes, destination->bytes(), dense.data(), source.host_data(), source.strides.data(),
                dtype_size(source.dtype));
-  *destination = std::move(result);
   return Status::ok();
 }
 

@@ -151,7 +151,8 @@ Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
 Status CudaDevice::download(const TensorView& source, Tensor* destination) {
   std::lock_guard lock(transfer_mutex_);
   cudaSetDevice(ordinal_);
-  Tensor result(source.dtype, source.sizes);
+  if (!destination->has_layout(source.dtype, source.sizes)) *destination = Tensor(source.dtype, source.sizes);
+  Tensor& result = *destination;
   const std::byte* origin = source.allocation->address() + source.byte_offset;
   if (source.is_contiguous()) {
     STRIDER_CUDA_RETURN(cudaMemcpyAsync(result.bytes(), origin, result.byte_size(), cudaMemcpyDeviceToHost, transfer_stream_),
@@ -166,7 +167,6 @@ Status CudaDevice::download(const TensorView& source, Tensor* destination) {
                         "download");
   }
   STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "download");
-  *destination = std::move(result);
   return Status::ok();
 }
 

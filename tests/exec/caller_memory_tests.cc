@@ -1,0 +1,139 @@
+// The public API over the caller's memory (strider/tensor.h, strider/session.h): borrowed
+// tensors are views, not copies; a run writes its outputs into the caller's tensors in
+// place; a wrong output tensor is refused before anything runs, leaving it untouched.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "onnx/tensor_proto.h"
+#include "strider/session.h"
+
+namespace strider {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kModel = fs::path(STRIDER_SOURCE_DIR) / "models/seed/C2f_split_op17";
+
+Tensor read(const char* file) {
+  auto t = read_tensor_pb((kModel / "test_data_set_0" / file).string());
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  return t.is_ok() ? *t : Tensor();
+}
+
+std::unique_ptr<Session> load(DType dtype = DType::kF32) {
+  SessionOptions options;
+  options.dtype = dtype;
+  auto session = Session::load((kModel / "model.onnx").string(), options);
+  EXPECT_TRUE(session.is_ok()) << session.status().to_string();
+  return session.is_ok() ? std::move(session).value() : nullptr;
+}
+
+TEST(Tensor, BorrowIsAViewOfTheCallersBytes) {
+  std::vector<float> memory(6);
+  auto t = Tensor::borrow(DType::kF32, {2, 3}, memory.data(), memory.size() * sizeof(float));
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_FALSE(t->owns_bytes());
+  EXPECT_EQ(t->data<float>(), memory.data());
+  memory[4] = 2.5f;
+  EXPECT_EQ(t->data<float>()[4], 2.5f);
+  Tensor copy = *t;  // another view of the same bytes
+  EXPECT_EQ(copy.data<float>(), memory.data());
+  EXPECT_EQ(Tensor::borrow(DType::kF32, {2, 3}, memory.data(), 20).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::borrow(DType::kF32, {2, 3}, nullptr, 24).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::borrow(DType::kF32, {-1, 3}, memory.data(), 24).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Tensor(DType::kF32, {2}).owns_bytes());
+}
+
+TEST(Session, WritesOutputsIntoTheCallersMemory) {
+  auto session = load();
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  std::vector<float> input_memory(size_t(input.num_elements()));
+  std::memcpy(input_memory.data(), input.bytes(), input.byte_size());
+  std::vector<float> output_memory(size_t(expected.num_elements()), -7.0f);
+  std::vector<Tensor> inputs{*Tensor::borrow(DType::kF32, input.shape(), input_memory.data(), input.byte_size())};
+  std::vector<Tensor> outputs{
+      *Tensor::borrow(DType::kF32, expected.shape(), output_memory.data(), expected.byte_size())};
+  for (int run = 0; run < 2; ++run) {
+    Status ran = session->run(inputs, outputs);
+    ASSERT_TRUE(ran.is_ok()) << ran.to_string();
+    EXPECT_EQ(outputs[0].data<float>(), output_memory.data()) << "the output tensor was replaced, not written";
+    for (size_t i = 0; i < output_memory.size(); ++i)
+      ASSERT_NEAR(output_memory[i], expected.data<float>()[i], 1e-4) << "element " << i;
+    std::fill(output_memory.begin(), output_memory.end(), -7.0f);  // the second run writes them all again
+  }
+  // Owned output tensors are written in place too.
+  std::vector<Tensor> owned{Tensor(DType::kF32, expected.shape())};
+  const std::byte* address = owned[0].bytes();
+  ASSERT_TRUE(session->run(inputs, owned).is_ok());
+  EXPECT_EQ(owned[0].bytes(), address);
+  EXPECT_EQ(std::memcmp(owned[0].bytes(), session->run(inputs)->at(0).bytes(), owned[0].byte_size()), 0);
+}
+
+TEST(Session, RefusesAWrongOutputTensorBeforeRunning) {
+  auto session = load();
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  Shape wrong_shape = expected.shape();
+  wrong_shape[1] += 1;
+  std::vector<float> memory(size_t(Tensor(DType::kF32, wrong_shape).num_elements()), -7.0f);
+  std::vector<Tensor> outputs{*Tensor::borrow(DType::kF32, wrong_shape, memory.data(), memory.size() * 4)};
+  Status ran = session->run({input}, outputs);
+  EXPECT_EQ(ran.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ran.message().find("output '" + session->outputs()[0].name + "'"), std::string::npos) << ran.message();
+  for (float v : memory) ASSERT_EQ(v, -7.0f) << "a refused run wrote the caller's memory";
+  std::vector<Tensor> wrong_dtype{Tensor(DType::kF64, expected.shape())};
+  EXPECT_EQ(session->run({input}, wrong_dtype).code(), StatusCode::kInvalidArgument);
+  std::vector<Tensor> none;
+  EXPECT_EQ(session->run({input}, none).code(), StatusCode::kInvalidArgument);
+}
+
+// A bf16 session still takes and gives the model's f32: its outputs are converted into the
+// caller's f32 tensors.
+TEST(Session, Bf16SessionConvertsIntoTheCallersF32) {
+  auto session = load(DType::kBF16);
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  std::vector<float> memory(size_t(expected.num_elements()), -7.0f);
+  std::vector<Tensor> outputs{*Tensor::borrow(DType::kF32, expected.shape(), memory.data(), expected.byte_size())};
+  ASSERT_TRUE(session->run({input}, outputs).is_ok());
+  auto fresh = session->run({input});
+  ASSERT_TRUE(fresh.is_ok());
+  EXPECT_EQ(std::memcmp(memory.data(), (*fresh)[0].bytes(), expected.byte_size()), 0);
+}
+
+// Runs of one Session from several threads take turns: each thread's outputs, written into
+// its own memory, are what one thread alone gets (TSan checks this in CI).
+TEST(Session, ThreadsWriteTheirOwnOutputs) {
+  auto session = load();
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  std::vector<std::vector<float>> memory(4, std::vector<float>(size_t(expected.num_elements())));
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Tensor mine(DType::kF32, input.shape());  // a scaled copy: each thread's answer differs
+      const float scale = 1.0f + 0.25f * float(t);
+      for (int64_t i = 0; i < input.num_elements(); ++i) mine.data<float>()[i] = input.data<float>()[i] * scale;
+      std::vector<Tensor> outputs{*Tensor::borrow(DType::kF32, expected.shape(), memory[size_t(t)].data(),
+                                                  expected.byte_size())};
+      for (int k = 0; k < 5; ++k) failures[size_t(t)] += !session->run({mine}, outputs).is_ok();
+    });
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(failures[size_t(t)], 0);
+    Tensor mine(DType::kF32, input.shape());
+    const float scale = 1.0f + 0.25f * float(t);
+    for (int64_t i = 0; i < input.num_elements(); ++i) mine.data<float>()[i] = input.data<float>()[i] * scale;
+    auto alone = session->run({mine});
+    ASSERT_TRUE(alone.is_ok());
+    EXPECT_EQ(std::memcmp(memory[size_t(t)].data(), (*alone)[0].bytes(), expected.byte_size()), 0) << "thread " << t;
+  }
+}
+
+}  // namespace
+}  // namespace strider
