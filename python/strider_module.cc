@@ -24,7 +24,7 @@ namespace {
 [[noreturn]] void raise(const Status& status) {
   py::object errors = py::module_::import("strider.errors");
   py::object error = errors.attr("error_for")(std::string(status_code_name(status.code())), status.message());
-  PyErr_SetObject(error.get_type().ptr(), error.ptr());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();
 }
 

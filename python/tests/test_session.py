@@ -175,3 +175,32 @@ def test_torch_cpu_tensors_go_in_and_outputs_come_out_through_dlpack():
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(strider.errors.InvalidArgument):
         session.run(None, {"x": torch.from_numpy(x).double()})
+
+
+def _need_cuda():
+    if "CUDAExecutionProvider" not in strider.get_available_providers():
+        pytest.skip("no CUDA device here")
+
+
+def test_cuda_runs_new_shapes_and_matches_the_cli():
+    _need_cuda()
+    session = strider.InferenceSession(BERT / "model.onnx", device="cuda:0")
+    for k in (0, 1, 0):  # (1, 16), (4, 8), (1, 16) again: planned twice
+        inputs, expected = data_set(BERT, k)
+        outputs = session.run(None, dict(zip(["input_ids", "attention_mask"], inputs)))
+        for got, want in zip(outputs, expected):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert session.plans_made == 2
+    report = strider.check(BERT, device="cuda")
+    assert report["passed"] == 4 and report["failed"] == 0, report  # two outputs, two data sets
+
+
+def test_cuda_tensors_from_torch_are_refused_clearly_until_io_binding():
+    _need_cuda()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")
+    (x,), _ = data_set(CNN, 1)
+    with pytest.raises(strider.errors.Unsupported):
+        session.run(None, {"x": torch.from_numpy(x).cuda()})
