@@ -12,7 +12,10 @@
 #include <cstring>
 #include <string>
 
+#include <dlpack/dlpack.h>
+
 #include "commands.h"
+#include "exec/session_internal.h"
 #include "hal/device.h"
 #include "strider/dynamic_session.h"
 
@@ -77,6 +80,41 @@ py::array to_numpy(Tensor t) {
   auto* owned = new Tensor(std::move(t));
   py::capsule base(owned, [](void* p) { delete static_cast<Tensor*>(p); });
   return py::array(dtype, shape, {}, owned->bytes(), base);
+}
+
+// A DLPack capsule ("dltensor", not consumed: its producer's deleter frees it with the
+// capsule) as the memory it describes. Dense row-major only; host or CUDA memory.
+MemoryRef memory_of(const std::string& name, const py::capsule& capsule) {
+  if (std::string(capsule.name() ? capsule.name() : "") != "dltensor")
+    raise(invalid_argument("'" + name + "': not an unused DLPack capsule"));
+  const DLTensor& t = static_cast<DLManagedTensor*>(capsule.get_pointer())->dl_tensor;
+  MemoryRef m;
+  m.data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  m.shape.assign(t.shape, t.shape + t.ndim);
+  const int code = t.dtype.code, bits = t.dtype.bits;
+  constexpr int kBoolCode = 6;  // kDLBool (DLPack 0.8; Debian's header is 0.6)
+  if (t.dtype.lanes != 1) raise(invalid_argument("'" + name + "': vector dtypes are not supported"));
+  if (code == kDLFloat && bits == 32) m.dtype = DType::kF32;
+  else if (code == kDLFloat && bits == 16) m.dtype = DType::kF16;
+  else if (code == kDLFloat && bits == 64) m.dtype = DType::kF64;
+  else if (code == kDLBfloat && bits == 16) m.dtype = DType::kBF16;
+  else if (code == kDLInt && bits == 64) m.dtype = DType::kI64;
+  else if (code == kDLInt && bits == 32) m.dtype = DType::kI32;
+  else if (code == kDLInt && bits == 8) m.dtype = DType::kI8;
+  else if ((code == kDLUInt || code == kBoolCode) && bits == 8) m.dtype = code == kBoolCode ? DType::kBool : DType::kU8;
+  else raise(invalid_argument("'" + name + "': DLPack dtype code " + std::to_string(code) + " bits " + std::to_string(bits) + " is not supported"));
+  if (t.strides != nullptr) {
+    int64_t expected = 1;
+    for (int d = t.ndim; d-- > 0;) {
+      if (t.shape[d] != 1 && t.strides[d] != expected)
+        raise(invalid_argument("'" + name + "': not dense row-major (bind a .contiguous() tensor)"));
+      expected *= t.shape[d];
+    }
+  }
+  if (t.device.device_type == kDLCPU) m.device_ordinal = -1;
+  else if (t.device.device_type == kDLCUDA) m.device_ordinal = t.device.device_id;
+  else raise(unsupported("'" + name + "': DLPack device type " + std::to_string(int(t.device.device_type)) + " is not supported"));
+  return m;
 }
 
 py::list describe(const std::vector<ValueInfo>& infos) {
@@ -207,6 +245,26 @@ class PySession {
     return arrays;
   }
 
+  // Runs on the bound tensors' own memory (strider/io_binding.h): `inputs` and `outputs`
+  // map names to DLPack capsules, which the caller keeps alive.
+  void run_bound(const std::map<std::string, py::capsule>& inputs, const std::map<std::string, py::capsule>& outputs) {
+    IoBinding binding;
+    for (const auto& [name, capsule] : inputs) binding.bind_input(name, memory_of(name, capsule));
+    for (const auto& [name, capsule] : outputs) binding.bind_output(name, memory_of(name, capsule));
+    Status s = [&] {
+      py::gil_scoped_release unlocked;
+      return session_->run(binding);
+    }();
+    if (!s.is_ok()) raise(s);
+  }
+
+  // Where the last bound run's kernels read each input and wrote each output.
+  std::vector<uintptr_t> bound_addresses() const {
+    std::vector<uintptr_t> addresses;
+    for (const void* a : strider::bound_addresses(*session_)) addresses.push_back(reinterpret_cast<uintptr_t>(a));
+    return addresses;
+  }
+
   void prepare(const std::map<std::string, Shape>& shapes) {
     Status s = [&] {
       py::gil_scoped_release unlocked;
@@ -236,6 +294,8 @@ PYBIND11_MODULE(_strider, m) {
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, py::arg("feed"))
       .def("prepare", &PySession::prepare, py::arg("shapes"))
+      .def("run_bound", &PySession::run_bound, py::arg("inputs"), py::arg("outputs"))
+      .def("bound_addresses", &PySession::bound_addresses)
       .def("plans_made", &PySession::plans_made)
       .def("cached_shapes", &PySession::cached_shapes);
   m.def("check_json", &strider::check_json, py::arg("model"), py::arg("options"));

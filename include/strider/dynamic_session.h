@@ -53,6 +53,9 @@ class DynamicSession {
   // Runs on inputs by name, planning for their shapes first if no cached plan has them.
   // Outputs in outputs() order, with the sizes this run gave them.
   Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
+  // Runs on the caller's memory (strider/io_binding.h), planning for the bound inputs'
+  // shapes first if no cached plan has them.
+  Status run(const IoBinding& binding);
   // Plans for these input shapes now (every input named), so their first run does not.
   Status prepare(const std::map<std::string, Shape>& input_shapes);
 
@@ -66,6 +69,7 @@ class DynamicSession {
   struct Impl;
 
  private:
+  friend std::vector<const void*> bound_addresses(const DynamicSession& session);
   explicit DynamicSession(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "strider/dtype.h"
+#include "strider/io_binding.h"
 #include "strider/options.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
@@ -103,6 +104,9 @@ class Session {
   // If the run itself fails (a device error), their contents are unspecified.
   Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
   Status run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs);
+  // Runs on memory the caller owns, on the device or the host, with no copy in or out
+  // (strider/io_binding.h: what may be bound, ordering and lifetime).
+  Status run(const IoBinding& binding);
 
   struct Impl;  // private: src/exec/session.cc
   Session(const Session&) = delete;

@@ -25,7 +25,7 @@ from ._strider import __version__, check_json as _check_json, cuda_available, in
 from .errors import Error
 
 __all__ = [
-    "InferenceSession", "SessionOptions", "NodeArg", "GraphOptimizationLevel", "Error", "errors",
+    "InferenceSession", "IOBinding", "SessionOptions", "NodeArg", "GraphOptimizationLevel", "Error", "errors",
     "get_available_providers", "get_device", "check", "inspect", "__version__",
 ]
 
@@ -214,3 +214,76 @@ class InferenceSession:
     @property
     def cached_shapes(self):
         return self._session.cached_shapes()
+
+    def io_binding(self):
+        """An IOBinding (ONNX Runtime's name): inputs and outputs bound to tensors that stay
+        where they are, on the session's device (torch or CuPy CUDA tensors) or the host."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding, run_options=None):
+        """Runs on the bound tensors' memory: kernels read the inputs and write the outputs
+        in place (no copy either way). The bound outputs hold the results when it returns."""
+        binding._run()
+
+
+def _dlpack_device(value):
+    if not hasattr(value, "__dlpack__") or not hasattr(value, "__dlpack_device__"):
+        raise errors.InvalidArgument("INVALID_ARGUMENT", f"{type(value).__name__} does not export DLPack "
+                                     "(__dlpack__ and __dlpack_device__): bind a torch, CuPy or numpy array")
+    return value.__dlpack_device__()
+
+
+def _wait_for_producer(value):
+    """A CUDA tensor's producer may still be writing it on its library's current stream:
+    wait for that stream (strider's queues run on their own streams), so the bound memory
+    holds its values when strider's kernels read it."""
+    module = type(value).__module__.split(".")[0]
+    if module == "torch":
+        import torch
+        torch.cuda.current_stream(value.device).synchronize()
+    elif module == "cupy":
+        import cupy
+        cupy.cuda.get_current_stream().synchronize()
+    else:
+        raise errors.Unsupported("UNSUPPORTED", f"binding CUDA memory of a {type(value).__name__}: strider orders "
+                                 "against torch and CuPy streams only")
+
+
+class IOBinding:
+    """Names bound to tensors that strider reads and writes where they are (DLPack, no copy).
+    Keep the tensors alive while bound; rebinding new memory makes new kernels once."""
+
+    def __init__(self, session):
+        self._session = session
+        self._inputs, self._outputs = {}, {}
+
+    def bind_input(self, name, value):
+        _dlpack_device(value)
+        self._inputs[name] = value
+
+    def bind_output(self, name, value):
+        _dlpack_device(value)
+        self._outputs[name] = value
+
+    def clear_binding_inputs(self):
+        self._inputs.clear()
+
+    def clear_binding_outputs(self):
+        self._outputs.clear()
+
+    def get_outputs(self):
+        """The bound output tensors, in the model's output order (filled by the last run)."""
+        return [self._outputs[arg.name] for arg in self._session.get_outputs() if arg.name in self._outputs]
+
+    def _run(self):
+        _CUDA = 2  # kDLCUDA
+        for value in list(self._inputs.values()) + list(self._outputs.values()):
+            if _dlpack_device(value)[0] == _CUDA:
+                _wait_for_producer(value)
+        inputs = {name: value.__dlpack__() for name, value in self._inputs.items()}
+        outputs = {name: value.__dlpack__() for name, value in self._outputs.items()}
+        self._session._session.run_bound(inputs, outputs)
+
+    def _bound_addresses(self):
+        """Where the last run's kernels read each input and wrote each output (for tests)."""
+        return self._session._session.bound_addresses()

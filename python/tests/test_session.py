@@ -204,3 +204,47 @@ def test_cuda_tensors_from_torch_are_refused_clearly_until_io_binding():
     (x,), _ = data_set(CNN, 1)
     with pytest.raises(strider.errors.Unsupported):
         session.run(None, {"x": torch.from_numpy(x).cuda()})
+
+
+def test_io_binding_reads_and_writes_numpy_memory_in_place():
+    session = strider.InferenceSession(CNN / "model.onnx")
+    (x,), (want,) = data_set(CNN, 1)
+    x = np.ascontiguousarray(x)
+    y = np.full(want.shape, -7.0, dtype=np.float32)
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y", y)
+    session.run_with_iobinding(binding)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    assert binding.get_outputs()[0] is y
+    assert binding._bound_addresses() == [x.ctypes.data, y.ctypes.data]  # no copy either way
+    x *= 2  # new values in the same memory, no rebinding
+    session.run_with_iobinding(binding)
+    np.testing.assert_array_equal(y, session.run(None, {"x": x})[0])
+    with pytest.raises(strider.errors.InvalidArgument):
+        bad = session.io_binding()
+        bad.bind_input("x", x)
+        bad.bind_output("y", np.zeros(want.shape, dtype=np.float64))
+        session.run_with_iobinding(bad)
+
+
+def test_io_binding_with_torch_cuda_tensors_copies_nothing():
+    _need_cuda()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")
+    (x_host,), (want,) = data_set(CNN, 1)
+    x = torch.from_numpy(x_host).cuda()
+    y = torch.empty(want.shape, dtype=torch.float32, device="cuda")
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y", y)
+    session.run_with_iobinding(binding)
+    np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    assert binding._bound_addresses() == [x.data_ptr(), y.data_ptr()]  # strider's kernels used torch's memory
+    x.mul_(2)  # written by torch on its stream; strider waits for it
+    session.run_with_iobinding(binding)
+    np.testing.assert_allclose(y.cpu().numpy(), session.run(None, {"x": x.cpu().numpy()})[0], rtol=1e-5, atol=1e-6)
+    out = torch.from_dlpack(binding.get_outputs()[0])
+    assert out.data_ptr() == y.data_ptr()

@@ -203,6 +203,23 @@ Result<std::vector<Tensor>> DynamicSession::run(const std::map<std::string, Tens
   });
 }
 
+Status DynamicSession::run(const IoBinding& binding) {
+  return guard("run", [&]() -> Status {
+    std::lock_guard lock(impl_->mutex);
+    std::map<std::string, Shape> given;
+    for (const auto& [name, memory] : binding.inputs()) {
+      given[name] = memory.shape;
+      for (const ValueInfo& info : impl_->inputs)  // before planning: a wrong dtype plans nothing
+        if (info.name == name && info.dtype != memory.dtype)
+          return invalid_argument(fmt::format("input '{}': bound {}, expected {}", printable(name),
+                                              dtype_name(memory.dtype), dtype_name(info.dtype)));
+    }
+    STRIDER_ASSIGN_OR_RETURN(std::vector<Shape> shapes, impl_->shapes_of(given));
+    STRIDER_ASSIGN_OR_RETURN(Session * session, impl_->session_for(shapes));
+    return session->run(binding);
+  });
+}
+
 Status DynamicSession::prepare(const std::map<std::string, Shape>& input_shapes) {
   return guard("preparing a shape", [&]() -> Status {
     std::lock_guard lock(impl_->mutex);
@@ -219,6 +236,12 @@ int64_t DynamicSession::plans_made() const {
 int DynamicSession::cached_shapes() const {
   std::lock_guard lock(impl_->mutex);
   return int(impl_->cache.size());
+}
+
+std::vector<const void*> bound_addresses(const DynamicSession& session) {
+  std::lock_guard lock(session.impl_->mutex);
+  if (session.impl_->cache.empty()) return {};
+  return bound_addresses(*session.impl_->cache.front().session);
 }
 
 int64_t DynamicSession::constant_uploads() const {

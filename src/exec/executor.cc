@@ -165,6 +165,23 @@ Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>
     submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
            [this, &input, &view](const QueueContext&) { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
   }
+  submit_steps(taps);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ValueId id = graph_.outputs()[i];
+    const TensorView& view = plan_.view(id);
+    Tensor* output = &outputs[i];
+    submit(kHostQueue, fmt::format("download '{}'", graph_.value(id).name),
+           [this, &view, output](const QueueContext&) { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
+  }
+  return finish_run();
+}
+
+Status Executor::run_in_place() {
+  submit_steps(nullptr);
+  return finish_run();
+}
+
+void Executor::submit_steps(std::map<ValueId, Tensor>* taps) {
   const bool stepwise = !captured_ || taps;
   if (!stepwise) submit(1, "graph of every step", captured_, captured_accesses_);
   for (size_t s = 0; s < plan_.steps.size() && stepwise; ++s) {
@@ -175,13 +192,11 @@ Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>
     submit(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); }, step_accesses_[s]);
     if (taps) submit_taps(plan_.steps[s], *taps);
   }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ValueId id = graph_.outputs()[i];
-    const TensorView& view = plan_.view(id);
-    Tensor* output = &outputs[i];
-    submit(kHostQueue, fmt::format("download '{}'", graph_.value(id).name),
-           [this, &view, output](const QueueContext&) { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
-  }
+}
+
+// Every queue idle, then any error a kernel can only find on the device, then the
+// sanitizer's findings.
+Status Executor::finish_run() {
   STRIDER_RETURN_IF_ERROR(device_.synchronize());
   for (const auto& kernel : kernels_)
     if (kernel) STRIDER_RETURN_IF_ERROR(kernel->check_completed());

@@ -53,6 +53,9 @@ class Executor {
   // The same, downloading into `outputs` (one per graph output): a tensor that already has
   // its output's dtype and sizes (a caller's, borrowed or not) is written in place.
   Status run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, std::map<ValueId, Tensor>* taps);
+  // Runs the steps alone: for a plan bound to the caller's memory (inputs already there,
+  // outputs written there), nothing to upload or download.
+  Status run_in_place();
 
   const std::vector<int>& queue_of_step() const { return queue_of_step_; }
   // True when the steps run as one captured graph (one device queue, capture supported).
@@ -69,6 +72,8 @@ class Executor {
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);
   void submit_taps(const PlanStep& step, std::map<ValueId, Tensor>& taps);
+  void submit_steps(std::map<ValueId, Tensor>* taps);
+  Status finish_run();
   void try_capture();
   Status run_all_kernels(const QueueContext& context) const;
 

@@ -12,8 +12,7 @@
 #include "base/checked_math.h"
 #include "base/exception_guard.h"
 #include "base/printable.h"
-#include "exec/executor.h"
-#include "exec/session_internal.h"
+#include "exec/session_impl.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
@@ -27,41 +26,6 @@
 #include "plan/bind.h"
 
 namespace strider {
-
-// The library's way into a Session (inspect_session, run_with_taps, time_device_steps):
-// Session::Impl is not part of the public API.
-struct SessionAccess {
-  static Session::Impl& impl(Session& s) { return *s.impl_; }
-  static const Session::Impl& impl(const Session& s) { return *s.impl_; }
-  static std::unique_ptr<Session> make(std::unique_ptr<Session::Impl> impl) {
-    return std::unique_ptr<Session>(new Session(std::move(impl)));
-  }
-};
-
-struct Session::Impl {
-  SessionOptions options;
-  // What this session shares with others made for the same model (DynamicSession's cached
-  // shapes): the device, the device copies of constants, the parent memory budget.
-  std::shared_ptr<SessionResources> resources;
-  // The session's own host allocations (constants, folded constants), in a child of the
-  // shared budget that gives them back when the session goes.
-  std::shared_ptr<MemoryBudget> budget;
-  std::shared_ptr<Device> device;
-  std::vector<ValueInfo> inputs, outputs;   // as the caller sees them
-  Graph graph;                              // as planned (Materialize nodes included)
-  Plan plan;                                // data: views on placeholders (what inspect prints)
-  BoundPlan bound;                          // the plan on real memory (what runs)
-  std::vector<std::unique_ptr<Kernel>> kernels;  // per plan step; null where nothing runs
-  std::unique_ptr<Executor> executor;
-  std::mutex running;  // run() is not reentrant: concurrent calls take turns
-
-  Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
-  Result<std::vector<Tensor>> check_inputs(const std::vector<Tensor>& given) const;
-  Status check_outputs(const std::vector<Tensor>& given) const;
-  // Runs into `results`: with `into_caller`, the caller's tensors (checked), written in
-  // place; otherwise filled with new tensors.
-  Status run_into(const std::vector<Tensor>& given, std::vector<Tensor>& results, bool into_caller);
-};
 
 namespace {
 
@@ -78,10 +42,7 @@ bool all_packed(const PlanStep& step) {
   return true;
 }
 
-struct KernelAttempt {
-  std::vector<std::unique_ptr<Kernel>> kernels;
-  std::set<std::string> refused_nodes;  // nodes that refused non-packed operands, to plan densely
-};
+}  // namespace
 
 // Creates every step's kernel, in one sweep: every node that refuses its non-packed views
 // is collected (so one more plan serves them all), and unsupported nodes are listed
@@ -123,7 +84,6 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
   return unsupported(fmt::format("{} cannot run {}; first: {}", device.name(), list, first_message));
 }
 
-}  // namespace
 
 // Plans (pure), binds, then creates the kernels for the bound views. The kernels that
 // refuse the views they were planned with (not packed) get their nodes planned densely,
@@ -149,6 +109,15 @@ Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions
         return internal_error(fmt::format("node '{}' refused its packed operands", node));
   }
   return internal_error("planning did not converge");
+}
+
+ExecutorOptions Session::Impl::executor_options() const {
+  ExecutorOptions o;
+  o.sanitize = options.sanitize;
+  o.drop_waits = debug.drop_waits;
+  o.poison = options.poison_memory || device->poisons_memory();
+  o.graphs = options.cuda_graph;
+  return o;
 }
 
 // Checks every input and converts it to the plan's dtype; nothing is written until all
@@ -286,13 +255,9 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->outputs = describe(graph, graph.outputs());
   STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device));
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
-  ExecutorOptions executor_options;
-  executor_options.sanitize = options.sanitize;
-  executor_options.drop_waits = debug.drop_waits;
-  executor_options.poison = options.poison_memory || impl->device->poisons_memory();
-  executor_options.graphs = options.cuda_graph;
+  impl->debug = debug;
   impl->executor =
-      std::make_unique<Executor>(impl->graph, impl->bound.plan, impl->kernels, *impl->device, executor_options);
+      std::make_unique<Executor>(impl->graph, impl->bound.plan, impl->kernels, *impl->device, impl->executor_options());
   return SessionAccess::make(std::move(impl));
 }
 
@@ -382,6 +347,7 @@ Session::~Session() {
   if (!impl_) return;
   // Let the queues finish before kernels and memory go: release is ordered after last use.
   (void)impl_->device->synchronize();
+  impl_->variants.clear();
   impl_->executor.reset();
   impl_->kernels.clear();
   impl_->bound = BoundPlan();

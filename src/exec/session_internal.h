@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "plan/bind.h"
 #include "plan/planner.h"
+#include "strider/dynamic_session.h"
 #include "strider/session.h"
 
 namespace strider {
@@ -53,6 +54,15 @@ struct SessionPlanView {
   bool uses_graph = false;                // the steps run as one captured CUDA graph
 };
 SessionPlanView inspect_session(const Session& session);
+
+// How many plans the session has bound to a caller's memory (IoBinding) so far: a run on
+// addresses it has seen makes none.
+int64_t bound_variants_made(const Session& session);
+// Where the kernels of the last bound run read each graph input and write each graph
+// output (inputs, then outputs): the caller's addresses, when nothing is copied. For tests.
+std::vector<const void*> bound_addresses(const Session& session);
+// The same for the Session a DynamicSession ran last.
+std::vector<const void*> bound_addresses(const DynamicSession& session);
 
 // Runs the session's steps once more on the inputs of its last run and returns the device
 // time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.

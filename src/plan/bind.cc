@@ -63,11 +63,21 @@ struct Rebase {
 
 // Makes each constant buffer's device copy; returns a rebase per buffer (arena, inputs and
 // outputs keep their planned offsets in the block of their kind).
-Result<std::vector<Rebase>> rebase_buffers(const Plan& plan, const Graph& graph, BoundPlan& bound,
-                                           DeviceConstants& constants) {
+Result<std::vector<Rebase>> rebase_buffers(const Plan& plan, const Graph& graph, const Device& device,
+                                           BoundPlan& bound, DeviceConstants& constants, const ExternalMemory* external) {
   std::vector<Rebase> rebases(plan.buffers.size());
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& buffer = plan.buffers[b];
+    auto caller = external ? external->addresses.find(buffer.root) : std::map<ValueId, std::byte*>::const_iterator();
+    if (external && caller != external->addresses.end()) {
+      if (buffer.kind != StorageKind::kInput && buffer.kind != StorageKind::kOutput)
+        return internal_error(fmt::format("'{}' is not a graph input or output", graph.value(buffer.root).name));
+      bound.external.push_back(std::make_unique<Allocation>(
+          uint64_t(1) << 63 | bound.external.size(), fmt::format("caller:{}", graph.value(buffer.root).name),
+          device.name(), caller->second, buffer.size, 1, StorageMode::kDevice, external->host_accessible));
+      rebases[b] = {bound.external.back().get(), buffer.offset};
+      continue;
+    }
     if (buffer.kind != StorageKind::kConstant) {
       rebases[b] = {bound.allocations[size_t(buffer.kind == StorageKind::kArena ? 0 : int(buffer.kind) - 1)].get(), 0};
       continue;
@@ -86,7 +96,8 @@ Result<std::vector<Rebase>> rebase_buffers(const Plan& plan, const Graph& graph,
 
 }  // namespace
 
-Result<BoundPlan> bind_plan(const Plan& plan, const Graph& graph, Device& device, DeviceConstants& constants) {
+Result<BoundPlan> bind_plan(const Plan& plan, const Graph& graph, Device& device, DeviceConstants& constants,
+                            const ExternalMemory* external) {
   BoundPlan bound;
   for (StorageKind kind : {StorageKind::kArena, StorageKind::kInput, StorageKind::kOutput}) {
     const Allocation& placeholder = *plan.placeholders.at(size_t(kind));
@@ -94,7 +105,7 @@ Result<BoundPlan> bind_plan(const Plan& plan, const Graph& graph, Device& device
                              device.allocate(placeholder.size(), placeholder.alignment(), placeholder.label()));
     bound.allocations.emplace_back(&device, allocation);
   }
-  STRIDER_ASSIGN_OR_RETURN(std::vector<Rebase> rebases, rebase_buffers(plan, graph, bound, constants));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Rebase> rebases, rebase_buffers(plan, graph, device, bound, constants, external));
   bound.plan = copy_plan_data(plan);
   for (auto& value : bound.plan.values) {
     if (!value) continue;

@@ -60,10 +60,25 @@ struct BoundPlan {
   Plan plan;  // views on real allocations (its placeholders are the planned plan's sizes)
   std::vector<AllocationHandle> allocations;                  // arena, inputs, outputs
   std::vector<std::shared_ptr<const Allocation>> constants;   // shared device copies
+  // Allocations standing for the caller's memory (ExternalMemory): not owned bytes.
+  std::vector<std::unique_ptr<Allocation>> external;
+};
+
+// Caller memory that graph inputs and outputs are bound to instead of the plan's input and
+// output blocks, so kernels read the caller's inputs and write the caller's outputs where
+// they are (no copy). Per value (a graph input or output root): the address of its first
+// element, dense row-major. `host_accessible`: whether the host can touch that memory (the
+// CPU devices' memory; not a GPU's). The caller keeps the memory alive and unaliased for as
+// long as the BoundPlan (and every kernel made for it) is used.
+struct ExternalMemory {
+  std::map<ValueId, std::byte*> addresses;
+  bool host_accessible = true;
 };
 
 // Binds `plan` (made for `graph`) on `device`. RESOURCE_EXHAUSTED naming the block when
-// memory runs out; nothing stays allocated then.
-Result<BoundPlan> bind_plan(const Plan& plan, const Graph& graph, Device& device, DeviceConstants& constants);
+// memory runs out; nothing stays allocated then. With `external`, the values it names live
+// in the caller's memory (their views rebased to offset 0 of an allocation over it).
+Result<BoundPlan> bind_plan(const Plan& plan, const Graph& graph, Device& device, DeviceConstants& constants,
+                            const ExternalMemory* external = nullptr);
 
 }  // namespace strider

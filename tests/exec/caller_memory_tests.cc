@@ -8,7 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "exec/session_internal.h"
 #include "onnx/tensor_proto.h"
+#include "strider/io_binding.h"
 #include "strider/session.h"
 
 namespace strider {
@@ -23,9 +25,10 @@ Tensor read(const char* file) {
   return t.is_ok() ? *t : Tensor();
 }
 
-std::unique_ptr<Session> load(DType dtype = DType::kF32) {
+std::unique_ptr<Session> load(DType dtype = DType::kF32, Layout layout = Layout::kAuto) {
   SessionOptions options;
   options.dtype = dtype;
+  options.layout = layout;
   auto session = Session::load((kModel / "model.onnx").string(), options);
   EXPECT_TRUE(session.is_ok()) << session.status().to_string();
   return session.is_ok() ? std::move(session).value() : nullptr;
@@ -133,6 +136,78 @@ TEST(Session, ThreadsWriteTheirOwnOutputs) {
     ASSERT_TRUE(alone.is_ok());
     EXPECT_EQ(std::memcmp(memory[size_t(t)].data(), (*alone)[0].bytes(), expected.byte_size()), 0) << "thread " << t;
   }
+}
+
+// 64-byte aligned host memory for binding (std::vector's is only 16-byte aligned at best).
+struct AlignedFloats {
+  explicit AlignedFloats(size_t n) : bytes(n * sizeof(float) + 64) {
+    data = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) / 64 * 64);
+  }
+  std::vector<std::byte> bytes;
+  float* data;
+};
+
+MemoryRef host_ref(float* data, const Shape& shape) { return MemoryRef{data, DType::kF32, shape, -1}; }
+
+// The kernels read the bound input and write the bound output where they are: the bound
+// addresses are the caller's, a change to the input between runs (no rebinding) shows in
+// the output, and the same addresses make no new kernels.
+TEST(IoBinding, KernelsUseTheCallersMemory) {
+  SessionOptions options;
+  options.layout = Layout::kNchw;
+  auto loaded = Session::load((kModel / "model.onnx").string(), options);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  Session& session = **loaded;
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  AlignedFloats x(size_t(input.num_elements())), y(size_t(expected.num_elements()));
+  std::memcpy(x.data, input.bytes(), input.byte_size());
+  IoBinding binding;
+  binding.bind_input(session.inputs()[0].name, host_ref(x.data, input.shape()));
+  binding.bind_output(session.outputs()[0].name, host_ref(y.data, expected.shape()));
+  Status ran = session.run(binding);
+  ASSERT_TRUE(ran.is_ok()) << ran.to_string();
+  for (int64_t i = 0; i < expected.num_elements(); ++i) ASSERT_NEAR(y.data[i], expected.data<float>()[i], 1e-4) << i;
+  EXPECT_EQ(bound_addresses(session), (std::vector<const void*>{x.data, y.data}));
+  // New values in the same memory: the next run reads them there.
+  Tensor doubled(DType::kF32, input.shape());
+  for (int64_t i = 0; i < input.num_elements(); ++i) doubled.data<float>()[i] = x.data[i] = 2 * input.data<float>()[i];
+  ASSERT_TRUE(session.run(binding).is_ok());
+  auto want = session.run({doubled});
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(std::memcmp(y.data, (*want)[0].bytes(), expected.byte_size()), 0);
+  EXPECT_EQ(bound_variants_made(session), 1) << "the same addresses made new kernels";
+}
+
+TEST(IoBinding, RefusesWhatCannotBeBoundNamingIt) {
+  auto session = load(DType::kF32, Layout::kNchw);
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  const std::string in = session->inputs()[0].name, out = session->outputs()[0].name;
+  AlignedFloats x(size_t(input.num_elements())), y(size_t(expected.num_elements()));
+  IoBinding b;
+  b.bind_input(in, host_ref(x.data, input.shape()));
+  Status missing = session->run(b);
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(missing.message(), "output '" + out + "' is not bound");
+  b.bind_output(out, host_ref(y.data + 1, expected.shape()));  // 4-byte aligned only
+  EXPECT_NE(session->run(b).message().find("aligned"), std::string::npos);
+  b.bind_output(out, host_ref(x.data, expected.shape()));  // over the input
+  EXPECT_NE(session->run(b).message().find("overlaps"), std::string::npos);
+  b.bind_output(out, MemoryRef{y.data, DType::kF32, expected.shape(), 0});  // cuda:0 memory on a cpu session
+  EXPECT_NE(session->run(b).message().find("cuda:0"), std::string::npos);
+  b.bind_output(out, MemoryRef{y.data, DType::kF64, expected.shape(), -1});
+  EXPECT_EQ(session->run(b).code(), StatusCode::kInvalidArgument);
+  b.bind_output(out, host_ref(y.data, {1}));
+  EXPECT_EQ(session->run(b).code(), StatusCode::kInvalidArgument);
+  b.bind_output("nope", host_ref(y.data, expected.shape()));
+  EXPECT_EQ(session->run(b).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bound_variants_made(*session), 0) << "a refused binding made kernels";
+  // A bf16 session converts: binding needs the model's dtype end to end.
+  auto bf16 = load(DType::kBF16, Layout::kNchw);
+  IoBinding ok;
+  ok.bind_input(in, host_ref(x.data, input.shape()));
+  ok.bind_output(out, host_ref(y.data, expected.shape()));
+  EXPECT_EQ(bf16->run(ok).code(), StatusCode::kUnsupported);
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ TEST(DynamicSession, BadInputsPlanNothing) {
   EXPECT_EQ(s.run({{"x", Tensor(DType::kF32, {1, 3, 16})}}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.run({{"x", Tensor(DType::kF32, {1, 3, 15, 16})}}).status().message(),
             "input 'x' dim 2: got 15, expected 16");
-  EXPECT_EQ(s.run({}).status().message(), "missing input 'x'");
+  EXPECT_EQ(s.run(std::map<std::string, Tensor>{}).status().message(), "missing input 'x'");
   EXPECT_EQ(s.run({{"x", data(0, "input_0.pb")}, {"y", Tensor(DType::kF32, {1})}}).status().message(),
             "'y' is not an input of the model");
   EXPECT_EQ(s.plans_made(), 0);

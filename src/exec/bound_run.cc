@@ -1,0 +1,154 @@
+// Session::run(const IoBinding&): runs on the caller's memory (strider/io_binding.h).
+//
+// The session's plan is bound a second time, with the graph's inputs and outputs placed in
+// the caller's memory (bind_plan's ExternalMemory) instead of the session's input and
+// output blocks; kernels are made for those views and an executor runs the steps alone,
+// with nothing to upload or download. One such variant per set of addresses, a few cached.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/exception_guard.h"
+#include "base/printable.h"
+#include "exec/session_impl.h"
+
+namespace strider {
+namespace {
+
+constexpr size_t kMaxVariants = 4;
+constexpr uintptr_t kBoundAlignment = 16;
+
+// The CUDA ordinal of the session's device, or -1 for a host device (cpu, sim).
+int device_ordinal(const std::string& device) {
+  if (device.rfind("cuda", 0) != 0) return -1;
+  return device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
+}
+
+// Checks one bound tensor against the value it stands for.
+Status check_bound(const char* what, const ValueInfo& info, const MemoryRef* memory, const TensorView& planned,
+                   int ordinal) {
+  const std::string name = printable(info.name);
+  if (memory == nullptr) return invalid_argument(fmt::format("{} '{}' is not bound", what, name));
+  if (memory->dtype != info.dtype)
+    return invalid_argument(fmt::format("{} '{}': bound {}, the model's is {}", what, name, dtype_name(memory->dtype),
+                                        dtype_name(info.dtype)));
+  if (memory->shape != planned.sizes)
+    return invalid_argument(fmt::format("{} '{}': bound {}, this run's is {}", what, name,
+                                        shape_to_string(memory->shape), shape_to_string(planned.sizes)));
+  if (memory->device_ordinal != ordinal)
+    return invalid_argument(fmt::format("{} '{}': bound memory of {}, the session runs on {}", what, name,
+                                        memory->device_ordinal < 0 ? "the host" : "cuda:" + std::to_string(memory->device_ordinal),
+                                        ordinal < 0 ? "a host device" : "cuda:" + std::to_string(ordinal)));
+  if (planned.num_elements() > 0 && memory->data == nullptr)
+    return invalid_argument(fmt::format("{} '{}': bound to a null address", what, name));
+  if (reinterpret_cast<uintptr_t>(memory->data) % kBoundAlignment != 0)
+    return invalid_argument(fmt::format("{} '{}': bound memory is not {}-byte aligned", what, name, kBoundAlignment));
+  if (planned.dtype != info.dtype)
+    return unsupported(fmt::format("{} '{}': the session computes in {}, so the value needs a conversion; "
+                                   "run with Tensors instead of a binding", what, name, dtype_name(planned.dtype)));
+  if (!planned.is_contiguous())
+    return unsupported(fmt::format("{} '{}' is planned with strides {} (channels-last?); bind it under layout nchw",
+                                   what, name, shape_to_string(planned.strides)));
+  return Status::ok();
+}
+
+// No bound output may overlap another bound tensor: kernels would write through the other.
+Status check_no_overlap(const std::vector<const MemoryRef*>& all, const std::vector<std::string>& names,
+                        size_t first_output) {
+  auto bytes = [](const MemoryRef* m) {  // shapes were checked against the plan's
+    uintptr_t n = uintptr_t(dtype_size(m->dtype));
+    for (int64_t d : m->shape) n *= uintptr_t(d);
+    return n;
+  };
+  for (size_t o = first_output; o < all.size(); ++o)
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (i == o) continue;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(all[o]->data), b = reinterpret_cast<uintptr_t>(all[i]->data);
+      if (a < b + bytes(all[i]) && b < a + bytes(all[o]) && bytes(all[o]) > 0 && bytes(all[i]) > 0)
+        return invalid_argument(fmt::format("output '{}' overlaps '{}' in the bound memory", printable(names[o]),
+                                            printable(names[i])));
+    }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vector<const void*>& addresses) {
+  auto hit = std::find_if(variants.begin(), variants.end(), [&](const BoundVariant& v) { return v.addresses == addresses; });
+  if (hit != variants.end()) {
+    variants.splice(variants.begin(), variants, hit);
+    return &variants.front();
+  }
+  ExternalMemory external;
+  external.host_accessible = device_ordinal(options.device) < 0;
+  size_t k = 0;
+  for (ValueId id : graph.inputs()) external.addresses[id] = static_cast<std::byte*>(const_cast<void*>(addresses[k++]));
+  for (ValueId id : graph.outputs()) external.addresses[id] = static_cast<std::byte*>(const_cast<void*>(addresses[k++]));
+  if (variants.size() >= kMaxVariants) variants.pop_back();  // runs end idle: nothing of it is in flight
+  // Built in place: the executor keeps references to the variant's plan and kernels.
+  variants.emplace_front();
+  BoundVariant& variant = variants.front();
+  Status made = [&]() -> Status {
+    variant.addresses = addresses;
+    STRIDER_ASSIGN_OR_RETURN(variant.bound, bind_plan(plan, graph, *device, *resources->constants, &external));
+    STRIDER_ASSIGN_OR_RETURN(KernelAttempt attempt, create_kernels(graph, variant.bound.plan, *device));
+    if (!attempt.refused_nodes.empty())
+      return unsupported(fmt::format("node '{}' refuses the bound memory's views; run with Tensors",
+                                     printable(*attempt.refused_nodes.begin())));
+    variant.kernels = std::move(attempt.kernels);
+    variant.executor = std::make_unique<Executor>(graph, variant.bound.plan, variant.kernels, *device, executor_options());
+    return Status::ok();
+  }();
+  if (!made.is_ok()) {
+    variants.pop_front();
+    return made;
+  }
+  ++variants_made;
+  return &variants.front();
+}
+
+Status Session::Impl::run_bound(const IoBinding& binding) {
+  std::lock_guard lock(running);
+  const int ordinal = device_ordinal(options.device);
+  std::vector<const MemoryRef*> all;
+  std::vector<std::string> names;
+  auto collect = [&](const char* what, const std::vector<ValueInfo>& infos, const std::vector<ValueId>& ids,
+                     const std::map<std::string, MemoryRef>& given) -> Status {
+    for (size_t i = 0; i < infos.size(); ++i) {
+      auto it = given.find(infos[i].name);
+      const MemoryRef* memory = it == given.end() ? nullptr : &it->second;
+      STRIDER_RETURN_IF_ERROR(check_bound(what, infos[i], memory, bound.plan.view(ids[i]), ordinal));
+      all.push_back(memory);
+      names.push_back(infos[i].name);
+    }
+    for (const auto& entry : given)
+      if (std::none_of(infos.begin(), infos.end(), [&](const ValueInfo& v) { return v.name == entry.first; }))
+        return invalid_argument(fmt::format("'{}' is not an {} of the model", printable(entry.first), what));
+    return Status::ok();
+  };
+  STRIDER_RETURN_IF_ERROR(collect("input", inputs, graph.inputs(), binding.inputs()));
+  STRIDER_RETURN_IF_ERROR(collect("output", outputs, graph.outputs(), binding.outputs()));
+  STRIDER_RETURN_IF_ERROR(check_no_overlap(all, names, inputs.size()));
+  std::vector<const void*> addresses;
+  for (const MemoryRef* m : all) addresses.push_back(m->data);
+  STRIDER_ASSIGN_OR_RETURN(BoundVariant * variant, variant_for(addresses));
+  return variant->executor->run_in_place();
+}
+
+Status Session::run(const IoBinding& binding) {
+  return guard("run", [&] { return impl_->run_bound(binding); });
+}
+
+int64_t bound_variants_made(const Session& session) { return SessionAccess::impl(session).variants_made; }
+
+std::vector<const void*> bound_addresses(const Session& session) {
+  const Session::Impl& impl = SessionAccess::impl(session);
+  std::vector<const void*> addresses;
+  if (impl.variants.empty()) return addresses;
+  const Plan& plan = impl.variants.front().bound.plan;
+  for (const auto* ids : {&impl.graph.inputs(), &impl.graph.outputs()})
+    for (ValueId id : *ids) addresses.push_back(plan.view(id).allocation->address() + plan.view(id).byte_offset);
+  return addresses;
+}
+
+}  // namespace strider
