@@ -146,6 +146,7 @@ SessionOptions session_options(const py::dict& o) {
     s.layout = *layout;
   }
   if (o.contains("queues")) s.queues = o["queues"].cast<int>();
+  if (o.contains("threads")) s.threads = o["threads"].cast<int>();
   if (o.contains("sanitize")) s.sanitize = o["sanitize"].cast<bool>();
   if (o.contains("storage_mode")) {
     const std::string text = o["storage_mode"].cast<std::string>();
@@ -176,6 +177,7 @@ cli::ModelOptions model_options(const std::string& model, const py::dict& o) {
   text("inputs_dir", m.inputs_dir);
   text("max_memory", m.max_memory);
   if (o.contains("queues")) m.queues = o["queues"].cast<int>();
+  if (o.contains("threads")) m.threads = o["threads"].cast<int>();
   if (o.contains("sanitize")) m.sanitize = o["sanitize"].cast<bool>();
   if (o.contains("seed")) m.seed = o["seed"].cast<uint64_t>();
   if (o.contains("fusion")) m.fusion = o["fusion"].cast<bool>() ? "on" : "off";

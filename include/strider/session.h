@@ -55,6 +55,9 @@ struct SessionOptions {
   bool poison_memory = false;
   // Device queues to spread independent branches over (the host is one more).
   int queues = 1;
+  // cpu: threads each kernel may use (0: every core). Per session: two sessions with 4
+  // threads each use 8.
+  int threads = 0;
   // Check with vector clocks that every pair of conflicting accesses is ordered; a run
   // with findings fails with a HAZARD status. (The library reads no environment variables;
   // the CLI turns this on for STRIDER_SANITIZE=1.)

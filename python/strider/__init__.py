@@ -65,20 +65,22 @@ class GraphOptimizationLevel:
 class SessionOptions:
     """Options of an InferenceSession (keyword arguments of the session override them).
 
-    strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, sanitize,
+    strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, threads
+    (cpu: threads each kernel may use; 0: every core), sanitize,
     storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
     max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
     for every run), max_cached_shapes (plans kept at once).
 
-    ONNX Runtime's graph_optimization_level is honoured as above. Its thread counts
-    (intra_op_num_threads, inter_op_num_threads) are accepted so ORT code runs, but strider
-    does not apply them yet: its CPU kernels take oneDNN's threads.
+    ONNX Runtime's graph_optimization_level is honoured as above; intra_op_num_threads is
+    strider's threads (when threads is not set); inter_op_num_threads is accepted and unused
+    (independent branches spread over `queues`).
     """
 
     def __init__(self):
         self.dtype = "f32"
         self.layout = "auto"
         self.queues = 1
+        self.threads = 0
         self.sanitize = False
         self.storage_mode = "device"
         self.allow_tf32 = False
@@ -156,8 +158,10 @@ class InferenceSession:
                                          "serialized model bytes are not supported")
         options = sess_options or SessionOptions()
         settings = {key: getattr(options, key) for key in (
-            "dtype", "layout", "queues", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
+            "dtype", "layout", "queues", "threads", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
             "max_memory_bytes")}
+        if not settings["threads"] and options.intra_op_num_threads:
+            settings["threads"] = int(options.intra_op_num_threads)
         if options.graph_optimization_level == GraphOptimizationLevel.ORT_DISABLE_ALL:
             settings["fusion"] = False
         pinned = dict(kwargs.pop("pinned_dims", options.pinned_dims))

@@ -209,6 +209,7 @@ Status reserve_constants(const Graph& graph, const SessionResources& resources, 
 Status check_session_options(const SessionOptions& options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
     return invalid_argument(fmt::format("--dtype {} is not supported; use f32 or bf16", dtype_name(options.dtype)));
+  if (options.threads < 0) return invalid_argument(fmt::format("threads {} is negative", options.threads));
   if (options.max_memory_bytes < 0)
     return invalid_argument(fmt::format("max_memory_bytes {} is negative", options.max_memory_bytes));
   return Status::ok();
@@ -270,6 +271,7 @@ Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOp
                                                                                 : default_host_memory_budget());
   DeviceOptions device_options;
   device_options.queues = options.queues;
+  device_options.threads = options.threads;
   device_options.sim_seed = options.sim_seed;
   device_options.allow_tf32 = options.allow_tf32;
   bool cuda = options.device.rfind("cuda", 0) == 0;

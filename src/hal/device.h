@@ -27,6 +27,8 @@ namespace strider {
 
 struct DeviceOptions {
   int queues = 1;          // device queues besides the host
+  // cpu: threads each kernel may use (oneDNN's OpenMP team per queue); 0: every core.
+  int threads = 0;
   uint64_t sim_seed = 0;   // sim: the seed of its execution order
   // cuda: where allocations live (a performance policy, never a correctness knob).
   StorageMode storage_mode = StorageMode::kDevice;

@@ -56,6 +56,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--dtype", o.dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--device", o.device, "device to run on: cpu, cuda, cuda:N, or sim (CPU kernels in a seeded random order)");
   app.add_option("--queues", o.queues, "device queues for independent branches (default 1)");
+  app.add_option("--threads", o.threads, "cpu: threads each kernel may use (default 0: every core)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--sanitize", o.sanitize, "check that every conflicting pair of accesses is ordered (exit 1 if not)");
   app.add_option("--sim-seed", o.sim_seed, "sim device: seed of the execution order (default 0)")
       ->check(CLI::NonNegativeNumber);
@@ -214,6 +216,7 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, budget, inputs));
   run.session_options.device = o.device;
   run.session_options.queues = o.queues;
+  run.session_options.threads = o.threads;
   // The environment is the CLI's to read, not the library's.
   const char* sanitize_env = std::getenv("STRIDER_SANITIZE");
   run.session_options.sanitize = o.sanitize || (sanitize_env && std::string(sanitize_env) == "1");

@@ -42,6 +42,7 @@ struct ModelOptions {
   std::string device = "cpu";
   std::string layout = "auto";
   int queues = 1;
+  int threads = 0;
   bool sanitize = false;
   bool debug_drop_waits = false;
   uint64_t sim_seed = 0;

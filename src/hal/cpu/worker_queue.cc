@@ -1,10 +1,12 @@
 #include "hal/cpu/worker_queue.h"
+
+#include <omp.h>
 #include "base/exception_guard.h"
 
 namespace strider::cpu {
 
-WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of)
-    : index_(index), queue_of_(std::move(queue_of)), worker_([this] { loop(); }) {}
+WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads)
+    : index_(index), queue_of_(std::move(queue_of)), threads_(threads), worker_([this] { loop(); }) {}
 
 WorkerQueue::~WorkerQueue() {
   {
@@ -39,6 +41,7 @@ Status WorkerQueue::wait(uint64_t value) {
 }
 
 void WorkerQueue::loop() {
+  if (threads_ > 0) omp_set_num_threads(threads_);
   while (true) {
     Command command;
     {

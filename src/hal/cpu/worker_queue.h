@@ -1,6 +1,7 @@
 // A CPU queue: one worker thread that runs its commands in submission order, each after
 // blocking on its waits; submit() returns at once. Destroying the queue finishes what was
-// submitted first.
+// submitted first. `threads` > 0 caps the OpenMP team the worker's kernels (oneDNN's)
+// start: OpenMP's thread count is per calling thread, so each session's queues keep their own.
 #pragma once
 
 #include <condition_variable>
@@ -15,7 +16,7 @@ namespace strider::cpu {
 
 class WorkerQueue final : public Queue {
  public:
-  WorkerQueue(int index, std::function<Queue&(int)> queue_of);
+  WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0);
   ~WorkerQueue() override;
   int index() const override { return index_; }
   Timepoint next() const override;
@@ -27,6 +28,7 @@ class WorkerQueue final : public Queue {
 
   int index_;
   std::function<Queue&(int)> queue_of_;
+  int threads_;
   mutable std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   std::deque<Command> pending_;

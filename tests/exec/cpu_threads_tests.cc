@@ -1,0 +1,55 @@
+// SessionOptions::threads on the CPU device: each queue's worker starts OpenMP teams (the
+// ones oneDNN's kernels run on) of that many threads, whatever the process default; a
+// session run with one thread computes what the default computes (to rounding).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <filesystem>
+
+#include "hal/device.h"
+#include "onnx/tensor_proto.h"
+#include "strider/session.h"
+
+namespace strider {
+namespace {
+
+int threads_seen_by_a_kernel(int threads) {
+  DeviceOptions options;
+  options.threads = threads;
+  auto device = create_device("cpu", options);
+  EXPECT_TRUE(device.is_ok());
+  int seen = -1;
+  (*device)->queue(1).submit({"probe", [&](const QueueContext&) {
+                                seen = omp_get_max_threads();
+                                return Status::ok();
+                              }, {}});
+  EXPECT_TRUE((*device)->synchronize().is_ok());
+  return seen;
+}
+
+TEST(CpuThreads, EachQueueStartsTeamsOfTheSessionsSize) {
+  EXPECT_EQ(threads_seen_by_a_kernel(1), 1);
+  EXPECT_EQ(threads_seen_by_a_kernel(3), 3);
+  EXPECT_EQ(threads_seen_by_a_kernel(0), omp_get_max_threads()) << "0 keeps the process default";
+}
+
+TEST(CpuThreads, OneThreadComputesWhatTheDefaultDoes) {
+  const auto dir = std::filesystem::path(STRIDER_SOURCE_DIR) / "models/seed/C2f_split_op17";
+  auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+  ASSERT_TRUE(input.is_ok());
+  SessionOptions one, every;
+  one.threads = 1;
+  auto a = Session::load((dir / "model.onnx").string(), one);
+  auto b = Session::load((dir / "model.onnx").string(), every);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto x = (*a)->run({*input}), y = (*b)->run({*input});
+  ASSERT_TRUE(x.is_ok() && y.is_ok());
+  // Not bit for bit: oneDNN splits reductions differently for different team sizes.
+  for (int64_t i = 0; i < (*x)[0].num_elements(); ++i)
+    ASSERT_NEAR((*x)[0].data<float>()[i], (*y)[0].data<float>()[i], 1e-4) << "element " << i;
+  one.threads = -1;
+  EXPECT_EQ(Session::load((dir / "model.onnx").string(), one).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strider
