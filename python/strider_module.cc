@@ -216,11 +216,12 @@ std::string inspect_json(const std::string& model, const py::dict& o) {
 class PySession {
  public:
   PySession(const std::string& path, const py::dict& options, const std::map<std::string, int64_t>& pinned,
-            int max_cached_shapes) {
+            int max_cached_shapes, const std::vector<std::map<std::string, Shape>>& prepared) {
     SessionOptions s = session_options(options);
     DynamicSession::Options dynamic;
     dynamic.pinned_dims = pinned;
     dynamic.max_cached_shapes = max_cached_shapes;
+    dynamic.prepared_shapes = prepared;
     Result<std::unique_ptr<DynamicSession>> made = [&] {
       py::gil_scoped_release unlocked;
       return DynamicSession::load(path, s, dynamic);
@@ -290,8 +291,10 @@ PYBIND11_MODULE(_strider, m) {
   m.doc() = "strider's C++ core; use the strider package";
   m.attr("__version__") = STRIDER_VERSION;
   py::class_<PySession>(m, "Session")
-      .def(py::init<const std::string&, const py::dict&, const std::map<std::string, int64_t>&, int>(),
-           py::arg("path"), py::arg("options"), py::arg("pinned_dims"), py::arg("max_cached_shapes"))
+      .def(py::init<const std::string&, const py::dict&, const std::map<std::string, int64_t>&, int,
+                    const std::vector<std::map<std::string, strider::Shape>>&>(),
+           py::arg("path"), py::arg("options"), py::arg("pinned_dims"), py::arg("max_cached_shapes"),
+           py::arg("prepared_shapes"))
       .def("inputs", &PySession::inputs)
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, py::arg("feed"))

@@ -35,6 +35,9 @@ struct DynamicSessionOptions {
   std::map<std::string, int64_t> pinned_dims;
   // Plans kept at once (at least 1); the least recently used goes first.
   int max_cached_shapes = 8;
+  // Input shapes to plan at load ({input name: shape} per set, every input named), so
+  // their first runs plan nothing; a set the model cannot take fails the load, naming it.
+  std::vector<std::map<std::string, Shape>> prepared_shapes;
 };
 
 class DynamicSession {

@@ -69,7 +69,8 @@ class SessionOptions:
     (cpu: threads each kernel may use; 0: every core), sanitize,
     storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
     max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
-    for every run), max_cached_shapes (plans kept at once).
+    for every run), max_cached_shapes (plans kept at once), prepared_shapes ([{"x": [4, 3, 16, 16]}]:
+    input shapes planned at load).
 
     ONNX Runtime's graph_optimization_level is honoured as above; intra_op_num_threads is
     strider's threads (when threads is not set); inter_op_num_threads is accepted and unused
@@ -89,6 +90,7 @@ class SessionOptions:
         self.max_memory_bytes = 0
         self.pinned_dims = {}
         self.max_cached_shapes = 8
+        self.prepared_shapes = []
         self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
         self.intra_op_num_threads = 0
         self.inter_op_num_threads = 0
@@ -166,6 +168,8 @@ class InferenceSession:
             settings["fusion"] = False
         pinned = dict(kwargs.pop("pinned_dims", options.pinned_dims))
         cached = int(kwargs.pop("max_cached_shapes", options.max_cached_shapes))
+        prepared = [{name: [int(d) for d in shape] for name, shape in shapes.items()}
+                    for shapes in kwargs.pop("prepared_shapes", options.prepared_shapes)]
         unknown = set(kwargs) - set(settings)
         if unknown:
             raise errors.InvalidArgument("INVALID_ARGUMENT", f"unknown option(s) {sorted(unknown)}")
@@ -174,7 +178,7 @@ class InferenceSession:
             providers = [(p, o) for p, o in zip(providers, provider_options)]
         settings["device"] = device or _device_for(providers or ["CPUExecutionProvider"])
         self._device = settings["device"]
-        self._session = _Session(path_or_bytes, settings, pinned, cached)
+        self._session = _Session(path_or_bytes, settings, pinned, cached, prepared)
         self._inputs = [NodeArg(*info) for info in self._session.inputs()]
         self._outputs = [NodeArg(*info) for info in self._session.outputs()]
 

@@ -88,6 +88,10 @@ def test_the_cache_is_bounded_and_pins_and_prepare_work():
     made = session.plans_made
     session.run(None, {"x": x})
     assert session.plans_made == made
+    prepared = strider.InferenceSession(CNN / "model.onnx", prepared_shapes=[{"x": [5, 3, 16, 16]}, {"x": [2, 3, 16, 16]}])
+    assert prepared.plans_made == 2
+    prepared.run(None, {"x": x})
+    assert prepared.plans_made == 2
 
 
 def test_every_numpy_dtype_round_trips():
@@ -182,6 +186,15 @@ def _need_cuda():
         pytest.skip("no CUDA device here")
 
 
+def _torch_on_cuda():
+    """torch, when strider and torch both see a GPU here."""
+    _need_cuda()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    return torch
+
+
 def test_cuda_runs_new_shapes_and_matches_the_cli():
     _need_cuda()
     session = strider.InferenceSession(BERT / "model.onnx", device="cuda:0")
@@ -195,11 +208,8 @@ def test_cuda_runs_new_shapes_and_matches_the_cli():
     assert report["passed"] == 4 and report["failed"] == 0, report  # two outputs, two data sets
 
 
-def test_cuda_tensors_from_torch_are_refused_clearly_until_io_binding():
-    _need_cuda()
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
+def test_run_refuses_cuda_tensors_clearly_bind_them_instead():
+    torch = _torch_on_cuda()
     session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")
     (x,), _ = data_set(CNN, 1)
     with pytest.raises(strider.errors.Unsupported):
@@ -229,10 +239,7 @@ def test_io_binding_reads_and_writes_numpy_memory_in_place():
 
 
 def test_io_binding_with_torch_cuda_tensors_copies_nothing():
-    _need_cuda()
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
+    torch = _torch_on_cuda()
     session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")
     (x_host,), (want,) = data_set(CNN, 1)
     x = torch.from_numpy(x_host).cuda()

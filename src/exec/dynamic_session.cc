@@ -174,6 +174,10 @@ Result<std::unique_ptr<DynamicSession>> DynamicSession::load(const std::string& 
       if (given != options.input_shapes.end() && given->second.size() == info.shape.size()) info.shape = given->second;
     }
     STRIDER_RETURN_IF_ERROR(pin_dims(impl->inputs, dynamic.pinned_dims));
+    for (const auto& shapes : dynamic.prepared_shapes) {
+      STRIDER_ASSIGN_OR_RETURN(std::vector<Shape> ordered, impl->shapes_of(shapes));
+      STRIDER_RETURN_IF_ERROR(impl->session_for(ordered).status());
+    }
     if (impl->inputs.empty() || all_static(impl->inputs)) {  // one shape only: plan it now
       std::vector<Shape> shapes;
       for (const ValueInfo& info : impl->inputs) shapes.push_back(info.shape);

@@ -68,6 +68,22 @@ TEST(DynamicSession, BoundedCacheAndPins) {
   EXPECT_EQ(nowhere.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(DynamicSession, PreparedShapesArePlannedAtLoad) {
+  DynamicSessionOptions dynamic;
+  dynamic.prepared_shapes = {{{"x", {4, 3, 16, 16}}}, {{"x", {32, 3, 16, 16}}}};
+  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{}, dynamic);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  EXPECT_EQ((*session)->plans_made(), 2);
+  auto out = (*session)->run({{"x", data(2, "input_0.pb")}});  // batch 32: already planned
+  ASSERT_TRUE(out.is_ok());
+  expect_near((*out)[0], data(2, "output_0.pb"));
+  EXPECT_EQ((*session)->plans_made(), 2);
+  dynamic.prepared_shapes = {{{"x", {4, 3, 15, 16}}}};
+  auto bad = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{}, dynamic);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message(), "input 'x' dim 2: got 15, expected 16");
+}
+
 TEST(DynamicSession, BadInputsPlanNothing) {
   auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
   ASSERT_TRUE(session.is_ok());
