@@ -644,10 +644,7 @@ TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
 }
 
 std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {
-  std::string name = std::string(std::get<0>(info.param)) + "_" + kernel_test::layout_name(std::get<1>(info.param));
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
+  return kernel_test::param_name(std::get<0>(info.param), std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(DevicesAndLayouts, KernelSuite,

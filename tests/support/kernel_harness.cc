@@ -1,5 +1,7 @@
 #include "kernel_harness.h"
 
+#include <cctype>
+
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -125,6 +127,13 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
   }
   p.elements = p.offset + span + 8;
   return p;
+}
+
+std::string param_name(std::string_view device, Layout layout) {
+  std::string name = std::string(device) + "_" + layout_name(layout);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
 }
 
 Result<std::unique_ptr<Device>> open_device(std::string_view name) {

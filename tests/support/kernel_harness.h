@@ -36,6 +36,8 @@ enum class Layout {
 inline constexpr Layout kCatalog[] = {Layout::kDense,        Layout::kChannelsLast, Layout::kReversed,
                                       Layout::kChannelSlice, Layout::kAlignedSlice, Layout::kBroadcast};
 std::string layout_name(Layout layout);
+// "cpu_channels_last_padded": a device and layout as a gtest parameter name.
+std::string param_name(std::string_view device, Layout layout);
 
 // A view's strides and offset in its buffer (elements), the buffer's size in elements,
 // and the dim an input broadcasts along (-1: none).

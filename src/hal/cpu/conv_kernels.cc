@@ -279,8 +279,8 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
 }  // namespace
 
 void register_conv_kernels(std::vector<KernelEntry>& table) {
-  table.push_back({"Conv", make_conv});
-  table.push_back({kFusedConvOp, make_conv});
+  table.push_back({"Conv", make_conv, true});
+  table.push_back({kFusedConvOp, make_conv, true});
 }
 
 }  // namespace strider::cpu

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/widened_kernels.h"
 #include "hal/kernel_table.h"
 
 namespace strider::cpu {
@@ -33,8 +34,28 @@ const KernelTable<KernelEntry>& kernel_table() {
 
 bool has_kernel(std::string_view op_type) { return kernel_table().find(op_type) != nullptr; }
 
-Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) {
+namespace {
+
+// The bf16 kernel of a widening entry: native where oneDNN has fast bf16 kernels and gives
+// one for these views, else widened (when that yields a faster one), else native.
+Result<std::unique_ptr<Kernel>> create_bf16_kernel(const KernelEntry& entry, const KernelRequest& request,
+                                                   Bf16Arithmetic bf16) {
+  if (bf16 == Bf16Arithmetic::kAuto && onednn_has_bf16_kernels()) {
+    auto native = entry.create(request);
+    if (!native.is_ok() || !runs_slow_loops(**native)) return native;
+  }
+  auto widened = make_widened_kernel(request, entry.create);
+  if (widened.is_ok() || widened.status().code() != StatusCode::kUnsupported || bf16 == Bf16Arithmetic::kWidened)
+    return widened;
+  return entry.create(request);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, Bf16Arithmetic bf16) {
   STRIDER_ASSIGN_OR_RETURN(const KernelEntry* entry, kernel_table().entry_for(request.node, "CPU"));
+  if (entry->widens_bf16 && bf16 != Bf16Arithmetic::kNative && has_bf16_operand(request))
+    return for_node(create_bf16_kernel(*entry, request, bf16), request.node);
   return for_node(entry->create(request), request.node);
 }
 

@@ -17,9 +17,16 @@ using KernelFactory = Result<std::unique_ptr<Kernel>> (*)(const KernelRequest&);
 struct KernelEntry {
   std::string_view op_type;
   KernelFactory create;
+  // The f32 kernel may stand in for the bf16 one over f32 copies (widened_kernels.h).
+  bool widens_bf16 = false;
 };
 
-Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request);
+// How a kernel that may widen bf16 computes it: kAuto widens where oneDNN has no bf16
+// kernels (below AVX-512) or offers only slow ones; the others force a path (tests).
+enum class Bf16Arithmetic { kAuto, kNative, kWidened };
+
+Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request,
+                                              Bf16Arithmetic bf16 = Bf16Arithmetic::kAuto);
 bool has_kernel(std::string_view op_type);
 
 // A FusedElementwise program over `inputs` (broadcast to `out`), writing `out`; an input

@@ -198,8 +198,8 @@ Result<KernelPtr> make_gemm(const KernelRequest& r) {
 }  // namespace
 
 void register_matmul_kernels(std::vector<KernelEntry>& table) {
-  table.push_back({"MatMul", make_matmul});
-  table.push_back({"Gemm", make_gemm});
+  table.push_back({"MatMul", make_matmul, true});
+  table.push_back({"Gemm", make_gemm, true});
 }
 
 }  // namespace strider::cpu
