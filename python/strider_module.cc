@@ -117,6 +117,90 @@ MemoryRef memory_of(const std::string& name, const py::capsule& capsule) {
   return m;
 }
 
+// An output in memory strider allocated (IoBinding::bind_output_to_device), handed to
+// Python: DLPack out with no copy, numpy (a view for host memory, a copy from a GPU).
+class DeviceValue {
+ public:
+  explicit DeviceValue(DeviceOutput output) : output_(std::move(output)) {}
+  const MemoryRef& memory() const { return output_.memory(); }
+  py::tuple shape() const { return py::cast(memory().shape); }
+  std::string dtype() const { return std::string(dtype_name(memory().dtype)); }
+  uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(memory().data); }
+  std::string device() const { return memory().device_ordinal < 0 ? "cpu" : "cuda:" + std::to_string(memory().device_ordinal); }
+  py::tuple dlpack_device() const {
+    return memory().device_ordinal < 0 ? py::make_tuple(int(kDLCPU), 0) : py::make_tuple(int(kDLCUDA), memory().device_ordinal);
+  }
+  // `stream` needs nothing: run() returned after strider's kernels finished writing, so the
+  // memory is complete for any consumer stream. `max_version` >= 1 gets the 0.x capsule
+  // ("dltensor"), which the protocol lets a producer without versioned DLPack return.
+  // `dl_device` other than where the memory is, or `copy=True`, is refused (BufferError): a
+  // DeviceValue exports its own memory only.
+  py::capsule dlpack(const py::object& stream, const py::object& max_version, const py::object& dl_device,
+                     const py::object& copy) const;
+  py::array numpy() const {
+    if (memory().device_ordinal >= 0) return to_numpy(take(output_.to_host()));
+    std::vector<py::ssize_t> shape(memory().shape.begin(), memory().shape.end());
+    auto* held = new DeviceOutput(output_);
+    py::capsule base(held, [](void* p) { delete static_cast<DeviceOutput*>(p); });
+    return py::array(numpy_dtype(memory().dtype), shape, {}, memory().data, base);
+  }
+
+ private:
+  DeviceOutput output_;
+};
+
+DLDataType dlpack_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return {kDLFloat, 32, 1};
+    case DType::kF64: return {kDLFloat, 64, 1};
+    case DType::kF16: return {kDLFloat, 16, 1};
+    case DType::kBF16: return {kDLBfloat, 16, 1};
+    case DType::kI64: return {kDLInt, 64, 1};
+    case DType::kI32: return {kDLInt, 32, 1};
+    case DType::kI8: return {kDLInt, 8, 1};
+    case DType::kU8: return {kDLUInt, 8, 1};
+    case DType::kBool: return {6 /* kDLBool */, 8, 1};
+  }
+  return {kDLUInt, 8, 1};
+}
+
+// What a capsule owns until its consumer's deleter (or the unconsumed capsule) frees it.
+struct ExportedTensor {
+  DeviceOutput output;
+  std::vector<int64_t> shape;
+  DLManagedTensor managed{};
+};
+
+py::capsule DeviceValue::dlpack(const py::object& stream, const py::object& max_version, const py::object& dl_device,
+                                const py::object& copy) const {
+  (void)stream;
+  (void)max_version;
+  if (!copy.is_none() && copy.cast<bool>()) throw py::buffer_error("strider.DeviceValue exports its memory, not copies");
+  if (!dl_device.is_none() && !dl_device.equal(dlpack_device()))
+    throw py::buffer_error("strider.DeviceValue: the memory is on " + device() + "; move it with its consumer");
+  auto* e = new ExportedTensor{output_, std::vector<int64_t>(memory().shape.begin(), memory().shape.end())};
+  DLTensor& t = e->managed.dl_tensor;
+  t.data = memory().data;
+  t.device = memory().device_ordinal < 0 ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, memory().device_ordinal};
+  t.ndim = int(e->shape.size());
+  t.dtype = dlpack_dtype(memory().dtype);
+  t.shape = e->shape.data();
+  t.strides = nullptr;  // dense row-major
+  t.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor* m) { delete static_cast<ExportedTensor*>(m->manager_ctx); };
+  PyObject* capsule = PyCapsule_New(&e->managed, "dltensor", [](PyObject* c) {
+    if (!PyCapsule_IsValid(c, "dltensor")) return;  // consumed: the consumer calls the deleter
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    m->deleter(m);
+  });
+  if (capsule == nullptr) {
+    delete e;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
 py::list describe(const std::vector<ValueInfo>& infos) {
   py::list list;
   for (const ValueInfo& info : infos) {
@@ -249,16 +333,23 @@ class PySession {
   }
 
   // Runs on the bound tensors' own memory (strider/io_binding.h): `inputs` and `outputs`
-  // map names to DLPack capsules, which the caller keeps alive.
-  void run_bound(const std::map<std::string, py::capsule>& inputs, const std::map<std::string, py::capsule>& outputs) {
+  // map names to DLPack capsules, which the caller keeps alive; the outputs named in
+  // `allocated` go to memory strider allocates, returned as DeviceValues by name.
+  std::map<std::string, DeviceValue> run_bound(const std::map<std::string, py::capsule>& inputs,
+                                               const std::map<std::string, py::capsule>& outputs,
+                                               const std::vector<std::string>& allocated) {
     IoBinding binding;
     for (const auto& [name, capsule] : inputs) binding.bind_input(name, memory_of(name, capsule));
     for (const auto& [name, capsule] : outputs) binding.bind_output(name, memory_of(name, capsule));
+    for (const std::string& name : allocated) binding.bind_output_to_device(name);
     Status s = [&] {
       py::gil_scoped_release unlocked;
       return session_->run(binding);
     }();
     if (!s.is_ok()) raise(s);
+    std::map<std::string, DeviceValue> values;
+    for (const auto& [name, output] : binding.device_outputs()) values.emplace(name, DeviceValue(output));
+    return values;
   }
 
   // Where the last bound run's kernels read each input and wrote each output.
@@ -299,10 +390,23 @@ PYBIND11_MODULE(_strider, m) {
       .def("outputs", &PySession::outputs)
       .def("run", &PySession::run, py::arg("feed"))
       .def("prepare", &PySession::prepare, py::arg("shapes"))
-      .def("run_bound", &PySession::run_bound, py::arg("inputs"), py::arg("outputs"))
+      .def("run_bound", &PySession::run_bound, py::arg("inputs"), py::arg("outputs"), py::arg("allocated"))
       .def("bound_addresses", &PySession::bound_addresses)
       .def("plans_made", &PySession::plans_made)
       .def("cached_shapes", &PySession::cached_shapes);
+  py::class_<strider::DeviceValue>(m, "DeviceValue",
+                                   "An output in memory strider allocated on the session's device (IOBinding)")
+      .def_property_readonly("shape", &strider::DeviceValue::shape)
+      .def_property_readonly("dtype", &strider::DeviceValue::dtype)
+      .def_property_readonly("device", &strider::DeviceValue::device)
+      .def("data_ptr", &strider::DeviceValue::data_ptr)
+      .def("numpy", &strider::DeviceValue::numpy)
+      .def("__dlpack_device__", &strider::DeviceValue::dlpack_device)
+      .def("__dlpack__", &strider::DeviceValue::dlpack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__repr__", [](const strider::DeviceValue& v) {
+        return "<strider.DeviceValue " + v.dtype() + py::str(v.shape()).cast<std::string>() + " on " + v.device() + ">";
+      });
   m.def("check_json", &strider::check_json, py::arg("model"), py::arg("options"));
   m.def("inspect_json", &strider::inspect_json, py::arg("model"), py::arg("options"));
   // Whether a CUDA device can be opened here (strider built with CUDA, a GPU and driver present).

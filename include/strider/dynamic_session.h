@@ -58,7 +58,7 @@ class DynamicSession {
   Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
   // Runs on the caller's memory (strider/io_binding.h), planning for the bound inputs'
   // shapes first if no cached plan has them.
-  Status run(const IoBinding& binding);
+  Status run(IoBinding& binding);
   // Plans for these input shapes now (every input named), so their first run does not.
   Status prepare(const std::map<std::string, Shape>& input_shapes);
 

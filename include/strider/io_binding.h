@@ -21,10 +21,20 @@
 // Ordering: the caller's memory must hold the inputs (their producer finished) when run()
 // is called; strider's work on it has completed when run() returns. Lifetime: the memory
 // stays alive and is not written by anyone else during a run; the binding does not own it.
+//
+// Outputs strider allocates (bind_output_to_device): each run writes the output into
+// memory of the session's device that strider allocates, and device_outputs() hands it to
+// the caller as a DeviceOutput, a shared reference (Python exports it through DLPack with
+// no copy). A later run never writes memory the caller still holds: it reuses an output's
+// memory only once every reference to it is gone (so a loop that drops the last result
+// before the next run keeps one address, and its cached kernels), and on a GPU it first
+// waits for the work already queued there (a consumer's stream may still be reading what
+// was dropped). It is complete when run() returns.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "strider/dtype.h"
@@ -40,19 +50,52 @@ struct MemoryRef {
   int device_ordinal = -1;  // -1: host memory; N: memory of CUDA device N
 };
 
+struct OutputMemory;  // opaque: the allocation and the device it lives on (src/exec/bound_run.cc)
+
+// An output in memory strider allocated: where it is, and a reference that keeps it alive
+// (and from being reused by a later run) while any copy of this object exists.
+class DeviceOutput {
+ public:
+  DeviceOutput() = default;
+  DeviceOutput(MemoryRef memory, std::shared_ptr<const OutputMemory> owner)
+      : memory_(std::move(memory)), owner_(std::move(owner)) {}
+  const MemoryRef& memory() const { return memory_; }
+  // A copy in host memory (a download from the GPU).
+  Result<Tensor> to_host() const;
+
+ private:
+  MemoryRef memory_;
+  std::shared_ptr<const OutputMemory> owner_;
+};
+
 class IoBinding {
  public:
   void bind_input(const std::string& name, const MemoryRef& memory) { inputs_[name] = memory; }
-  void bind_output(const std::string& name, const MemoryRef& memory) { outputs_[name] = memory; }
+  void bind_output(const std::string& name, const MemoryRef& memory) {
+    to_device_.erase(name);
+    outputs_[name] = memory;
+  }
+  // Strider allocates the output on the session's device each run (see above).
+  void bind_output_to_device(const std::string& name) {
+    outputs_.erase(name);
+    to_device_[name] = DeviceOutput();
+  }
   void clear() {
     inputs_.clear();
     outputs_.clear();
+    to_device_.clear();
   }
   const std::map<std::string, MemoryRef>& inputs() const { return inputs_; }
   const std::map<std::string, MemoryRef>& outputs() const { return outputs_; }
+  // The outputs bound to the device, each with what the last successful run wrote (empty
+  // DeviceOutputs before one).
+  const std::map<std::string, DeviceOutput>& device_outputs() const { return to_device_; }
+  // For Session::run: the run's results.
+  void set_device_output(const std::string& name, DeviceOutput output) { to_device_[name] = std::move(output); }
 
  private:
   std::map<std::string, MemoryRef> inputs_, outputs_;
+  std::map<std::string, DeviceOutput> to_device_;
 };
 
 }  // namespace strider

@@ -109,7 +109,7 @@ class Session {
   Status run(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs);
   // Runs on memory the caller owns, on the device or the host, with no copy in or out
   // (strider/io_binding.h: what may be bound, ordering and lifetime).
-  Status run(const IoBinding& binding);
+  Status run(IoBinding& binding);
 
   struct Impl;  // private: src/exec/session.cc
   Session(const Session&) = delete;

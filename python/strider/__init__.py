@@ -20,7 +20,7 @@ import json as _json
 import os as _os
 
 from . import errors
-from ._strider import Session as _Session
+from ._strider import DeviceValue, Session as _Session
 from ._strider import __version__, check_json as _check_json, cuda_available, inspect_json as _inspect_json
 from .errors import Error
 
@@ -258,19 +258,37 @@ def _wait_for_producer(value):
 
 
 class IOBinding:
-    """Names bound to tensors that strider reads and writes where they are (DLPack, no copy).
-    Keep the tensors alive while bound; rebinding new memory makes new kernels once."""
+    """Names bound to tensors that strider reads and writes where they are (DLPack, no copy),
+    or outputs strider allocates on the session's device. Keep bound tensors alive while
+    bound; rebinding new memory makes new kernels once."""
 
     def __init__(self, session):
         self._session = session
-        self._inputs, self._outputs = {}, {}
+        self._inputs, self._outputs, self._allocated = {}, {}, {}
 
     def bind_input(self, name, value):
         _dlpack_device(value)
         self._inputs[name] = value
 
-    def bind_output(self, name, value):
+    def bind_output(self, name, value=None, device_id=0, element_type=None, shape=None, buffer_ptr=None):
+        """Output `name` into `value` (a torch, CuPy or numpy tensor, written in place), or,
+        with no tensor or a device type as ONNX Runtime takes it ("cuda", "cpu"), into memory
+        strider allocates on the session's device each run: get_outputs() then gives a
+        strider.DeviceValue, which exports DLPack (torch.from_dlpack shares it, no copy). A
+        later run never writes a DeviceValue still referenced; it reuses dropped ones."""
+        if buffer_ptr is not None:
+            raise errors.Unsupported("UNSUPPORTED", "binding a raw pointer: bind a tensor that exports DLPack")
+        if value is None or isinstance(value, str):
+            wanted = value.lower() if isinstance(value, str) else None
+            device = self._session.device
+            if wanted is not None and not device.startswith(wanted):
+                raise errors.Unsupported("UNSUPPORTED", f"output {name!r}: strider allocates outputs on the session's "
+                                         f"device ({device}), not {value!r}; use run() for host arrays")
+            self._outputs.pop(name, None)
+            self._allocated[name] = None
+            return
         _dlpack_device(value)
+        self._allocated.pop(name, None)
         self._outputs[name] = value
 
     def clear_binding_inputs(self):
@@ -278,10 +296,23 @@ class IOBinding:
 
     def clear_binding_outputs(self):
         self._outputs.clear()
+        self._allocated.clear()
 
     def get_outputs(self):
-        """The bound output tensors, in the model's output order (filled by the last run)."""
-        return [self._outputs[arg.name] for arg in self._session.get_outputs() if arg.name in self._outputs]
+        """The outputs in the model's output order, as the last run left them: bound tensors,
+        and strider.DeviceValue for outputs strider allocated (None before a run)."""
+        outputs = []
+        for arg in self._session.get_outputs():
+            if arg.name in self._outputs:
+                outputs.append(self._outputs[arg.name])
+            elif arg.name in self._allocated:
+                outputs.append(self._allocated[arg.name])
+        return outputs
+
+    def copy_outputs_to_cpu(self):
+        """The outputs as numpy arrays (a copy from a GPU; host memory is shared)."""
+        return [value.numpy() if isinstance(value, DeviceValue) else _np.from_dlpack(value) if hasattr(_np, "from_dlpack")
+                else _np.asarray(value) for value in self.get_outputs()]
 
     def _run(self):
         _CUDA = 2  # kDLCUDA
@@ -290,7 +321,10 @@ class IOBinding:
                 _wait_for_producer(value)
         inputs = {name: value.__dlpack__() for name, value in self._inputs.items()}
         outputs = {name: value.__dlpack__() for name, value in self._outputs.items()}
-        self._session._session.run_bound(inputs, outputs)
+        # The previous results stay the caller's if referenced elsewhere; the binding's own
+        # references go first, so memory only it held is reused.
+        self._allocated = dict.fromkeys(self._allocated)
+        self._allocated.update(self._session._session.run_bound(inputs, outputs, list(self._allocated)))
 
     def _bound_addresses(self):
         """Where the last run's kernels read each input and wrote each output (for tests)."""

@@ -238,6 +238,75 @@ def test_io_binding_reads_and_writes_numpy_memory_in_place():
         session.run_with_iobinding(bad)
 
 
+def _check_outputs_strider_allocates(session, x, doubled):
+    """bind_output with no tensor: strider allocates y on the session's device and hands it
+    out as a DeviceValue. A held one is never overwritten by the next run; dropped ones are
+    reused. `doubled()` doubles x in place."""
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y")
+    assert binding.get_outputs() == [None]
+    session.run_with_iobinding(binding)
+    first = binding.get_outputs()[0]
+    assert isinstance(first, strider.DeviceValue)
+    assert first.device == session.device.replace("sim", "cpu")
+    values = first.numpy().copy()
+    doubled()
+    session.run_with_iobinding(binding)
+    second = binding.get_outputs()[0]
+    assert second.data_ptr() != first.data_ptr()
+    np.testing.assert_array_equal(first.numpy(), values)  # held: the second run wrote elsewhere
+    return binding, first, second, values
+
+
+def test_io_binding_outputs_strider_allocates_leave_through_dlpack():
+    session = strider.InferenceSession(CNN / "model.onnx")
+    (x,), (want,) = data_set(CNN, 1)
+    x = np.ascontiguousarray(x)
+    x0 = x.copy()
+    binding, first, second, values = _check_outputs_strider_allocates(session, x, lambda: x.__imul__(2))
+    np.testing.assert_allclose(values, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(second.numpy(), session.run(None, {"x": 2 * x0})[0])
+    shared = np.from_dlpack(second)  # no copy: numpy's array is strider's memory
+    assert shared.ctypes.data == second.data_ptr()
+    np.testing.assert_array_equal(np.from_dlpack(first), values)
+    assert binding.copy_outputs_to_cpu()[0].ctypes.data == second.data_ptr()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:  # Debian's python3-torch, where installed
+        assert torch.from_dlpack(second).data_ptr() == second.data_ptr()
+    # Dropped everywhere (the binding lets go of its own before each run): one allocation serves every run.
+    del first, second, shared
+    seen = set()
+    for _ in range(4):
+        session.run_with_iobinding(binding)
+        seen.add(binding.get_outputs()[0].data_ptr())
+    assert len(seen) == 1
+    with pytest.raises(BufferError):
+        binding.get_outputs()[0].__dlpack__(copy=True)
+    with pytest.raises(strider.errors.Unsupported):
+        binding.bind_output("y", "cuda")  # a cpu session allocates on the host only
+
+
+def test_io_binding_outputs_strider_allocates_on_cuda_leave_through_dlpack():
+    torch = _torch_on_cuda()
+    session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")
+    (x_host,), (want,) = data_set(CNN, 1)
+    x = torch.from_numpy(x_host).cuda()
+    binding, first, second, values = _check_outputs_strider_allocates(session, x, lambda: x.mul_(2))
+    np.testing.assert_allclose(values, want, rtol=1e-4, atol=1e-5)
+    assert first.__dlpack_device__() == (2, 0)
+    shared = torch.from_dlpack(second)
+    assert shared.is_cuda and shared.data_ptr() == second.data_ptr()  # strider's memory, no copy
+    np.testing.assert_allclose(shared.cpu().numpy(), session.run(None, {"x": x.cpu().numpy()})[0], rtol=1e-5, atol=1e-6)
+    total = (shared * 3).sum()  # queued on torch's stream, reading strider's memory
+    del shared, first, second
+    session.run_with_iobinding(binding)  # may reuse that memory: waits for torch's work first
+    assert torch.isfinite(total).item()
+
+
 def test_io_binding_with_torch_cuda_tensors_copies_nothing():
     torch = _torch_on_cuda()
     session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")

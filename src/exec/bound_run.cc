@@ -73,6 +73,45 @@ Status check_no_overlap(const std::vector<const MemoryRef*>& all, const std::vec
 
 }  // namespace
 
+// One allocation handed out as a bound output; returned to the device when the pool and
+// every DeviceOutput over it are gone (it keeps the device alive until then).
+struct OutputMemory {
+  std::shared_ptr<Device> device;
+  Allocation* allocation = nullptr;
+  OutputMemory(std::shared_ptr<Device> d, Allocation* a) : device(std::move(d)), allocation(a) {}
+  ~OutputMemory() { device->release(allocation); }
+  OutputMemory(const OutputMemory&) = delete;
+  OutputMemory& operator=(const OutputMemory&) = delete;
+};
+
+Result<Tensor> DeviceOutput::to_host() const {
+  if (!owner_) return invalid_argument("the output has not been written by a run");
+  STRIDER_ASSIGN_OR_RETURN(TensorView view, make_dense_view(*owner_->allocation, 0, memory_.dtype, memory_.shape, "output"));
+  Tensor host(memory_.dtype, memory_.shape);
+  STRIDER_RETURN_IF_ERROR(owner_->device->download(view, &host));
+  return host;
+}
+
+// Memory for output `name` of this run's shape: a pooled allocation nobody holds any more,
+// else a new one. At most kMaxPooled per output stay pooled (the rest go when dropped).
+Result<MemoryRef> Session::Impl::pooled_output(const std::string& name, const TensorView& planned, int ordinal) {
+  constexpr size_t kMaxPooled = 4;
+  const int64_t bytes = planned.num_elements() * int64_t(dtype_size(planned.dtype));
+  std::vector<std::shared_ptr<OutputMemory>>& pool = output_pool[name];
+  std::shared_ptr<OutputMemory> chosen;
+  for (const auto& m : pool)
+    if (m.use_count() == 1 && m->allocation->size() == bytes) chosen = m;
+  if (chosen) {
+    STRIDER_RETURN_IF_ERROR(device->wait_for_outside_work());
+  } else {
+    std::erase_if(pool, [&](const auto& m) { return m.use_count() == 1 && pool.size() >= kMaxPooled; });
+    STRIDER_ASSIGN_OR_RETURN(Allocation * a, device->allocate(bytes, 256, "output:" + name));
+    chosen = std::make_shared<OutputMemory>(resources->device, a);
+    pool.push_back(chosen);
+  }
+  return MemoryRef{chosen->allocation->address(), planned.dtype, planned.sizes, ordinal};
+}
+
 Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vector<const void*>& addresses) {
   auto hit = std::find_if(variants.begin(), variants.end(), [&](const BoundVariant& v) { return v.addresses == addresses; });
   if (hit != variants.end()) {
@@ -107,9 +146,17 @@ Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vecto
   return &variants.front();
 }
 
-Status Session::Impl::run_bound(const IoBinding& binding) {
+Status Session::Impl::run_bound(IoBinding& binding) {
   std::lock_guard lock(running);
   const int ordinal = device_ordinal(options.device);
+  // Outputs strider allocates join the caller's as bound memory for this run.
+  std::map<std::string, MemoryRef> bound_outputs = binding.outputs();
+  for (const auto& [name, unused] : binding.device_outputs()) {
+    auto info = std::find_if(outputs.begin(), outputs.end(), [&](const ValueInfo& v) { return v.name == name; });
+    if (info == outputs.end()) return invalid_argument(fmt::format("'{}' is not an output of the model", printable(name)));
+    const TensorView& planned = bound.plan.view(graph.outputs()[size_t(info - outputs.begin())]);
+    STRIDER_ASSIGN_OR_RETURN(bound_outputs[name], pooled_output(name, planned, ordinal));
+  }
   std::vector<const MemoryRef*> all;
   std::vector<std::string> names;
   auto collect = [&](const char* what, const std::vector<ValueInfo>& infos, const std::vector<ValueId>& ids,
@@ -127,15 +174,22 @@ Status Session::Impl::run_bound(const IoBinding& binding) {
     return Status::ok();
   };
   STRIDER_RETURN_IF_ERROR(collect("input", inputs, graph.inputs(), binding.inputs()));
-  STRIDER_RETURN_IF_ERROR(collect("output", outputs, graph.outputs(), binding.outputs()));
+  STRIDER_RETURN_IF_ERROR(collect("output", outputs, graph.outputs(), bound_outputs));
   STRIDER_RETURN_IF_ERROR(check_no_overlap(all, names, inputs.size()));
   std::vector<const void*> addresses;
   for (const MemoryRef* m : all) addresses.push_back(m->data);
   STRIDER_ASSIGN_OR_RETURN(BoundVariant * variant, variant_for(addresses));
-  return variant->executor->run_in_place();
+  STRIDER_RETURN_IF_ERROR(variant->executor->run_in_place());
+  for (const auto& [name, unused] : binding.device_outputs()) {
+    const MemoryRef& memory = bound_outputs.at(name);
+    const auto& pool = output_pool.at(name);
+    auto owner = std::find_if(pool.begin(), pool.end(), [&](const auto& m) { return m->allocation->address() == memory.data; });
+    binding.set_device_output(name, DeviceOutput(memory, *owner));
+  }
+  return Status::ok();
 }
 
-Status Session::run(const IoBinding& binding) {
+Status Session::run(IoBinding& binding) {
   return guard("run", [&] { return impl_->run_bound(binding); });
 }
 

@@ -207,7 +207,7 @@ Result<std::vector<Tensor>> DynamicSession::run(const std::map<std::string, Tens
   });
 }
 
-Status DynamicSession::run(const IoBinding& binding) {
+Status DynamicSession::run(IoBinding& binding) {
   return guard("run", [&]() -> Status {
     std::lock_guard lock(impl_->mutex);
     std::map<std::string, Shape> given;

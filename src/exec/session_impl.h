@@ -60,7 +60,11 @@ struct Session::Impl {
   };
   std::list<BoundVariant> variants;
   int64_t variants_made = 0;
-  Status run_bound(const IoBinding& binding);
+  // Memory of the outputs bound to the device, by output name: a few allocations each,
+  // reused once the caller dropped them (io_binding.h).
+  std::map<std::string, std::vector<std::shared_ptr<OutputMemory>>> output_pool;
+  Status run_bound(IoBinding& binding);
+  Result<MemoryRef> pooled_output(const std::string& name, const TensorView& planned, int ordinal);
   Result<BoundVariant*> variant_for(const std::vector<const void*>& addresses);
   ExecutorOptions executor_options() const;
 };

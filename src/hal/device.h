@@ -57,6 +57,10 @@ class Device {
   // Blocks until every queue has completed what was submitted; the first error any
   // command returned since the last synchronize, if one did.
   virtual Status synchronize() = 0;
+  // Waits for work others queued on this device (a torch stream still reading memory strider
+  // handed out and the caller dropped) before strider writes that memory again. A host
+  // device has none: its consumers ran before they dropped the memory.
+  virtual Status wait_for_outside_work() { return Status::ok(); }
   // True for devices that poison fresh and reused memory (sim): the executor then also
   // poisons each arena buffer before its first writer, through the queues.
   virtual bool poisons_memory() const { return false; }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "exec/session_internal.h"
@@ -208,6 +209,54 @@ TEST(IoBinding, RefusesWhatCannotBeBoundNamingIt) {
   ok.bind_input(in, host_ref(x.data, input.shape()));
   ok.bind_output(out, host_ref(y.data, expected.shape()));
   EXPECT_EQ(bf16->run(ok).code(), StatusCode::kUnsupported);
+}
+
+// Outputs strider allocates: the run's values, in memory the caller then holds. A held
+// output is never written by a later run (that run gets other memory); a dropped one is
+// reused, so a loop that drops each result keeps one address and makes no new kernels.
+TEST(IoBinding, OutputsStriderAllocatesAreTheCallersUntilDropped) {
+  auto session = load(DType::kF32, Layout::kNchw);
+  ASSERT_NE(session, nullptr);
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  const std::string in = session->inputs()[0].name, out = session->outputs()[0].name;
+  AlignedFloats x(size_t(input.num_elements()));
+  std::memcpy(x.data, input.bytes(), input.byte_size());
+  IoBinding binding;
+  binding.bind_input(in, host_ref(x.data, input.shape()));
+  binding.bind_output_to_device(out);
+  EXPECT_FALSE(binding.device_outputs().at(out).to_host().is_ok()) << "nothing ran yet";
+  ASSERT_TRUE(session->run(binding).is_ok());
+  DeviceOutput first = binding.device_outputs().at(out);
+  ASSERT_EQ(first.memory().shape, expected.shape());
+  EXPECT_EQ(first.memory().device_ordinal, -1);
+  auto first_values = first.to_host();
+  ASSERT_TRUE(first_values.is_ok());
+  for (int64_t i = 0; i < expected.num_elements(); ++i)
+    ASSERT_NEAR(static_cast<const float*>(first.memory().data)[i], expected.data<float>()[i], 1e-4) << i;
+  // Held across a run on new input values: the second result lands elsewhere.
+  for (int64_t i = 0; i < input.num_elements(); ++i) x.data[i] = 2 * input.data<float>()[i];
+  ASSERT_TRUE(session->run(binding).is_ok());
+  DeviceOutput second = binding.device_outputs().at(out);
+  EXPECT_NE(second.memory().data, first.memory().data);
+  EXPECT_EQ(std::memcmp(first.memory().data, first_values->bytes(), first_values->byte_size()), 0)
+      << "a run wrote an output the caller still holds";
+  auto doubled = session->run(std::vector<Tensor>{*Tensor::borrow(DType::kF32, input.shape(), x.data, input.byte_size())});
+  ASSERT_TRUE(doubled.is_ok());
+  EXPECT_EQ(std::memcmp(second.memory().data, (*doubled)[0].bytes(), expected.byte_size()), 0);
+  // Dropped: reused from then on. The binding itself holds the latest result, so a loop
+  // alternates between two allocations, and two sets of kernels serve every run.
+  first = DeviceOutput();
+  second = DeviceOutput();
+  ASSERT_TRUE(session->run(binding).is_ok());
+  ASSERT_TRUE(session->run(binding).is_ok());
+  const int64_t variants = bound_variants_made(*session);
+  std::set<const void*> seen;
+  for (int k = 0; k < 6; ++k) {
+    ASSERT_TRUE(session->run(binding).is_ok());
+    seen.insert(binding.device_outputs().at(out).memory().data);
+  }
+  EXPECT_EQ(seen.size(), 2u) << "dropped outputs were not reused";
+  EXPECT_EQ(bound_variants_made(*session), variants) << "runs on reused memory made new kernels";
 }
 
 }  // namespace

@@ -117,6 +117,14 @@ Status CudaDevice::synchronize() {
   return first;
 }
 
+// Every stream of the GPU, the caller's too: the only way to know a consumer that dropped
+// memory strider handed out has finished reading it.
+Status CudaDevice::wait_for_outside_work() {
+  cudaSetDevice(ordinal_);
+  STRIDER_CUDA_RETURN(cudaDeviceSynchronize(), "waiting for the GPU before reusing an output's memory");
+  return Status::ok();
+}
+
 bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {

@@ -32,6 +32,7 @@ class CudaDevice final : public Device {
   int num_queues() const override { return int(queues_.size()); }
   Queue& queue(int index) override { return *queues_.at(size_t(index)); }
   Status synchronize() override;
+  Status wait_for_outside_work() override;
   // Measured on the H200 (C2f, detector shapes): bf16/f16 convolutions run on tensor cores
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
