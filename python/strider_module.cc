@@ -128,7 +128,8 @@ class DeviceValue {
   uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(memory().data); }
   std::string device() const { return memory().device_ordinal < 0 ? "cpu" : "cuda:" + std::to_string(memory().device_ordinal); }
   py::tuple dlpack_device() const {
-    return memory().device_ordinal < 0 ? py::make_tuple(int(kDLCPU), 0) : py::make_tuple(int(kDLCUDA), memory().device_ordinal);
+    const bool host = memory().device_ordinal < 0;
+    return py::make_tuple(int(host ? kDLCPU : kDLCUDA), host ? 0 : memory().device_ordinal);
   }
   // `stream` needs nothing: run() returned after strider's kernels finished writing, so the
   // memory is complete for any consumer stream. `max_version` >= 1 gets the 0.x capsule
