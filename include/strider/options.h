@@ -24,4 +24,10 @@ enum class StorageMode : uint8_t { kDevice, kUnified, kHost };
 std::string_view storage_mode_name(StorageMode mode);
 std::optional<StorageMode> parse_storage_mode(std::string_view text);
 
+// Parses "1GiB", "512MiB", "64M", "1000000", "2.5G" (binary multiples for K/M/G/T with or
+// without "iB"); nullopt for anything else or a size beyond 2^62.
+std::optional<int64_t> parse_byte_size(std::string_view text);
+// What a session may use when its options give no budget: 80% of physical memory.
+int64_t default_host_memory_budget();
+
 }  // namespace strider

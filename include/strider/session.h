@@ -88,10 +88,14 @@ struct ValueInfo {
   std::vector<std::string> dim_params;  // per dim: the model's symbolic name, or empty
 };
 
+class Model;  // strider/model.h
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> load(const std::string& model_path,
                                                const SessionOptions& options = {});
+  // The same from a model imported once (strider/model.h): its weights are shared, not copied.
+  static Result<std::unique_ptr<Session>> create(const Model& model, const SessionOptions& options = {});
   ~Session();
 
   // Inputs and outputs as the caller sees them (the model's dtypes, static shapes).

@@ -86,4 +86,12 @@ class Tensor {
   size_t borrowed_size_ = 0;
 };
 
+// "[2, 3, 4]" and "2x3x4" (a scalar: "[]", "scalar"), for messages (src/base/shape.cc).
+std::string shape_to_string(std::span<const int64_t> sizes);
+std::string shape_to_dims(std::span<const int64_t> sizes);
+
+// Converts a floating tensor to another floating dtype (round to nearest even), or
+// returns it unchanged when the dtype already matches (src/passes/lower_precision.cc).
+Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to);
+
 }  // namespace strider

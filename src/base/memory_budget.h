@@ -14,6 +14,8 @@
 // Thread-safe: reservations are atomic (queues release memory from worker threads).
 #pragma once
 
+#include "strider/options.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -56,12 +58,8 @@ class MemoryBudget {
 
 // Physical memory of this machine in bytes (0 if it cannot be read).
 int64_t physical_memory_bytes();
-// What a session may use when its options give no budget: 80% of physical memory.
-int64_t default_host_memory_budget();
 // "1.5 GiB", "512 B": sizes in messages.
 std::string format_bytes(int64_t bytes);
-// Parses "1GiB", "512MiB", "64M", "1000000", "2.5G" (binary multiples for K/M/G/T with or
-// without "iB"); nullopt for anything else or a size beyond 2^62.
-std::optional<int64_t> parse_byte_size(std::string_view text);
+// parse_byte_size and default_host_memory_budget: strider/options.h.
 
 }  // namespace strider

@@ -1,4 +1,4 @@
-#include "base/printable.h"
+#include "strider/printable.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "base/check.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 
 namespace strider {
 

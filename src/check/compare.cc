@@ -1,4 +1,4 @@
-#include "check/compare.h"
+#include "strider/compare.h"
 
 #include <fmt/format.h>
 

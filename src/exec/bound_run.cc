@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "base/exception_guard.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "exec/session_impl.h"
 
 namespace strider {

@@ -8,7 +8,8 @@
 
 #include "base/exception_guard.h"
 #include "base/memory_budget.h"
-#include "base/printable.h"
+#include "strider/printable.h"
+#include "exec/model_impl.h"
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
 
@@ -99,31 +100,6 @@ struct DynamicSession::Impl {
 
 namespace {
 
-ValueInfo describe(const Value& v) {
-    ValueInfo info{v.name, v.dtype, v.has_shape ? v.shape : Shape{}, v.dim_params};
-    info.dim_params.resize(info.shape.size());
-    for (std::string& p : info.dim_params)
-      if (p == "?") p.clear();  // the importer's mark for a dynamic dim without a name
-    return info;
-}
-
-std::vector<ValueInfo> describe_inputs(const Graph& graph) {
-  std::vector<ValueInfo> infos;
-  for (ValueId id : graph.inputs()) infos.push_back(describe(graph.value(id)));
-  return infos;
-}
-
-// As the model declares them; where it declares no type, the value's own (an initializer's).
-std::vector<ValueInfo> describe_outputs(const Graph& graph) {
-  std::vector<ValueInfo> infos;
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const bool declared = i < graph.declared_outputs().size() && graph.declared_outputs()[i].has_type;
-    infos.push_back(describe(declared ? graph.declared_outputs()[i] : graph.value(graph.outputs()[i])));
-  }
-  return infos;
-}
-
-// Applies the pins to the inputs' dims; a pin that names no dim of any input is an error.
 Status pin_dims(std::vector<ValueInfo>& inputs, const std::map<std::string, int64_t>& pins) {
   for (const auto& [name, size] : pins) {
     if (size < 0) return invalid_argument(fmt::format("pinned dim '{}': size {} is negative", printable(name), size));

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "base/checked_math.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "exec/session_internal.h"
 #include "ops/op_registry.h"
 

@@ -11,7 +11,8 @@
 
 #include "base/checked_math.h"
 #include "base/exception_guard.h"
-#include "base/printable.h"
+#include "strider/printable.h"
+#include "exec/model_impl.h"
 #include "exec/session_impl.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
@@ -363,6 +364,10 @@ Result<std::unique_ptr<Session>> Session::load(const std::string& model_path, co
     STRIDER_ASSIGN_OR_RETURN(Graph graph, import_model_file(model_path, import_options));
     return create_session(std::move(graph), options);
   });
+}
+
+Result<std::unique_ptr<Session>> Session::create(const Model& model, const SessionOptions& options) {
+  return guard("creating the session", [&] { return create_session(model.impl().graph, options); });
 }
 
 const std::vector<ValueInfo>& Session::inputs() const { return impl_->inputs; }

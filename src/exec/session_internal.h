@@ -9,6 +9,7 @@
 #include "plan/planner.h"
 #include "strider/dynamic_session.h"
 #include "strider/session.h"
+#include "strider/tools.h"
 
 namespace strider {
 
@@ -64,18 +65,7 @@ std::vector<const void*> bound_addresses(const Session& session);
 // The same for the Session a DynamicSession ran last.
 std::vector<const void*> bound_addresses(const DynamicSession& session);
 
-// Runs the session's steps once more on the inputs of its last run and returns the device
-// time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.
-Result<double> time_device_steps(Session& session);
-
-// A kernel step's output as it was right after the step ran.
-struct TappedValue {
-  std::string value, node, op_type;  // names in the session's graph (after fusion)
-  Tensor tensor;                     // in the session's compute dtype
-};
-// Runs `session` on `inputs` as Session::run does (same plan, step by step) and returns
-// every kernel step's outputs in step order, for locating the first node that went wrong.
-Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs);
+// time_device_steps, run_with_taps: strider/tools.h.
 
 // Shapes every graph input must have, from the model and `options.input_shapes`. An input
 // with a dynamic dimension the options do not give is an INVALID_ARGUMENT naming it.

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "base/printable.h"
+#include "strider/printable.h"
 
 #include <algorithm>
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/printable.h"
+#include "strider/printable.h"
 
 namespace strider::onnx_io {
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 
 #include "base/checked_math.h"
 #include "base/memory_budget.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "onnx/attribute_proto.h"
 #include "onnx/file_io.h"
 #include "onnx/tensor_proto.h"

@@ -1,4 +1,4 @@
-#include "onnx/tensor_file.h"
+#include "strider/tensor_file.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "base/printable.h"
+#include "strider/printable.h"
 
 namespace strider {
 namespace {

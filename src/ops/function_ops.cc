@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "base/printable.h"
+#include "strider/printable.h"
 
 namespace strider {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "base/checked_math.h"
 #include "base/float16.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "base/shape.h"
 
 namespace strider {

@@ -8,7 +8,7 @@
 #include <map>
 #include <string_view>
 
-#include "base/printable.h"
+#include "strider/printable.h"
 
 namespace strider {
 namespace {

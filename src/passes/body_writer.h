@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/memory_budget.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "ir/graph.h"
 #include "passes/lower_precision.h"
 

@@ -4,7 +4,7 @@
 
 #include "base/checked_math.h"
 #include "base/exception_guard.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "hal/cpu/host_evaluator.h"
 #include "ops/op_registry.h"
 #include "ops/signature.h"

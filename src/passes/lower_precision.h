@@ -14,8 +14,6 @@ namespace strider {
 
 Status lower_to_bf16(Graph& graph);
 
-// Converts a floating tensor to another floating dtype (round to nearest even), or
-// returns it unchanged when the dtype already matches.
-Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to);
+// convert_float_tensor: strider/tensor.h.
 
 }  // namespace strider

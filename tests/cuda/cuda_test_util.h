@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "hal/kernel.h"
 #include "kernel_harness.h"
 #include "ir/builder.h"

@@ -12,6 +12,8 @@
 #include "exec/session_internal.h"
 #include "onnx/tensor_proto.h"
 #include "strider/io_binding.h"
+#include "strider/model.h"
+#include "strider/reference.h"
 #include "strider/session.h"
 
 namespace strider {
@@ -257,6 +259,40 @@ TEST(IoBinding, OutputsStriderAllocatesAreTheCallersUntilDropped) {
   }
   EXPECT_EQ(seen.size(), 2u) << "dropped outputs were not reused";
   EXPECT_EQ(bound_variants_made(*session), variants) << "runs on reused memory made new kernels";
+}
+
+// A Model is imported once; sessions made from it run as Session::load's do, and the
+// reference on it gives what the expected outputs hold. An input that decides a shape (a
+// Reshape's target) is listed, since a session takes it as a constant.
+TEST(Model, SessionsFromOneImportAndTheReferenceOnIt) {
+  auto model = Model::load((kModel / "model.onnx").string());
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto loaded = load();
+  ASSERT_NE(loaded, nullptr);
+  ASSERT_EQ((*model)->inputs().size(), loaded->inputs().size());
+  EXPECT_EQ((*model)->inputs()[0].name, loaded->inputs()[0].name);
+  EXPECT_TRUE((*model)->shape_inputs().empty());
+  auto a = Session::create(**model), b = Session::create(**model);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  Tensor input = read("input_0.pb"), expected = read("output_0.pb");
+  auto want = loaded->run({input});
+  auto got_a = (*a)->run({input}), got_b = (*b)->run({input});
+  ASSERT_TRUE(want.is_ok() && got_a.is_ok() && got_b.is_ok());
+  EXPECT_EQ(std::memcmp((*got_a)[0].bytes(), (*want)[0].bytes(), expected.byte_size()), 0);
+  EXPECT_EQ(std::memcmp((*got_b)[0].bytes(), (*want)[0].bytes(), expected.byte_size()), 0);
+  auto reference = evaluate_model_reference(**model, {{(*model)->inputs()[0].name, input}}, DType::kF32);
+  ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+  ASSERT_EQ(reference->outputs[0].size(), size_t(expected.num_elements()));
+  for (int64_t i = 0; i < expected.num_elements(); ++i)
+    ASSERT_NEAR(reference->outputs[0][size_t(i)], expected.data<float>()[i], 1e-4) << i;
+  EXPECT_TRUE(reference->values.empty()) << "values are kept only when asked";
+
+  const fs::path reshape = fs::path(STRIDER_SOURCE_DIR) / "tests/conformance/onnx-node-tests/test_reshape_extended_dims/model.onnx";
+  auto with_shape_input = Model::load(reshape.string());
+  ASSERT_TRUE(with_shape_input.is_ok()) << with_shape_input.status().to_string();
+  EXPECT_EQ((*with_shape_input)->shape_inputs(), std::vector<std::string>{"shape"});
+  auto missing = Model::load("/nonexistent/model.onnx");
+  EXPECT_FALSE(missing.is_ok());
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "base/float16.h"
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
 #include "onnx/tensor_proto.h"

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
 #include "reference/reference.h"

@@ -7,7 +7,7 @@
 #include <random>
 #include <set>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "ir/builder.h"

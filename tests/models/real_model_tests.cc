@@ -18,7 +18,7 @@
 #include <map>
 #include <numeric>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "exec/session_internal.h"
 #include "hal/cuda_device_factory.h"
 #include "onnx/importer.h"

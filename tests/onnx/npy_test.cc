@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "base/shape.h"
-#include "onnx/tensor_file.h"
+#include "strider/tensor_file.h"
 #include "support/test_util.h"
 
 namespace strider {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "onnx/tensor_file.h"
+#include "strider/tensor_file.h"
 #include "support/test_util.h"
 
 namespace strider {

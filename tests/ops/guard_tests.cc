@@ -7,7 +7,7 @@
 #include "base/check.h"
 #include "base/checked_math.h"
 #include "base/memory_budget.h"
-#include "base/printable.h"
+#include "strider/printable.h"
 #include "hal/kernel.h"
 #include "ir/builder.h"
 #include "passes/infer_shapes.h"

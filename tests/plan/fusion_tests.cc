@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "ops/fused_elementwise.h"
 #include "passes/lower_precision.h"
 #include "plan_test_util.h"

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "plan/dump.h"
 #include "plan_test_util.h"
 #include "reference/reference.h"

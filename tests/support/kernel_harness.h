@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "check/compare.h"
+#include "strider/compare.h"
 #include "hal/device.h"
 #include "ir/graph.h"
 #include "memory/tensor_view.h"

@@ -10,7 +10,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "exec/session_internal.h"
+#include "strider/tools.h"
 
 namespace strider::cli {
 namespace {
@@ -39,17 +39,17 @@ Result<nlohmann::json> measure(const BenchOptions& o, PreparedRun& run) {
     host_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   Percentiles device = percentiles(device_ms), host = percentiles(host_ms);
-  SessionPlanView view = inspect_session(session);
+  PlanSummary plan = plan_summary(session);
   int64_t planned = 0;
   nlohmann::json allocations;
-  for (const auto& a : view.plan->placeholders) {
-    planned += a->size();
-    allocations[a->label()] = a->size();
+  for (const auto& [label, bytes] : plan.allocations) {
+    planned += bytes;
+    allocations[label] = bytes;
   }
   int64_t batch = run.inputs.empty() || run.inputs[0].rank() == 0 ? 1 : run.inputs[0].shape()[0];
   return nlohmann::json{{"model", o.model.model},         {"device", o.model.device},
-                        {"dtype", o.model.dtype},         {"layout", view.plan->layout},
-                        {"queues", o.model.queues},       {"cuda_graph", view.uses_graph},
+                        {"dtype", o.model.dtype},         {"layout", plan.layout},
+                        {"queues", o.model.queues},       {"cuda_graph", plan.uses_cuda_graph},
                         {"batch", batch},                 {"iterations", o.iterations},
                         {"device_ms_median", device.median}, {"device_ms_p90", device.p90},
                         {"run_ms_median", host.median},   {"run_ms_p90", host.p90},

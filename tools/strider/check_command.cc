@@ -5,14 +5,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.h"
-#include "check/compare.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "exec/session_internal.h"
-#include "onnx/file_io.h"
-#include "passes/lower_precision.h"
-#include "reference/reference.h"
+#include "strider/compare.h"
+#include "strider/reference.h"
+#include "strider/tools.h"
 
 namespace strider::cli {
 namespace fs = std::filesystem;
@@ -31,24 +28,6 @@ std::vector<double> as_doubles(const Tensor& t) {
   return v;
 }
 
-std::vector<double> as_doubles(const RefTensor& t) {
-  std::vector<double> v(size_t(t.num_elements()));
-  for (int64_t i = 0; i < t.num_elements(); ++i) v[size_t(i)] = t.element_as_double(i);
-  return v;
-}
-
-// The inputs as the model consumed them: rounded to bf16 when it computes in bf16.
-Result<std::map<std::string, Tensor>> reference_inputs(const PreparedRun& run) {
-  std::map<std::string, Tensor> inputs = run.all_inputs;
-  if (run.session_options.dtype != DType::kBF16) return inputs;
-  for (auto& [name, t] : inputs) {
-    if (t.dtype() != DType::kF32) continue;
-    STRIDER_ASSIGN_OR_RETURN(Tensor rounded, convert_float_tensor(t, DType::kBF16));
-    STRIDER_ASSIGN_OR_RETURN(t, convert_float_tensor(rounded, DType::kF32));
-  }
-  return inputs;
-}
-
 // Expected values per output, from files or from the reference interpreter.
 Result<std::vector<std::vector<double>>> expected_outputs(const PreparedRun& run, const DataSet& set) {
   std::vector<std::vector<double>> expected;
@@ -58,22 +37,18 @@ Result<std::vector<std::vector<double>>> expected_outputs(const PreparedRun& run
     for (const Tensor& t : files) expected.push_back(as_doubles(t));
     return expected;
   }
-  STRIDER_ASSIGN_OR_RETURN(auto inputs, reference_inputs(run));
-  auto result = evaluate_reference(run.graph, inputs);
-  if (!result.is_ok()) return result.status().with_context("reference");
-  for (const RefTensor& t : result->outputs) expected.push_back(as_doubles(t));
-  return expected;
+  STRIDER_ASSIGN_OR_RETURN(ReferenceValues reference,
+                           evaluate_model_reference(*run.model, run.all_inputs, run.session_options.dtype));
+  return std::move(reference.outputs);
 }
 
 // Runs the model again step by step, reading every kernel step's output right after it,
 // and names the first node whose output differs from the reference's value for it.
 Result<nlohmann::json> locate_first_bad_node(const PreparedRun& run, const Tolerance& tolerance) {
   STRIDER_ASSIGN_OR_RETURN(std::vector<TappedValue> taps, run_with_taps(*run.session, run.inputs));
-  STRIDER_ASSIGN_OR_RETURN(auto inputs, reference_inputs(run));
-  auto reference = evaluate_reference(run.graph, inputs, /*keep_all_values=*/true);
-  if (!reference.is_ok()) return reference.status().with_context("reference");
-  std::map<std::string, std::vector<double>> expected;
-  for (const auto& [id, value] : reference->values) expected[run.graph.value(id).name] = as_doubles(value);
+  STRIDER_ASSIGN_OR_RETURN(ReferenceValues reference, evaluate_model_reference(*run.model, run.all_inputs,
+                                                                              run.session_options.dtype, true));
+  const std::map<std::string, std::vector<double>>& expected = reference.values;
   std::vector<NodeValue> values;
   for (const TappedValue& t : taps)
     values.push_back({t.value, t.node, t.op_type, as_doubles(t.tensor), !is_floating(t.tensor.dtype())});
@@ -144,11 +119,11 @@ Result<std::vector<DataSet>> data_sets(const CheckOptions& o, std::string* model
 
 nlohmann::json report_json(const CheckOptions& o, const std::string& model_file, nlohmann::json sets, int passed,
                            int failed) {
-  auto bytes = onnx_io::read_file(model_file, "model");
+  Result<std::string> sha256 = file_sha256(model_file);
   return {
       {"strider_version", version_text().substr(0, version_text().find('\n'))},
       {"model", model_file},
-      {"model_sha256", bytes.is_ok() ? sha256_hex(*bytes) : ""},
+      {"model_sha256", sha256.is_ok() ? *sha256 : ""},
       {"options", {{"device", o.model.device}, {"dtype", o.model.dtype}, {"seed", o.model.seed},
                    {"expected_dir", o.expected_dir}, {"inputs_dir", o.model.inputs_dir}}},
       {"data_sets", std::move(sets)},

@@ -9,12 +9,10 @@
 #include <fstream>
 #include <random>
 
-#include "base/memory_budget.h"
-#include "base/printable.h"
-#include "exec/session_internal.h"
-#include "onnx/importer.h"
-#include "onnx/tensor_file.h"
-#include "passes/lower_precision.h"
+#include "strider/options.h"
+#include "strider/printable.h"
+#include "strider/tensor_file.h"
+#include "strider/tools.h"
 
 namespace strider::cli {
 namespace fs = std::filesystem;
@@ -137,11 +135,12 @@ Result<Tensor> read_input_file(const std::string& spec, std::string* name) {
   return read_tensor_file(spec.substr(eq + 1));
 }
 
-// Fills `inputs` (by graph position) from --input, --inputs-dir and random values.
-Status load_inputs(const Graph& graph, const ModelOptions& o, const std::string& inputs_dir,
+// Fills `inputs` (by model input position) from --input, --inputs-dir and random values.
+Status load_inputs(const Model& model, const ModelOptions& o, const std::string& inputs_dir,
                    const std::map<std::string, Shape>& shapes, int64_t budget,
                    std::vector<std::optional<Tensor>>& inputs) {
-  size_t count = graph.inputs().size();
+  const std::vector<ValueInfo>& declared = model.inputs();
+  const size_t count = declared.size();
   if (!inputs_dir.empty()) {
     STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> from_dir, read_numbered_tensors(inputs_dir, "input", count));
     for (size_t i = 0; i < count; ++i) inputs[i] = std::move(from_dir[i]);
@@ -149,15 +148,14 @@ Status load_inputs(const Graph& graph, const ModelOptions& o, const std::string&
   for (const std::string& spec : o.input_files) {
     std::string name;
     STRIDER_ASSIGN_OR_RETURN(Tensor t, read_input_file(spec, &name));
-    auto it = std::find_if(graph.inputs().begin(), graph.inputs().end(),
-                           [&](ValueId id) { return graph.value(id).name == name; });
-    if (it == graph.inputs().end()) return invalid_argument(fmt::format("--input names '{}', which is not a model input", name));
-    inputs[size_t(it - graph.inputs().begin())] = std::move(t);
+    auto it = std::find_if(declared.begin(), declared.end(), [&](const ValueInfo& v) { return v.name == name; });
+    if (it == declared.end()) return invalid_argument(fmt::format("--input names '{}', which is not a model input", name));
+    inputs[size_t(it - declared.begin())] = std::move(t);
   }
   bool none_given = inputs_dir.empty() && o.input_files.empty();
   std::mt19937_64 rng(o.seed);
   for (size_t i = 0; i < count; ++i) {
-    const Value& v = graph.value(graph.inputs()[i]);
+    const ValueInfo& v = declared[i];
     if (inputs[i]) continue;
     if (!o.random_inputs && !none_given)
       return invalid_argument(fmt::format("missing input '{}'; give it with --input {}=FILE or use --random-inputs", v.name, v.name));
@@ -197,23 +195,22 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
     budget = *bytes;
     run.session_options.max_memory_bytes = budget;
   }
-  ImportOptions import_options;
-  import_options.max_constant_bytes = budget;
+  Model::Options model_options;
+  model_options.max_constant_bytes = budget;
   // A folder in the ONNX test layout names its model.onnx (check walks its data sets itself).
   std::error_code ec;
   const std::string file = fs::is_directory(model_file, ec) ? (fs::path(model_file) / "model.onnx").string() : model_file;
-  STRIDER_ASSIGN_OR_RETURN(run.graph, import_model_file(file, import_options));
+  STRIDER_ASSIGN_OR_RETURN(run.model, Model::load(file, model_options));
+  const std::vector<ValueInfo>& declared = run.model->inputs();
   std::map<std::string, Shape> shapes;
   for (const std::string& text : o.shapes) {
     STRIDER_ASSIGN_OR_RETURN(auto parsed, parse_shape(text));
-    if (!run.graph.find_value(parsed.first) ||
-        std::find(run.graph.inputs().begin(), run.graph.inputs().end(), *run.graph.find_value(parsed.first)) ==
-            run.graph.inputs().end())
+    if (std::none_of(declared.begin(), declared.end(), [&](const ValueInfo& v) { return v.name == parsed.first; }))
       return invalid_argument(fmt::format("--shape names '{}', which is not a model input", printable(parsed.first)));
     shapes[parsed.first] = parsed.second;
   }
-  std::vector<std::optional<Tensor>> inputs(run.graph.inputs().size());
-  STRIDER_RETURN_IF_ERROR(load_inputs(run.graph, o, inputs_dir, shapes, budget, inputs));
+  std::vector<std::optional<Tensor>> inputs(declared.size());
+  STRIDER_RETURN_IF_ERROR(load_inputs(*run.model, o, inputs_dir, shapes, budget, inputs));
   run.session_options.device = o.device;
   run.session_options.queues = o.queues;
   run.session_options.threads = o.threads;
@@ -236,9 +233,9 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   run.session_options.layout = *layout;
   run.session_options.dtype = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   run.session_options.input_shapes = shapes;
-  std::vector<std::string> fixed = shape_determining_inputs(run.graph);
+  const std::vector<std::string>& fixed = run.model->shape_inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& name = run.graph.value(run.graph.inputs()[i]).name;
+    const std::string& name = declared[i].name;
     run.all_inputs[name] = *inputs[i];
     if (std::find(fixed.begin(), fixed.end(), name) != fixed.end()) {
       // Static shapes: an input that decides a shape becomes a constant of the session.
@@ -252,10 +249,9 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
     run.session_options.input_shapes[name] = inputs[i]->shape();
     run.inputs.push_back(std::move(*inputs[i]));
   }
-  SessionDebugOptions debug;
-  debug.drop_waits = o.debug_drop_waits;
-  STRIDER_ASSIGN_OR_RETURN(PlanOptions plan_options, plan_options_for(run.session_options));
-  STRIDER_ASSIGN_OR_RETURN(run.session, create_session(run.graph, run.session_options, plan_options, nullptr, debug));
+  ToolSessionOptions tool_options;
+  tool_options.drop_waits = o.debug_drop_waits;
+  STRIDER_ASSIGN_OR_RETURN(run.session, create_tool_session(*run.model, run.session_options, tool_options));
   return run;
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
+#include "strider/model.h"
 #include "strider/session.h"
 
 namespace strider::cli {
@@ -58,7 +58,7 @@ void add_model_options(CLI::App& app, ModelOptions& options);
 
 // A model with its inputs, ready to run.
 struct PreparedRun {
-  Graph graph;                    // as imported, with the caller's input shapes
+  std::shared_ptr<const Model> model;  // as imported
   std::vector<Tensor> inputs;     // the session's inputs, in order
   std::map<std::string, Tensor> all_inputs;  // every model input by name (for the reference)
   SessionOptions session_options;

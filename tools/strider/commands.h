@@ -49,7 +49,4 @@ struct BenchOptions {
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int bench_command(const BenchOptions& options);
 
-// "strider 0.1.0 (commit ...)" and the versions of the libraries it uses.
-std::string version_text();
-
 }  // namespace strider::cli

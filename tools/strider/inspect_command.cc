@@ -4,8 +4,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "exec/session_internal.h"
-#include "plan/dump.h"
+#include "strider/tools.h"
 
 namespace strider::cli {
 void add_inspect_command(CLI::App& app, InspectOptions& options) {
@@ -24,21 +23,20 @@ void add_inspect_command(CLI::App& app, InspectOptions& options) {
 
 Result<std::string> inspect_report(const InspectOptions& o) {
   STRIDER_ASSIGN_OR_RETURN(PreparedRun prepared, prepare_run(o.model, o.model.model, o.model.inputs_dir));
-  SessionPlanView view = inspect_session(*prepared.session);
-  return plan_to_json(*view.graph, *view.plan, view.kernel_names);
+  return plan_json(*prepared.session);
 }
 
 int inspect_command(const InspectOptions& o) {
   auto prepared = prepare_run(o.model, o.model.model, o.model.inputs_dir);
   if (!prepared.is_ok()) return report_error(prepared.status());
-  SessionPlanView view = inspect_session(*prepared->session);
-  fmt::print("{}", plan_to_text(*view.graph, *view.plan, view.kernel_names));
+  const Session& session = *prepared->session;
+  fmt::print("{}", plan_text(session));
   if (!o.json_file.empty()) {
-    Status s = write_text_file(o.json_file, plan_to_json(*view.graph, *view.plan, view.kernel_names), "--json");
+    Status s = write_text_file(o.json_file, plan_json(session), "--json");
     if (!s.is_ok()) return report_error(s);
   }
   if (!o.svg_file.empty()) {
-    Status s = write_text_file(o.svg_file, plan_to_svg(*view.graph, *view.plan), "--svg");
+    Status s = write_text_file(o.svg_file, plan_svg(session), "--svg");
     if (!s.is_ok()) return report_error(s);
   }
   return kExitOk;

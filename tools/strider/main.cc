@@ -2,15 +2,18 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "base/exception_guard.h"
+#include <exception>
+#include <new>
+
 #include "commands.h"
+#include "strider/tools.h"
 
 int main(int argc, char** argv) {
   using namespace strider::cli;
   CLI::App app("strider: an ONNX inference runtime for CPU and NVIDIA GPUs whose views, offsets and\n"
                "async ordering are correct by construction.", "strider");
   app.require_subcommand(0, 1);
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("--version", strider::version_text());
   app.footer(
       "Exit codes: 0 ok, 1 a check failed, 2 usage error (bad options or inputs), 3 invalid or\n"
       "unsupported model, 4 device or runtime failure.\n"
@@ -32,14 +35,19 @@ int main(int argc, char** argv) {
   }
   // The exception boundary: whatever a library throws on a hostile model ends as one
   // error line and an exit code, never as std::terminate.
-  int code = kExitUsage;
-  strider::Status failed = strider::guard("strider", [&] {
-    if (run.selected) code = run_command(run);
-    else if (check.selected) code = check_command(check);
-    else if (inspect.selected) code = inspect_command(inspect);
-    else if (bench.selected) code = bench_command(bench);
-    else fmt::print("{}", app.help());
-    return strider::Status::ok();
-  });
-  return failed.is_ok() ? code : report_error(failed);
+  // (The library itself returns Statuses; this catches what escapes a dependency.)
+  try {
+    if (run.selected) return run_command(run);
+    if (check.selected) return check_command(check);
+    if (inspect.selected) return inspect_command(inspect);
+    if (bench.selected) return bench_command(bench);
+    fmt::print("{}", app.help());
+    return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    return report_error(strider::resource_exhausted("strider: out of memory"));
+  } catch (const std::exception& e) {
+    return report_error(strider::internal_error(std::string("strider: unexpected exception: ") + e.what()));
+  } catch (...) {
+    return report_error(strider::internal_error("strider: unexpected exception"));
+  }
 }

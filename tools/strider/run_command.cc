@@ -5,8 +5,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "onnx/npy.h"
-#include "onnx/tensor_proto.h"
+#include "strider/tensor_file.h"
 
 namespace strider::cli {
 namespace fs = std::filesystem;
@@ -24,17 +23,17 @@ Status write_outputs(const std::string& dir, const std::vector<ValueInfo>& infos
   std::vector<std::pair<std::string, std::string>> files;  // temporary, final
   for (size_t i = 0; i < outputs.size(); ++i)
     for (const char* ext : {".npy", ".pb"}) {
-      std::string final_name = fmt::format("{}/output_{}{}", dir, i, ext);
-      files.emplace_back(final_name + ".partial", final_name);
+      // The temporary keeps the extension: write_tensor_file picks the format by it.
+      files.emplace_back(fmt::format("{}/output_{}.partial{}", dir, i, ext), fmt::format("{}/output_{}{}", dir, i, ext));
     }
   auto undo = [&](size_t renamed, Status why) {
     for (size_t k = 0; k < files.size(); ++k) fs::remove(k < renamed ? files[k].second : files[k].first, ec);
     return why;
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
-    Status npy = write_npy(files[2 * i].first, outputs[i]);
+    Status npy = write_tensor_file(files[2 * i].first, outputs[i], infos[i].name);
     if (!npy.is_ok()) return undo(0, npy);
-    Status pb = write_tensor_pb(files[2 * i + 1].first, outputs[i], infos[i].name);
+    Status pb = write_tensor_file(files[2 * i + 1].first, outputs[i], infos[i].name);
     if (!pb.is_ok()) return undo(0, pb);
   }
   for (size_t k = 0; k < files.size(); ++k) {

@@ -1,10 +1,11 @@
+// version_text (strider/tools.h): strider's version and commit, and the libraries it was built with.
 #include <fmt/format.h>
 #include <google/protobuf/stubs/common.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "commands.h"
+#include "strider/tools.h"
 
-namespace strider::cli {
+namespace strider {
 
 std::string version_text() {
   const dnnl_version_t* dnnl = dnnl_version();
@@ -20,4 +21,4 @@ std::string version_text() {
       protobuf % 1000, STRIDER_ONNX_VERSION, FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100);
 }
 
-}  // namespace strider::cli
+}  // namespace strider

@@ -1,0 +1,64 @@
+// What strider's own tools (`strider inspect`, `check`, `bench`, the Python package's
+// strider.check/inspect) need beyond running a model: the plan as text, JSON or SVG,
+// device timing, each step's output as it was right after the step, and sessions with the
+// switches that prove the checkers work. The CLI is written on this header, strider/model.h,
+// strider/session.h, strider/reference.h, strider/compare.h and strider/tensor_file.h alone.
+//
+// Not for serving: these run a session's steps outside run()'s usual path (taps download
+// every value; timing reruns the last inputs), and drop_waits makes wrong answers on purpose.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strider/model.h"
+#include "strider/session.h"
+
+namespace strider {
+
+struct ToolSessionOptions {
+  // Drop every cross-queue wait, to show that the sim device and the sanitizer catch the
+  // damage (`strider check --debug-drop-waits`). Never for real use.
+  bool drop_waits = false;
+};
+// Session::create with tool switches.
+Result<std::unique_ptr<Session>> create_tool_session(const Model& model, const SessionOptions& options,
+                                                     const ToolSessionOptions& tool_options);
+
+// The session's plan: every step's operands (allocation+offset, dtype, sizes, strides, how
+// the value got its bytes) and kernel, as text (`strider inspect`), JSON, or an SVG of the
+// arena's memory timeline.
+std::string plan_text(const Session& session);
+std::string plan_json(const Session& session);
+std::string plan_svg(const Session& session);
+
+struct PlanSummary {
+  std::string layout;                                       // "nchw" or "nhwc"
+  bool uses_cuda_graph = false;                             // the steps replay as one CUDA graph
+  std::vector<std::pair<std::string, int64_t>> allocations; // label, bytes: arena, constants, ...
+};
+PlanSummary plan_summary(const Session& session);
+
+// Runs the session's steps once more on the inputs of its last run and returns the device
+// time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.
+Result<double> time_device_steps(Session& session);
+
+// A kernel step's output as it was right after the step ran.
+struct TappedValue {
+  std::string value, node, op_type;  // names in the session's graph (after fusion)
+  Tensor tensor;                     // in the session's compute dtype
+};
+// Runs `session` on `inputs` as Session::run does (same plan, step by step) and returns
+// every kernel step's outputs in step order, for locating the first node that went wrong.
+Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs);
+
+// The SHA-256 of a file's bytes, hex (what `check --json` records of the model).
+Result<std::string> file_sha256(const std::string& path);
+
+// "strider 0.1.0 (commit ...)" and the versions of the libraries it uses, one per line.
+std::string version_text();
+
+}  // namespace strider
