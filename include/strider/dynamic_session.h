@@ -10,8 +10,8 @@
 //
 // Sharing: every cached Session runs on one device and shares the imported weights: one
 // copy in host memory and one on the device (uploaded by the first plan that needs it;
-// a weight a plan lays out differently, channels-last say, gets a copy per layout, and
-// bf16 sessions convert the weights per plan). Constants folded for a shape are that
+// a weight a plan lays out differently, channels-last say, gets a copy per layout; bf16
+// sessions share one bf16 copy of each weight). Constants folded for a shape are that
 // plan's own. `SessionOptions::max_memory_bytes` bounds the whole cache: when a new shape
 // does not fit, the least recently used plans are dropped (their arenas freed) until it does.
 // Errors: an input whose shape contradicts the model (a static dim, the rank, a pinned dim)

@@ -225,8 +225,8 @@ Status prepare_graph(Graph& graph, MemoryBudget* budget) {
 }
 
 // Precision, then the fusions the device has kernels for (and, for attention, is faster with).
-Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device) {
-  if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph));
+Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device, LoweredConstants& bf16_constants) {
+  if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph, &bf16_constants));
   if (options.fusion && device.has_kernel(kFusedAttentionOp) && device.fuses_attention())
     STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
   if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
@@ -255,7 +255,7 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   STRIDER_RETURN_IF_ERROR(prepare_graph(graph, impl->budget.get()));
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
-  STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device));
+  STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources->bf16_constants));
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   impl->debug = debug;
   impl->executor =

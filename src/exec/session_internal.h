@@ -6,6 +6,7 @@
 
 #include "ir/graph.h"
 #include "plan/bind.h"
+#include "passes/lower_precision.h"
 #include "plan/planner.h"
 #include "strider/dynamic_session.h"
 #include "strider/session.h"
@@ -23,6 +24,8 @@ struct SessionResources {
   std::shared_ptr<Device> device;
   std::shared_ptr<DeviceConstants> constants;
   std::unordered_set<const Tensor*> host_constants;
+  // bf16 sessions: the weights' bf16 copies, one per weight for every plan.
+  std::shared_ptr<LoweredConstants> bf16_constants = std::make_shared<LoweredConstants>();
 };
 // A device and an empty constant store for `options` (its device, queues, storage mode, memory).
 Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOptions& options);

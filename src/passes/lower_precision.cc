@@ -74,13 +74,33 @@ Result<Tensor> convert_float_tensor(const Tensor& tensor, DType to) {
   return result;
 }
 
-Status lower_to_bf16(Graph& graph) {
+Result<std::shared_ptr<const Tensor>> LoweredConstants::lowered(const std::shared_ptr<const Tensor>& source) {
+  std::lock_guard lock(mutex_);
+  Entry& entry = entries_[source.get()];
+  if (entry.source.lock() == source)  // the same tensor, not a new one at a freed address
+    if (std::shared_ptr<const Tensor> kept = entry.lowered.lock()) return kept;
+  STRIDER_ASSIGN_OR_RETURN(Tensor converted, lower_constant(*source));
+  auto made = std::make_shared<const Tensor>(std::move(converted));
+  entry = Entry{source, made};
+  ++conversions_;
+  std::erase_if(entries_, [](const auto& e) { return e.second.source.expired(); });
+  return made;
+}
+
+int64_t LoweredConstants::conversions() const {
+  std::lock_guard lock(mutex_);
+  return conversions_;
+}
+
+Status lower_to_bf16(Graph& graph, LoweredConstants* cache) {
   std::vector<bool> parameter = parameter_values(graph);
   for (ValueId id = 0; id < graph.num_values(); ++id) {
     Value& v = graph.value(id);
     if (!v.has_type || v.dtype != DType::kF32 || parameter[size_t(id)]) continue;
     v.dtype = DType::kBF16;
-    if (v.constant) {
+    if (v.constant && cache) {
+      STRIDER_ASSIGN_OR_RETURN(v.constant, cache->lowered(v.constant));
+    } else if (v.constant) {
       STRIDER_ASSIGN_OR_RETURN(Tensor converted, lower_constant(*v.constant));
       v.constant = std::make_shared<const Tensor>(std::move(converted));
     }

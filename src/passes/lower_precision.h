@@ -7,12 +7,35 @@
 // and integers is exact.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "ir/graph.h"
 #include "strider/status.h"
 
 namespace strider {
 
-Status lower_to_bf16(Graph& graph);
+// bf16 copies of constants, by the f32 tensor each came from, so the plans of one model (a
+// DynamicSession's shapes) share one bf16 copy of each weight: one host tensor, and so one
+// device upload (DeviceConstants keys by the host tensor). Holds neither side: a copy
+// lives while some plan's graph holds it, and is made again after the last one went.
+class LoweredConstants {
+ public:
+  Result<std::shared_ptr<const Tensor>> lowered(const std::shared_ptr<const Tensor>& source);
+  int64_t conversions() const;  // how many copies were made (a test hook)
+
+ private:
+  struct Entry {
+    std::weak_ptr<const Tensor> source, lowered;
+  };
+  mutable std::mutex mutex_;
+  std::map<const Tensor*, Entry> entries_;
+  int64_t conversions_ = 0;
+};
+
+// `cache` (optional) shares the lowered constants with other graphs of the same model.
+Status lower_to_bf16(Graph& graph, LoweredConstants* cache = nullptr);
 
 // convert_float_tensor: strider/tensor.h.
 

@@ -100,17 +100,23 @@ TEST(DynamicSession, BadInputsPlanNothing) {
 
 // Every cached shape runs on one device with one copy of each weight: a new batch size
 // uploads only what folds per shape, never the weights again.
+// In f32 and in bf16 (whose plans share one bf16 copy of each weight).
 TEST(DynamicSession, WeightsAreUploadedOnce) {
-  auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
-  ASSERT_TRUE(session.is_ok());
-  DynamicSession& s = **session;
-  ASSERT_TRUE(s.run({{"x", data(0, "input_0.pb")}}).is_ok());
-  const int64_t first = s.constant_uploads();
-  EXPECT_GE(first, 4);  // the convolutions' and the classifier's weights and biases
-  ASSERT_TRUE(s.run({{"x", data(1, "input_0.pb")}}).is_ok());
-  ASSERT_TRUE(s.run({{"x", data(2, "input_0.pb")}}).is_ok());
-  EXPECT_EQ(s.plans_made(), 3);
-  EXPECT_EQ(s.constant_uploads(), first) << "batch 4 and 32 uploaded constants batch 1 had uploaded";
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    SessionOptions options;
+    options.dtype = dtype;
+    auto session = DynamicSession::load((kCnn / "model.onnx").string(), options);
+    ASSERT_TRUE(session.is_ok());
+    DynamicSession& s = **session;
+    ASSERT_TRUE(s.run({{"x", data(0, "input_0.pb")}}).is_ok());
+    const int64_t first = s.constant_uploads();
+    EXPECT_GE(first, 4);  // the convolutions' and the classifier's weights and biases
+    ASSERT_TRUE(s.run({{"x", data(1, "input_0.pb")}}).is_ok());
+    ASSERT_TRUE(s.run({{"x", data(2, "input_0.pb")}}).is_ok());
+    EXPECT_EQ(s.plans_made(), 3);
+    EXPECT_EQ(s.constant_uploads(), first) << "batch 4 and 32 uploaded constants batch 1 had uploaded";
+  }
 }
 
 // max_memory_bytes bounds the cache as a whole: a budget that holds one batch-32 plan but
