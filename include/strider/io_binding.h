@@ -15,9 +15,11 @@
 // Rules, checked at run (INVALID_ARGUMENT or UNSUPPORTED naming the value):
 // - every input and output is bound, with the model's dtype and this run's shape, dense
 //   row-major, 16-byte aligned, on the session's device (device_ordinal: -1 host memory
-//   for cpu and sim, N for cuda:N); no output overlaps another bound tensor;
-// - the session computes in the model's dtype (a bf16 session converts inputs and
-//   outputs, which needs a copy: use run() with Tensors) and plans the value row-major.
+//   for cpu and sim, N for cuda:N); no output overlaps another bound tensor.
+// A value the session holds differently (a bf16 session computes in bf16; a channels-last
+// plan gives an activation-like input nhwc strides) stays in the session's memory and is
+// copied between it and the bound memory by a Cast kernel on the device, before the steps
+// (inputs) or after them (outputs): one pass over the value, no host round trip.
 // Ordering: the caller's memory must hold the inputs (their producer finished) when run()
 // is called; strider's work on it has completed when run() returns. Lifetime: the memory
 // stays alive and is not written by anyone else during a run; the binding does not own it.

@@ -307,6 +307,31 @@ def test_io_binding_outputs_strider_allocates_on_cuda_leave_through_dlpack():
     assert torch.isfinite(total).item()
 
 
+def test_io_binding_of_a_bf16_session_converts_on_the_device():
+    session = strider.InferenceSession(CNN / "model.onnx", dtype="bf16")
+    (x,), (want,) = data_set(CNN, 1)
+    x = np.ascontiguousarray(x)
+    y = np.zeros(want.shape, dtype=np.float32)
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y", y)
+    session.run_with_iobinding(binding)
+    np.testing.assert_array_equal(y, session.run(None, {"x": x})[0])
+
+
+def test_io_binding_of_a_bf16_session_with_torch_cuda_tensors():
+    torch = _torch_on_cuda()
+    session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0", dtype="bf16")
+    (x_host,), (want,) = data_set(CNN, 1)
+    x = torch.from_numpy(x_host).cuda()
+    y = torch.zeros(want.shape, dtype=torch.float32, device="cuda")
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y", y)
+    session.run_with_iobinding(binding)
+    np.testing.assert_array_equal(y.cpu().numpy(), session.run(None, {"x": x_host})[0])
+
+
 def test_io_binding_with_torch_cuda_tensors_copies_nothing():
     torch = _torch_on_cuda()
     session = strider.InferenceSession(CNN / "model.onnx", device="cuda:0")

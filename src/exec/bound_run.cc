@@ -10,7 +10,9 @@
 
 #include "base/exception_guard.h"
 #include "strider/printable.h"
+#include "base/onnx_types.h"
 #include "exec/session_impl.h"
+#include "ir/builder.h"
 
 namespace strider {
 namespace {
@@ -43,13 +45,45 @@ Status check_bound(const char* what, const ValueInfo& info, const MemoryRef* mem
     return invalid_argument(fmt::format("{} '{}': bound to a null address", what, name));
   if (reinterpret_cast<uintptr_t>(memory->data) % kBoundAlignment != 0)
     return invalid_argument(fmt::format("{} '{}': bound memory is not {}-byte aligned", what, name, kBoundAlignment));
-  if (planned.dtype != info.dtype)
-    return unsupported(fmt::format("{} '{}': the session computes in {}, so the value needs a conversion; "
-                                   "run with Tensors instead of a binding", what, name, dtype_name(planned.dtype)));
-  if (!planned.is_contiguous())
-    return unsupported(fmt::format("{} '{}' is planned with strides {} (channels-last?); bind it under layout nchw",
-                                   what, name, shape_to_string(planned.strides)));
   return Status::ok();
+}
+
+// Whether the value goes through a StagedCopy instead of living in the caller's memory.
+bool needs_staging(const ValueInfo& info, const TensorView& planned) {
+  return planned.dtype != info.dtype || !planned.is_contiguous();
+}
+
+Result<Session::Impl::StagedCopy> make_staged_copy(Device& device, const ValueInfo& info, void* caller,
+                                                   const TensorView& planned, bool input, bool host_accessible,
+                                                   uint64_t id) {
+  Session::Impl::StagedCopy c;
+  const int64_t bytes = num_elements(planned.sizes) * int64_t(dtype_size(info.dtype));
+  c.caller = std::make_unique<Allocation>(id, fmt::format("caller:{}", printable(info.name)), device.name(),
+                                          static_cast<std::byte*>(caller), bytes, 1, StorageMode::kDevice, host_accessible);
+  STRIDER_ASSIGN_OR_RETURN(TensorView theirs, make_dense_view(*c.caller, 0, info.dtype, planned.sizes, "bound memory"));
+  const TensorView& from = input ? theirs : planned;
+  const TensorView& to = input ? planned : theirs;
+  GraphBuilder b;
+  b.output(b.op("Cast", {b.input("x", from.dtype, from.sizes)}, int_attribute("to", onnx_type_code(to.dtype))));
+  c.graph = b.build();
+  STRIDER_ASSIGN_OR_RETURN(c.kernel, device.create_kernel(KernelRequest{c.graph, c.graph.node(0), {from}, {to}}));
+  c.before_steps = input;
+  c.label = fmt::format("{} '{}': {} {} -> {} {}", input ? "input" : "output", printable(info.name), dtype_name(from.dtype),
+                        shape_to_string(from.strides), dtype_name(to.dtype), shape_to_string(to.strides));
+  return c;
+}
+
+// Runs the staged copies of one side on the first device queue and waits for them (the
+// queues are idle before and after a run's steps, so nothing else orders against them).
+Status run_staged(Device& device, std::vector<Session::Impl::StagedCopy>& copies, bool before_steps) {
+  Queue& queue = device.queue(device.num_queues() > 1 ? 1 : kHostQueue);
+  uint64_t last = 0;
+  for (Session::Impl::StagedCopy& c : copies) {
+    if (c.before_steps != before_steps) continue;
+    Kernel* kernel = c.kernel.get();
+    last = queue.submit(Command{c.label, [kernel](const QueueContext& context) { return kernel->run(context); }, {}}).value;
+  }
+  return last == 0 ? Status::ok() : queue.wait(last);
 }
 
 // No bound output may overlap another bound tensor: kernels would write through the other.
@@ -112,7 +146,8 @@ Result<MemoryRef> Session::Impl::pooled_output(const std::string& name, const Te
   return MemoryRef{chosen->allocation->address(), planned.dtype, planned.sizes, ordinal};
 }
 
-Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vector<const void*>& addresses) {
+Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vector<const void*>& addresses,
+                                                                const std::vector<bool>& staged) {
   auto hit = std::find_if(variants.begin(), variants.end(), [&](const BoundVariant& v) { return v.addresses == addresses; });
   if (hit != variants.end()) {
     variants.splice(variants.begin(), variants, hit);
@@ -120,9 +155,10 @@ Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vecto
   }
   ExternalMemory external;
   external.host_accessible = device_ordinal(options.device) < 0;
-  size_t k = 0;
-  for (ValueId id : graph.inputs()) external.addresses[id] = static_cast<std::byte*>(const_cast<void*>(addresses[k++]));
-  for (ValueId id : graph.outputs()) external.addresses[id] = static_cast<std::byte*>(const_cast<void*>(addresses[k++]));
+  std::vector<ValueId> ids = graph.inputs();
+  ids.insert(ids.end(), graph.outputs().begin(), graph.outputs().end());
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (!staged[k]) external.addresses[ids[k]] = static_cast<std::byte*>(const_cast<void*>(addresses[k]));
   if (variants.size() >= kMaxVariants) variants.pop_back();  // runs end idle: nothing of it is in flight
   // Built in place: the executor keeps references to the variant's plan and kernels.
   variants.emplace_front();
@@ -135,6 +171,15 @@ Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vecto
       return unsupported(fmt::format("node '{}' refuses the bound memory's views; run with Tensors",
                                      printable(*attempt.refused_nodes.begin())));
     variant.kernels = std::move(attempt.kernels);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!staged[k]) continue;
+      const bool input = k < graph.inputs().size();
+      const ValueInfo& info = input ? inputs[k] : outputs[k - graph.inputs().size()];
+      STRIDER_ASSIGN_OR_RETURN(StagedCopy copy,
+                               make_staged_copy(*device, info, const_cast<void*>(addresses[k]), variant.bound.plan.view(ids[k]),
+                                                input, external.host_accessible, uint64_t(1) << 62 | k));
+      variant.staged.push_back(std::move(copy));
+    }
     variant.executor = std::make_unique<Executor>(graph, variant.bound.plan, variant.kernels, *device, executor_options());
     return Status::ok();
   }();
@@ -178,8 +223,13 @@ Status Session::Impl::run_bound(IoBinding& binding) {
   STRIDER_RETURN_IF_ERROR(check_no_overlap(all, names, inputs.size()));
   std::vector<const void*> addresses;
   for (const MemoryRef* m : all) addresses.push_back(m->data);
-  STRIDER_ASSIGN_OR_RETURN(BoundVariant * variant, variant_for(addresses));
+  std::vector<bool> staged;
+  for (size_t i = 0; i < inputs.size(); ++i) staged.push_back(needs_staging(inputs[i], bound.plan.view(graph.inputs()[i])));
+  for (size_t i = 0; i < outputs.size(); ++i) staged.push_back(needs_staging(outputs[i], bound.plan.view(graph.outputs()[i])));
+  STRIDER_ASSIGN_OR_RETURN(BoundVariant * variant, variant_for(addresses, staged));
+  STRIDER_RETURN_IF_ERROR(run_staged(*device, variant->staged, true));
   STRIDER_RETURN_IF_ERROR(variant->executor->run_in_place());
+  STRIDER_RETURN_IF_ERROR(run_staged(*device, variant->staged, false));
   for (const auto& [name, unused] : binding.device_outputs()) {
     const MemoryRef& memory = bound_outputs.at(name);
     const auto& pool = output_pool.at(name);

@@ -52,11 +52,23 @@ struct Session::Impl {
 
   // Plans bound to a caller's memory (IoBinding), by the addresses they were bound to, each
   // with its kernels and executor; most recently used first (bound_run.cc).
+  // A value the caller's memory cannot stand for directly (the session computes it in
+  // bf16, or plans it channels-last): it keeps its place in the session's memory, and a
+  // Cast kernel copies it between there and the caller's memory on the device, before
+  // (inputs) or after (outputs) the steps.
+  struct StagedCopy {
+    Graph graph;                          // the one Cast node the kernel was made for
+    std::unique_ptr<Allocation> caller;   // over the caller's bytes
+    std::unique_ptr<Kernel> kernel;
+    bool before_steps = true;
+    std::string label;
+  };
   struct BoundVariant {
     std::vector<const void*> addresses;  // inputs, then outputs, in graph order
     BoundPlan bound;
     std::vector<std::unique_ptr<Kernel>> kernels;
     std::unique_ptr<Executor> executor;
+    std::vector<StagedCopy> staged;
   };
   std::list<BoundVariant> variants;
   int64_t variants_made = 0;
@@ -65,7 +77,7 @@ struct Session::Impl {
   std::map<std::string, std::vector<std::shared_ptr<OutputMemory>>> output_pool;
   Status run_bound(IoBinding& binding);
   Result<MemoryRef> pooled_output(const std::string& name, const TensorView& planned, int ordinal);
-  Result<BoundVariant*> variant_for(const std::vector<const void*>& addresses);
+  Result<BoundVariant*> variant_for(const std::vector<const void*>& addresses, const std::vector<bool>& staged);
   ExecutorOptions executor_options() const;
 };
 
