@@ -216,15 +216,21 @@ def test_run_refuses_cuda_tensors_clearly_bind_them_instead():
         session.run(None, {"x": torch.from_numpy(x).cuda()})
 
 
+def _bind_and_run(session, x, y):
+    """Binds the CNN's x and y to these tensors and runs once; returns the binding."""
+    binding = session.io_binding()
+    binding.bind_input("x", x)
+    binding.bind_output("y", y)
+    session.run_with_iobinding(binding)
+    return binding
+
+
 def test_io_binding_reads_and_writes_numpy_memory_in_place():
     session = strider.InferenceSession(CNN / "model.onnx")
     (x,), (want,) = data_set(CNN, 1)
     x = np.ascontiguousarray(x)
     y = np.full(want.shape, -7.0, dtype=np.float32)
-    binding = session.io_binding()
-    binding.bind_input("x", x)
-    binding.bind_output("y", y)
-    session.run_with_iobinding(binding)
+    binding = _bind_and_run(session, x, y)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
     assert binding.get_outputs()[0] is y
     assert binding._bound_addresses() == [x.ctypes.data, y.ctypes.data]  # no copy either way
@@ -312,10 +318,7 @@ def test_io_binding_of_a_bf16_session_converts_on_the_device():
     (x,), (want,) = data_set(CNN, 1)
     x = np.ascontiguousarray(x)
     y = np.zeros(want.shape, dtype=np.float32)
-    binding = session.io_binding()
-    binding.bind_input("x", x)
-    binding.bind_output("y", y)
-    session.run_with_iobinding(binding)
+    binding = _bind_and_run(session, x, y)
     np.testing.assert_array_equal(y, session.run(None, {"x": x})[0])
 
 
@@ -325,10 +328,7 @@ def test_io_binding_of_a_bf16_session_with_torch_cuda_tensors():
     (x_host,), (want,) = data_set(CNN, 1)
     x = torch.from_numpy(x_host).cuda()
     y = torch.zeros(want.shape, dtype=torch.float32, device="cuda")
-    binding = session.io_binding()
-    binding.bind_input("x", x)
-    binding.bind_output("y", y)
-    session.run_with_iobinding(binding)
+    binding = _bind_and_run(session, x, y)
     np.testing.assert_array_equal(y.cpu().numpy(), session.run(None, {"x": x_host})[0])
 
 
@@ -338,10 +338,7 @@ def test_io_binding_with_torch_cuda_tensors_copies_nothing():
     (x_host,), (want,) = data_set(CNN, 1)
     x = torch.from_numpy(x_host).cuda()
     y = torch.empty(want.shape, dtype=torch.float32, device="cuda")
-    binding = session.io_binding()
-    binding.bind_input("x", x)
-    binding.bind_output("y", y)
-    session.run_with_iobinding(binding)
+    binding = _bind_and_run(session, x, y)
     np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
     assert binding._bound_addresses() == [x.data_ptr(), y.data_ptr()]  # strider's kernels used torch's memory
     x.mul_(2)  # written by torch on its stream; strider waits for it
