@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "hal/device.h"
@@ -49,6 +51,40 @@ TEST(CpuThreads, OneThreadComputesWhatTheDefaultDoes) {
     ASSERT_NEAR((*x)[0].data<float>()[i], (*y)[0].data<float>()[i], 1e-4) << "element " << i;
   one.threads = -1;
   EXPECT_EQ(Session::load((dir / "model.onnx").string(), one).status().code(), StatusCode::kInvalidArgument);
+}
+
+int threads_of_this_process() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++count;
+  return count;
+}
+
+// oneDNN fixes a primitive's team size when the primitive is created, from the creating
+// thread's OpenMP setting. A one-thread session's kernels are created on this thread, whose
+// default is every core: unless creation runs under the session's count, its weight
+// reorders start a team here and its convolutions start teams on the worker. Counted in a
+// fresh process (a death test re-executes the binary), where no earlier test made a team.
+TEST(CpuThreadsDeathTest, AOneThreadSessionStartsNoOpenMpThreads) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one core: every team is one thread anyway";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto dir = std::filesystem::path(STRIDER_SOURCE_DIR) / "models/seed/C2f_split_op17";
+  EXPECT_EXIT(
+      {
+        auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+        const int before = threads_of_this_process();
+        SessionOptions one;
+        one.threads = 1;
+        auto session = Session::load((dir / "model.onnx").string(), one);
+        if (!session.is_ok() || !input.is_ok()) std::exit(2);
+        for (int k = 0; k < 3; ++k)
+          if (!(*session)->run({*input}).is_ok()) std::exit(2);
+        const int running = threads_of_this_process();
+        session->reset();
+        const int after = threads_of_this_process();
+        std::fprintf(stderr, "threads: %d before, %d with the session, %d after\n", before, running, after);
+        std::exit(running == before + 1 && after == before ? 0 : 1);  // the worker only
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

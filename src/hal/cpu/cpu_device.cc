@@ -11,7 +11,7 @@
 
 namespace strider::cpu {
 
-CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget) {
+CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget), threads_(options.threads) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads));
@@ -61,6 +61,7 @@ void CpuDevice::release(Allocation* allocation, std::span<const Timepoint> last_
 bool CpuDevice::has_kernel(std::string_view op_type) const { return cpu::has_kernel(op_type); }
 
 Result<std::unique_ptr<Kernel>> CpuDevice::create_kernel(const KernelRequest& request) {
+  ScopedOmpThreads team(threads_);  // oneDNN sizes a primitive's team at creation
   return cpu::create_kernel(request);
 }
 

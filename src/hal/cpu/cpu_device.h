@@ -33,6 +33,7 @@ class CpuDevice : public Device {
   void wait_for(std::span<const Timepoint> timepoints);
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> next_id_{1};
+  int threads_ = 0;  // SessionOptions::threads: kernels are created under it too
 };
 
 }  // namespace strider::cpu

@@ -5,6 +5,16 @@
 
 namespace strider::cpu {
 
+ScopedOmpThreads::ScopedOmpThreads(int threads) {
+  if (threads <= 0) return;
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(threads);
+}
+
+ScopedOmpThreads::~ScopedOmpThreads() {
+  if (previous_ > 0) omp_set_num_threads(previous_);
+}
+
 WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads)
     : index_(index), queue_of_(std::move(queue_of)), threads_(threads), worker_([this] { loop(); }) {}
 

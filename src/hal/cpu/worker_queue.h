@@ -14,6 +14,22 @@
 
 namespace strider::cpu {
 
+// Sets the calling thread's OpenMP team size to `threads` (> 0) for its lifetime. oneDNN
+// fixes a primitive's team size when the primitive is created, from the creating thread's
+// setting, and runs it with that many threads wherever it runs: so kernels are created
+// under the session's thread count too, or a one-thread session's kernels would start teams
+// of the process default on its worker.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 class WorkerQueue final : public Queue {
  public:
   WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0);
