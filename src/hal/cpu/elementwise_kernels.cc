@@ -85,8 +85,24 @@ Result<KernelPtr> float_test(const KernelRequest& r, Fn fn) {
   });
 }
 
+// Exp, Sigmoid and Tanh on the float storage types run as one-instruction fused programs:
+// the fused kernel's vectorized rows (hal/cpu/vector_math.h), so a graph computes the same
+// bits fused or not (f64 keeps the C library's double math).
+constexpr bool has_vector_row(ElementwiseOp op) {
+  return op == ElementwiseOp::kExp || op == ElementwiseOp::kSigmoid || op == ElementwiseOp::kTanh;
+}
+
 template <ElementwiseOp kOp>
 Result<KernelPtr> make_table_kernel(const KernelRequest& r) {
+  if constexpr (has_vector_row(kOp)) {
+    const DType t = r.inputs[0].dtype;
+    if (t == DType::kF32 || t == DType::kBF16 || t == DType::kF16) {
+      FusedProgram program;
+      program.inputs = 1;
+      program.code.push_back(FusedInstruction{kOp, 0, -1, 0.0f, 0.0f});
+      return make_fused_program_kernel(program, r.outputs[0], {r.inputs[0]});
+    }
+  }
   using Traits = ElementwiseTraits<kOp>;
   STRIDER_ASSIGN_OR_RETURN(ElementwiseParams params, resolve_elementwise_params(kOp, r.node.attributes));
   const typename Traits::Fn fn{params};

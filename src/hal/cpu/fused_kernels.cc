@@ -1,8 +1,8 @@
 // FusedElementwise on the CPU (ops/fused_elementwise.h). The program runs a tile of up to
 // kTile elements at a time: the inputs of the tile are loaded into f32 rows (any strides,
 // stride 0 for broadcast), each instruction is one loop over the tile with its op chosen
-// once per tile (so the loop vectorizes), and the last row is stored. Intermediates live
-// in the kernel's rows, never in the arena.
+// once per tile (so the loop vectorizes; exp, sigmoid and tanh by hal/cpu/vector_math.h),
+// and the last row is stored. Intermediates live in the kernel's rows, never in the arena.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
+#include "hal/cpu/vector_math.h"
 #include "ops/fused_elementwise.h"
 
 namespace strider::cpu {
@@ -24,6 +25,10 @@ void apply_row(const FusedInstruction& i, const float* a, const float* b, float*
 }
 
 void run_instruction(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
+  // The transcendental rows, vectorized (the C library computes them one call per element).
+  if (i.op == FusedOp::kExp) return vector_math::exp_row(a, out, n);
+  if (i.op == FusedOp::kSigmoid) return vector_math::sigmoid_row(a, out, n);
+  if (i.op == FusedOp::kTanh) return vector_math::tanh_row(a, out, n);
   switch (i.op) {
 #define STRIDER_FUSED_ROW(name, kind, kernel, params) \
   case FusedOp::k##name: return apply_row<FusedOp::k##name>(i, a, b, out, n);

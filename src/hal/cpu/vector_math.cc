@@ -1,0 +1,91 @@
+#include "hal/cpu/vector_math.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+// Compiled with -fno-trapping-math (src/hal/cpu/CMakeLists.txt): the compiler may then
+// evaluate both sides of a select, which is what lets these loops vectorize. Nothing here
+// reads floating-point exception flags.
+
+namespace strider::cpu::vector_math {
+namespace {
+
+// e^x for |x| within the normal range, NaN passing through; the callers handle the ends.
+[[gnu::always_inline]] inline float exp_core(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  float clamped = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  float shifted = clamped * kLog2e + kRound;
+  float n = shifted - kRound;
+  int32_t exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  float r = clamped - n * kLn2Hi - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * (r * r) + r + 1.0f;
+  // 2^n in two halves, so n = 128 (x near 88.72, e < 1) does not overflow the exponent.
+  int32_t half = exponent >> 1;
+  float scale_a = std::bit_cast<float>((half + 127) << 23);
+  float scale_b = std::bit_cast<float>((exponent - half + 127) << 23);
+  return e * scale_a * scale_b;
+}
+
+[[gnu::always_inline]] inline float exp_one(float x) {
+  float e = exp_core(x);
+  e = x > 88.72283f ? std::numeric_limits<float>::infinity() : e;
+  e = x < -87.33654f ? 0.0f : e;
+  return x != x ? x : e;
+}
+
+[[gnu::always_inline]] inline float tanh_one(float x) {
+  float a = x < 0 ? -x : x;
+  float z = x * x;
+  float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+                 3.33332819422e-1f) * z * x + x;
+  float e = exp_core(2.0f * (a > 10.0f ? 10.0f : a));  // tanh rounds to 1 in f32 beyond 9.02
+  float large = 1.0f - 2.0f / (e + 1.0f);
+  large = x < 0 ? -large : large;
+  float t = a < 0.625f ? small : large;
+  return x != x ? x : t;
+}
+
+[[gnu::always_inline]] inline float sigmoid_one(float x) { return 1.0f / (1.0f + exp_one(-x)); }
+
+// Each row loop for AVX2 with FMA (8 lanes) here, for the x86-64 baseline (SSE2, 4 lanes)
+// below; the first is chosen once when the CPU has it.
+#define STRIDER_ROW(name, one)                                                                          \
+  __attribute__((target("avx2,fma"))) void name##_avx2(const float* x, float* out, int64_t n) {        \
+    for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);                                                 \
+  }
+STRIDER_ROW(exp, exp_one)
+STRIDER_ROW(sigmoid, sigmoid_one)
+STRIDER_ROW(tanh, tanh_one)
+#undef STRIDER_ROW
+
+bool has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+}  // namespace
+
+void exp_baseline(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = exp_one(x[i]);
+}
+void sigmoid_baseline(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = sigmoid_one(x[i]);
+}
+void tanh_baseline(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = tanh_one(x[i]);
+}
+
+void exp_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? exp_avx2 : exp_baseline)(x, out, n); }
+void sigmoid_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? sigmoid_avx2 : sigmoid_baseline)(x, out, n); }
+void tanh_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? tanh_avx2 : tanh_baseline)(x, out, n); }
+
+}  // namespace strider::cpu::vector_math

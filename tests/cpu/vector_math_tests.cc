@@ -1,0 +1,92 @@
+// The CPU's vectorized exp, sigmoid and tanh rows (src/hal/cpu/vector_math.h) against the
+// C library's double precision, over a dense sweep and the special values: relative error
+// in ulps of f32 where the true value is a normal float, the right ends past the range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "hal/cpu/vector_math.h"
+
+namespace strider::cpu {
+namespace {
+
+using RowFn = void (*)(const float*, float*, int64_t);
+
+// Inputs: every 1/1024 step over [-110, 110], seeded random ones, and the special values.
+std::vector<float> sweep() {
+  std::vector<float> x;
+  for (int i = -110 * 1024; i <= 110 * 1024; ++i) x.push_back(float(i) / 1024.0f);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-20.0f, 20.0f);
+  for (int i = 0; i < 100000; ++i) x.push_back(wide(rng));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 0.625f, -0.625f, 0.62499994f, 88.72283f, 88.7229f, -87.33654f,
+                  -87.3366f, 9.0f, 9.02f, 10.0f, 10.5f})
+    x.push_back(v);
+  return x;
+}
+
+// Worst error in f32 ulps (of the true value) over the inputs whose true value is normal.
+double worst_ulps(RowFn row, double (*truth)(double), const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  row(x.data(), out.data(), int64_t(x.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = truth(double(x[i]));
+    if (!(std::fabs(want) >= double(std::numeric_limits<float>::min())) || std::fabs(want) > 3.4e38) continue;
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    worst = std::max(worst, std::fabs(double(out[i]) - want) / ulp);
+  }
+  return worst;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The rows this CPU runs, and the baseline ones (what a CPU without AVX2 runs).
+TEST(VectorMath, ExpAndTanhWithinTwoUlpsSigmoidThree) {
+  const std::vector<float> x = sweep();
+  const RowFn rows[2][3] = {{vector_math::exp_row, vector_math::sigmoid_row, vector_math::tanh_row},
+                            {vector_math::exp_baseline, vector_math::sigmoid_baseline, vector_math::tanh_baseline}};
+  for (const auto& row : rows) {
+    const double exp_ulps = worst_ulps(row[0], [](double v) { return std::exp(v); }, x);
+    const double sigmoid_ulps = worst_ulps(row[1], sigmoid, x);
+    const double tanh_ulps = worst_ulps(row[2], [](double v) { return std::tanh(v); }, x);
+    EXPECT_LE(exp_ulps, 2.0);
+    EXPECT_LE(sigmoid_ulps, 3.0);  // exp's error, then a division
+    EXPECT_LE(tanh_ulps, 2.0);
+    std::printf("worst ulps: exp %.2f sigmoid %.2f tanh %.2f\n", exp_ulps, sigmoid_ulps, tanh_ulps);
+  }
+}
+
+TEST(VectorMath, EndsOfTheRangeAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {inf, -inf, nan, 89.0f, 1000.0f, -88.0f, -1000.0f, 0.0f};
+  std::vector<float> e(x.size()), s(x.size()), t(x.size());
+  vector_math::exp_row(x.data(), e.data(), int64_t(x.size()));
+  vector_math::sigmoid_row(x.data(), s.data(), int64_t(x.size()));
+  vector_math::tanh_row(x.data(), t.data(), int64_t(x.size()));
+  EXPECT_EQ(e[0], inf);
+  EXPECT_EQ(e[1], 0.0f);
+  EXPECT_TRUE(std::isnan(e[2]) && std::isnan(s[2]) && std::isnan(t[2]));
+  EXPECT_EQ(e[3], inf);
+  EXPECT_EQ(e[4], inf);
+  EXPECT_GE(e[5], 0.0f);
+  EXPECT_LE(e[5], 1e-38f);
+  EXPECT_EQ(e[6], 0.0f);
+  EXPECT_EQ(e[7], 1.0f);
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_EQ(s[7], 0.5f);
+  EXPECT_EQ(t[0], 1.0f);
+  EXPECT_EQ(t[1], -1.0f);
+  EXPECT_EQ(t[4], 1.0f);
+  EXPECT_EQ(t[6], -1.0f);
+  EXPECT_EQ(t[7], 0.0f);
+  EXPECT_TRUE(std::signbit(t[7]) == false);
+}
+
+}  // namespace
+}  // namespace strider::cpu
