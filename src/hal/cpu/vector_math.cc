@@ -29,9 +29,11 @@ namespace {
   p = p * r + 5.0000001201e-1f;
   float e = p * (r * r) + r + 1.0f;
   // 2^n in two halves, so n = 128 (x near 88.72, e < 1) does not overflow the exponent.
+  // (Unsigned shifts: a NaN's garbage exponent must not be a signed overflow; its result is
+  // replaced by the NaN in exp_one.)
   int32_t half = exponent >> 1;
-  float scale_a = std::bit_cast<float>((half + 127) << 23);
-  float scale_b = std::bit_cast<float>((exponent - half + 127) << 23);
+  float scale_a = std::bit_cast<float>(uint32_t(half + 127) << 23);
+  float scale_b = std::bit_cast<float>(uint32_t(exponent - half + 127) << 23);
   return e * scale_a * scale_b;
 }
 
