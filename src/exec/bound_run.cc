@@ -196,7 +196,8 @@ Status Session::Impl::run_bound(IoBinding& binding) {
   const int ordinal = device_ordinal(options.device);
   // Outputs strider allocates join the caller's as bound memory for this run.
   std::map<std::string, MemoryRef> bound_outputs = binding.outputs();
-  for (const auto& [name, unused] : binding.device_outputs()) {
+  for (const auto& entry : binding.device_outputs()) {
+    const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
     auto info = std::find_if(outputs.begin(), outputs.end(), [&](const ValueInfo& v) { return v.name == name; });
     if (info == outputs.end()) return invalid_argument(fmt::format("'{}' is not an output of the model", printable(name)));
     const TensorView& planned = bound.plan.view(graph.outputs()[size_t(info - outputs.begin())]);

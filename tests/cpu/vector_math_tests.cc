@@ -24,7 +24,7 @@ std::vector<float> sweep() {
   std::uniform_real_distribution<float> wide(-20.0f, 20.0f);
   for (int i = 0; i < 100000; ++i) x.push_back(wide(rng));
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 0.625f, -0.625f, 0.62499994f, 88.72283f, 88.7229f, -87.33654f,
-                  -87.3366f, 9.0f, 9.02f, 10.0f, 10.5f})
+                  -87.3366f, 9.0f, 9.02f, 10.0f, 10.5f, 1.0f, -1.0f, 0.99999994f, 1.0000001f, 3.92f, 4.0f, -4.0f})
     x.push_back(v);
   return x;
 }
@@ -46,18 +46,21 @@ double worst_ulps(RowFn row, double (*truth)(double), const std::vector<float>& 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 // The rows this CPU runs, and the baseline ones (what a CPU without AVX2 runs).
-TEST(VectorMath, ExpAndTanhWithinTwoUlpsSigmoidThree) {
+TEST(VectorMath, ExpTanhWithinTwoUlpsSigmoidErfThree) {
   const std::vector<float> x = sweep();
-  const RowFn rows[2][3] = {{vector_math::exp_row, vector_math::sigmoid_row, vector_math::tanh_row},
-                            {vector_math::exp_baseline, vector_math::sigmoid_baseline, vector_math::tanh_baseline}};
+  const RowFn rows[2][4] = {
+      {vector_math::exp_row, vector_math::sigmoid_row, vector_math::tanh_row, vector_math::erf_row},
+      {vector_math::exp_baseline, vector_math::sigmoid_baseline, vector_math::tanh_baseline, vector_math::erf_baseline}};
   for (const auto& row : rows) {
     const double exp_ulps = worst_ulps(row[0], [](double v) { return std::exp(v); }, x);
     const double sigmoid_ulps = worst_ulps(row[1], sigmoid, x);
     const double tanh_ulps = worst_ulps(row[2], [](double v) { return std::tanh(v); }, x);
     EXPECT_LE(exp_ulps, 2.0);
     EXPECT_LE(sigmoid_ulps, 3.0);  // exp's error, then a division
+    const double erf_ulps = worst_ulps(row[3], [](double v) { return std::erf(v); }, x);
     EXPECT_LE(tanh_ulps, 2.0);
-    std::printf("worst ulps: exp %.2f sigmoid %.2f tanh %.2f\n", exp_ulps, sigmoid_ulps, tanh_ulps);
+    EXPECT_LE(erf_ulps, 3.0);  // 1 - e^-x^2 Q near |x| = 1 rounds twice
+    std::printf("worst ulps: exp %.2f sigmoid %.2f tanh %.2f erf %.2f\n", exp_ulps, sigmoid_ulps, tanh_ulps, erf_ulps);
   }
 }
 
@@ -86,6 +89,13 @@ TEST(VectorMath, EndsOfTheRangeAndNaN) {
   EXPECT_EQ(t[6], -1.0f);
   EXPECT_EQ(t[7], 0.0f);
   EXPECT_TRUE(std::signbit(t[7]) == false);
+  std::vector<float> r(x.size());
+  vector_math::erf_row(x.data(), r.data(), int64_t(x.size()));
+  EXPECT_EQ(r[0], 1.0f);
+  EXPECT_EQ(r[1], -1.0f);
+  EXPECT_TRUE(std::isnan(r[2]));
+  EXPECT_EQ(r[6], -1.0f);
+  EXPECT_EQ(r[7], 0.0f);
 }
 
 }  // namespace

@@ -85,11 +85,12 @@ Result<KernelPtr> float_test(const KernelRequest& r, Fn fn) {
   });
 }
 
-// Exp, Sigmoid and Tanh on the float storage types run as one-instruction fused programs:
+// Exp, Sigmoid, Tanh and Erf on the float storage types run as one-instruction fused programs:
 // the fused kernel's vectorized rows (hal/cpu/vector_math.h), so a graph computes the same
 // bits fused or not (f64 keeps the C library's double math).
 constexpr bool has_vector_row(ElementwiseOp op) {
-  return op == ElementwiseOp::kExp || op == ElementwiseOp::kSigmoid || op == ElementwiseOp::kTanh;
+  return op == ElementwiseOp::kExp || op == ElementwiseOp::kSigmoid || op == ElementwiseOp::kTanh ||
+         op == ElementwiseOp::kErf;
 }
 
 template <ElementwiseOp kOp>

@@ -29,6 +29,7 @@ void run_instruction(const FusedInstruction& i, const float* a, const float* b, 
   if (i.op == FusedOp::kExp) return vector_math::exp_row(a, out, n);
   if (i.op == FusedOp::kSigmoid) return vector_math::sigmoid_row(a, out, n);
   if (i.op == FusedOp::kTanh) return vector_math::tanh_row(a, out, n);
+  if (i.op == FusedOp::kErf) return vector_math::erf_row(a, out, n);
   switch (i.op) {
 #define STRIDER_FUSED_ROW(name, kind, kernel, params) \
   case FusedOp::k##name: return apply_row<FusedOp::k##name>(i, a, b, out, n);

@@ -58,6 +58,39 @@ namespace {
 
 [[gnu::always_inline]] inline float sigmoid_one(float x) { return 1.0f / (1.0f + exp_one(-x)); }
 
+// erf: below |x| 1, x * P(x^2); from 1 to 4, 1 - e^-x^2 * Q(1 / |x|), Q fitting
+// erfc(x) e^x^2; beyond 4, +-1 (erf rounds to 1 in f32 from 3.92). P (degree 6) and Q
+// (degree 8) are least-squares Chebyshev fits in double (relative error 3e-9 and 2.2e-7;
+// Q's is scaled by erfc <= 0.16 in the result).
+[[gnu::always_inline]] inline float erf_one(float x) {
+  float a = x < 0 ? -x : x;
+  float t = x * x;
+  float p = 7.843559423742717e-05f;
+  p = p * t - 0.0008003826082942875f;
+  p = p * t + 0.0051871468489979545f;
+  p = p * t - 0.026852870053666995f;
+  p = p * t + 0.11283550967510286f;
+  p = p * t - 0.37612620789244483f;
+  p = p * t + 1.1283791637725027f;
+  float small = x * p;
+  float b = a < 1.0f ? 1.0f : (a > 4.0f ? 4.0f : a);
+  float u = 1.0f / b;
+  float q = -0.009414410362149093f;
+  q = q * u + 0.027860684335242865f;
+  q = q * u + 0.026358155038495097f;
+  q = q * u - 0.24637231959949896f;
+  q = q * u + 0.5011680471660518f;
+  q = q * u - 0.47394999577059527f;
+  q = q * u + 0.0427322991313412f;
+  q = q * u + 0.5589226074731546f;
+  q = q * u + 0.00027845430822170947f;
+  float large = 1.0f - exp_core(-b * b) * q;
+  large = a >= 4.0f ? 1.0f : large;
+  large = x < 0 ? -large : large;
+  float e = a < 1.0f ? small : large;
+  return x != x ? x : e;
+}
+
 // Each row loop for AVX2 with FMA (8 lanes) here, for the x86-64 baseline (SSE2, 4 lanes)
 // below; the first is chosen once when the CPU has it.
 #define STRIDER_ROW(name, one)                                                                          \
@@ -67,6 +100,7 @@ namespace {
 STRIDER_ROW(exp, exp_one)
 STRIDER_ROW(sigmoid, sigmoid_one)
 STRIDER_ROW(tanh, tanh_one)
+STRIDER_ROW(erf, erf_one)
 #undef STRIDER_ROW
 
 bool has_avx2_fma() {
@@ -85,9 +119,13 @@ void sigmoid_baseline(const float* x, float* out, int64_t n) {
 void tanh_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = tanh_one(x[i]);
 }
+void erf_baseline(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = erf_one(x[i]);
+}
 
 void exp_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? exp_avx2 : exp_baseline)(x, out, n); }
 void sigmoid_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? sigmoid_avx2 : sigmoid_baseline)(x, out, n); }
 void tanh_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? tanh_avx2 : tanh_baseline)(x, out, n); }
+void erf_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? erf_avx2 : erf_baseline)(x, out, n); }
 
 }  // namespace strider::cpu::vector_math

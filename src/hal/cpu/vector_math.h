@@ -1,4 +1,4 @@
-// f32 exp, sigmoid and tanh over rows, in code the compiler vectorizes (the C library's
+// f32 exp, sigmoid, tanh and erf over rows, in code the compiler vectorizes (the C library's
 // expf and tanhf are scalar calls: in a gated chain they were 60% of the CPU's time). Used
 // by the CPU's fused elementwise rows for those ops; the meaning is the elementwise table's
 // (ops/elementwise_math.h), only the arithmetic differs, within the f32 tolerance every
@@ -10,7 +10,7 @@
 // denormal: flushed to zero), NaN stays NaN. Relative error under 2 ulp on normal results
 // for exp and tanh, 3 for sigmoid (tests/cpu/vector_math_tests.cc sweeps them against double).
 // tanh: Cephes' odd polynomial below |x| 0.625, else 1 - 2 / (e^2|x| + 1), sign restored.
-// sigmoid: 1 / (1 + e^-x).
+// sigmoid: 1 / (1 + e^-x). erf: fitted polynomials (vector_math.cc), under 3 ulp.
 //
 // Each row function is compiled twice (AVX2 with FMA, and the x86-64 baseline); the first
 // runs where the CPU has it.
@@ -23,11 +23,13 @@ namespace strider::cpu::vector_math {
 void exp_row(const float* x, float* out, int64_t n);
 void sigmoid_row(const float* x, float* out, int64_t n);
 void tanh_row(const float* x, float* out, int64_t n);
+void erf_row(const float* x, float* out, int64_t n);  // GELU's
 
 // The baseline (SSE2) versions the rows above run on CPUs without AVX2 and FMA: public so
 // their tests run on every machine.
 void exp_baseline(const float* x, float* out, int64_t n);
 void sigmoid_baseline(const float* x, float* out, int64_t n);
 void tanh_baseline(const float* x, float* out, int64_t n);
+void erf_baseline(const float* x, float* out, int64_t n);
 
 }  // namespace strider::cpu::vector_math
