@@ -54,8 +54,9 @@ class Bf16MatMulConv : public ::testing::TestWithParam<std::tuple<const char*, L
       ASSERT_FALSE(made_.empty());
       for (const std::string& kernel : made_) EXPECT_NE(kernel.find("widened"), std::string::npos) << kernel;
     }
-    if (forced_ == cpu::Bf16Arithmetic::kNative)
+    if (forced_ == cpu::Bf16Arithmetic::kNative) {
       for (const std::string& kernel : made_) EXPECT_EQ(kernel.find("widened"), std::string::npos) << kernel;
+    }
   }
   Layout layout() const { return std::get<1>(GetParam()); }
   void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
