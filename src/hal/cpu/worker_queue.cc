@@ -1,6 +1,8 @@
 #include "hal/cpu/worker_queue.h"
 
 #include <omp.h>
+
+#include <algorithm>
 #include "base/exception_guard.h"
 
 namespace strider::cpu {
@@ -45,7 +47,10 @@ Timepoint WorkerQueue::submit(Command command) {
 
 Status WorkerQueue::wait(uint64_t value) {
   std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return completed_ >= value || value > submitted_; });
+  while (completed_ < value && value <= submitted_) {
+    wake_at_ = std::min(wake_at_, value);  // re-registered after every wake-up
+    work_done_.wait(lock);
+  }
   if (value > submitted_) return internal_error("wait for a timepoint never submitted");
   return first_error_;
 }
@@ -67,12 +72,17 @@ void WorkerQueue::loop() {
       if (!waited.is_ok() && status.is_ok()) status = waited;
     }
     if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
+    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
       ++completed_;
+      if (completed_ >= wake_at_) {
+        wake = true;
+        wake_at_ = UINT64_MAX;
+      }
     }
-    work_done_.notify_all();
+    if (wake) work_done_.notify_all();
   }
 }
 

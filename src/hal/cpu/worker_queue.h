@@ -5,6 +5,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -49,6 +50,10 @@ class WorkerQueue final : public Queue {
   std::condition_variable work_ready_, work_done_;
   std::deque<Command> pending_;
   uint64_t submitted_ = 0, completed_ = 0;
+  // The smallest timepoint a waiter sleeps for: the worker wakes waiters only when it gets
+  // there, not after every command (a host waiting for a run's last step slept and woke
+  // once per step: two futex calls and two context switches each).
+  uint64_t wake_at_ = UINT64_MAX;
   Status first_error_;
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above exists
