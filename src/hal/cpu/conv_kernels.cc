@@ -9,6 +9,7 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/worker_queue.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cpu {
@@ -137,8 +138,13 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
       packed_weights_ = dnnl::memory(pd.weights_desc(), onednn_engine());
-      dnnl::reorder(w_mem, packed_weights_).execute(onednn_stream(), w_mem, packed_weights_);
-      onednn_stream().wait();
+      {
+        // On the creating thread, alone: a team started here would be a second OpenMP pool
+        // beside the worker's (hal/cpu/parallel.h says why that costs every later run).
+        ScopedOmpThreads alone(1);
+        dnnl::reorder(w_mem, packed_weights_).execute(onednn_stream(), w_mem, packed_weights_);
+        onednn_stream().wait();
+      }
       w_mem = packed_weights_;
     }
     args_ = {{DNNL_ARG_SRC, onednn_memory(c.x, x_md)},

@@ -8,6 +8,7 @@
 // kernels that reduce or scan rely on.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "hal/cpu/parallel.h"
 
 namespace strider::cpu {
 
@@ -64,6 +66,50 @@ CollapsedLoop<N> collapse_loop(std::span<const int64_t> sizes, const StridedOper
   return loop;
 }
 
+// Visits the elements [begin, end) of `loop`'s row-major index space (begin < end), calling
+// `run(pointers, count, byte_strides)` for each piece of an innermost run in that range.
+template <size_t N, typename RunFn>
+void for_each_strided_range(const CollapsedLoop<N>& loop, const std::array<std::byte*, N>& base, int64_t begin,
+                            int64_t end, RunFn&& run) {
+  const size_t rank = loop.sizes.size();
+  const int64_t inner = loop.sizes.back();
+  const std::array<int64_t, N> inner_strides = loop.strides.back();
+  std::vector<int64_t> index(rank, 0);
+  std::array<std::byte*, N> pointers = base;
+  int64_t row = begin / inner, column = begin % inner;
+  for (size_t d = rank - 1; d-- > 0;) {
+    index[d] = row % loop.sizes[d];
+    row /= loop.sizes[d];
+    for (size_t k = 0; k < N; ++k) pointers[k] += index[d] * loop.strides[d][k];
+  }
+  int64_t remaining = end - begin;
+  while (true) {
+    const int64_t count = std::min(inner - column, remaining);
+    std::array<std::byte*, N> at = pointers;
+    for (size_t k = 0; k < N; ++k) at[k] += column * inner_strides[k];
+    run(at, count, inner_strides);
+    remaining -= count;
+    column = 0;
+    if (remaining == 0) return;
+    // Advance the outer index (odometer), fixing pointers incrementally.
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < loop.sizes[d]) {
+        for (size_t k = 0; k < N; ++k) pointers[k] += loop.strides[d][k];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) pointers[k] -= loop.strides[d][k] * (loop.sizes[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+template <size_t N>
+int64_t loop_elements(const CollapsedLoop<N>& loop) {
+  int64_t total = 1;
+  for (int64_t s : loop.sizes) total *= s;
+  return total;
+}
+
 // RunFn: void(const std::array<std::byte*, N>& pointers, int64_t count,
 //             const std::array<int64_t, N>& byte_strides)
 template <size_t N, typename RunFn>
@@ -75,25 +121,29 @@ void for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& 
     run(ops.base, 1, std::array<int64_t, N>{});
     return;
   }
-  const size_t rank = loop.sizes.size();
-  const int64_t inner = loop.sizes.back();
-  const std::array<int64_t, N> inner_strides = loop.strides.back();
-  std::vector<int64_t> index(rank, 0);
-  std::array<std::byte*, N> pointers = ops.base;
-  while (true) {
-    run(pointers, inner, inner_strides);
-    // Advance the outer index (odometer), fixing pointers incrementally.
-    size_t d = rank - 1;
-    while (d-- > 0) {
-      if (++index[d] < loop.sizes[d]) {
-        for (size_t k = 0; k < N; ++k) pointers[k] += loop.strides[d][k];
-        break;
-      }
-      for (size_t k = 0; k < N; ++k) pointers[k] -= loop.strides[d][k] * (loop.sizes[d] - 1);
-      index[d] = 0;
-    }
-    if (d == size_t(-1)) return;
+  for_each_strided_range(loop, ops.base, 0, loop_elements(loop), run);
+}
+
+// for_each_strided with the elements split over the session's threads (hal/cpu/parallel.h)
+// by `work_per_element`: for kernels whose elements are independent of each other (no
+// reduction or scan over the visiting order). RunFn also takes the thread's index, for
+// per-thread scratch: run(pointers, count, byte_strides, thread).
+template <size_t N, typename RunFn>
+void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& ops,
+                               int64_t work_per_element, RunFn&& run) {
+  for (int64_t s : sizes)
+    if (s == 0) return;
+  CollapsedLoop<N> loop = collapse_loop(sizes, ops);
+  if (loop.sizes.empty()) {
+    run(ops.base, 1, std::array<int64_t, N>{}, 0);
+    return;
   }
+  parallel_for(loop_elements(loop), work_per_element, [&](int64_t begin, int64_t end, int thread) {
+    for_each_strided_range(loop, ops.base, begin, end,
+                           [&](const std::array<std::byte*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
+                             run(p, n, s, thread);
+                           });
+  });
 }
 
 }  // namespace strider::cpu

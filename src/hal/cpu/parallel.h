@@ -1,0 +1,61 @@
+// Intra-op parallelism for strider's own CPU kernels.
+//
+// Who runs: a kernel splits its work over the OpenMP team of the thread that runs it, which
+// is the queue's worker; the worker's team size is the session's thread count
+// (WorkerQueue / ScopedOmpThreads). oneDNN's primitives use the same team on the same
+// worker, so a strider kernel and a oneDNN one never run at once and never add threads to
+// each other: a session of N threads keeps at most N cores busy per queue.
+//
+// How much: a kernel says how many independent items it has and about how many elements
+// one item touches. Waking a team costs a few microseconds, so each thread gets at least
+// kMinWorkPerThread elements, and work below twice that runs on the calling thread alone:
+// small ops stay sequential, large ones use the whole team.
+//
+// Why OpenMP and not a pool of our own: Debian's oneDNN 2.6 is built for the OpenMP runtime
+// (DNNL_CPU_RUNTIME_OMP), so its threadpool interface is not there to plug a pool into, and
+// a second pool beside OpenMP's would oversubscribe the cores whenever both are awake.
+//
+// The body must not throw (an exception may not leave an OpenMP region) and items must be
+// independent: they run in any order, on any thread.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace strider::cpu {
+
+inline constexpr int64_t kMinWorkPerThread = 16384;
+
+// The team size a kernel with `items` items of `work_per_item` elements each should use.
+inline int parallel_threads(int64_t items, int64_t work_per_item) {
+  if (omp_in_parallel()) return 1;  // already inside a team (a nested kernel): stay on it
+  const int64_t work = items * std::max<int64_t>(work_per_item, 1);
+  const int64_t by_work = work / kMinWorkPerThread;
+  return int(std::max<int64_t>(1, std::min<int64_t>({by_work, items, omp_get_max_threads()})));
+}
+
+// The size of the team parallel_for may start: the bound on `thread` in its body, for
+// kernels that keep scratch per thread.
+inline int max_parallel_threads() { return std::max(1, omp_get_max_threads()); }
+
+// Calls body(begin, end, thread) over a split of [0, items) into contiguous ranges, one per
+// thread of a team sized by parallel_threads(items, work_per_item).
+template <typename Body>
+void parallel_for(int64_t items, int64_t work_per_item, Body&& body) {
+  if (items <= 0) return;
+  const int threads = parallel_threads(items, work_per_item);
+  if (threads <= 1) {
+    body(int64_t(0), items, 0);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = items * t / team, end = items * (t + 1) / team;
+    if (begin < end) body(begin, end, int(t));
+  }
+}
+
+}  // namespace strider::cpu
