@@ -49,8 +49,10 @@ struct Placement {
 };
 Placement place(const Shape& sizes, Layout layout, bool is_output);
 
-// The devices the harness runs on; cuda is skipped on a machine without a GPU.
-inline constexpr const char* kDevices[] = {"cpu", "sim", "cuda"};
+// The devices the harness runs on; cuda is skipped on a machine without a GPU. "cpu-split"
+// is the CPU with three threads and every kernel of ours split over them
+// (hal/cpu/parallel.h), so splitting is checked on every view layout.
+inline constexpr const char* kDevices[] = {"cpu", "sim", "cuda", "cpu-split"};
 // The device (sim with two queues), or a DEVICE_ERROR when it is not here.
 Result<std::unique_ptr<Device>> open_device(std::string_view name);
 

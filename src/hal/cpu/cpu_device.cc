@@ -14,7 +14,8 @@ namespace strider::cpu {
 CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget), threads_(options.threads) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
-  for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads));
+  for (int i = 1; i <= options.queues; ++i)
+    queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work));
 }
 
 CpuDevice::~CpuDevice() {

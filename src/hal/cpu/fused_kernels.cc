@@ -44,7 +44,8 @@ class FusedKernel final : public Kernel {
   FusedKernel(FusedProgram program, TensorView out, std::vector<TensorView> inputs, std::string expression)
       : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
         expression_(std::move(expression)),
-        rows_(size_t(program_.inputs + int(program_.code.size())) * size_t(kTile)) {}
+        registers_(size_t(program_.inputs + int(program_.code.size()))), threads_(max_parallel_threads()),
+        rows_(size_t(threads_) * registers_ * size_t(kTile)) {}
 
   Status run(const QueueContext&) override {
     // Unused operand slots repeat the output with zero strides: they never stop dims merging.
@@ -56,22 +57,26 @@ class FusedKernel final : public Kernel {
       ops.strides[k] = view ? view->strides.data() : zeros.data();
       ops.element_size[k] = int64_t(sizeof(T));
     }
-    for_each_strided(out_.sizes, ops, [this](const auto& p, int64_t n, const auto& s) {
-      for (int64_t first = 0; first < n; first += kTile) tile(p, s, first, std::min(kTile, n - first));
-    });
+    // Elements are independent: split over the session's threads, weighed by program length.
+    const int64_t work = 1 + int64_t(program_.code.size());
+    parallel_for_each_strided(out_.sizes, ops, work, [this](const auto& p, int64_t n, const auto& s, int thread) {
+      for (int64_t first = 0; first < n; first += kTile) tile(p, s, first, std::min(kTile, n - first), thread);
+    }, threads_);
     return Status::ok();
   }
   std::string implementation() const override { return "strider:fused " + expression_; }
 
  private:
-  float* row(int r) { return rows_.data() + size_t(r) * size_t(kTile); }
+  float* row(int thread, int r) {
+    return rows_.data() + (size_t(thread) * registers_ + size_t(r)) * size_t(kTile);
+  }
 
   void tile(const std::array<std::byte*, kOperands>& p, const std::array<int64_t, kOperands>& s, int64_t first,
-            int64_t n) {
+            int64_t n, int thread) {
     for (int k = 0; k < program_.inputs; ++k) {
       const std::byte* base = p[size_t(k) + 1] + first * s[size_t(k) + 1];
       const int64_t stride = s[size_t(k) + 1];
-      float* r = row(k);
+      float* r = row(thread, k);
       if (stride == int64_t(sizeof(T))) {
         const T* in = reinterpret_cast<const T*>(base);
         for (int64_t e = 0; e < n; ++e) r[e] = float(load(in[e]));
@@ -81,9 +86,9 @@ class FusedKernel final : public Kernel {
     }
     for (size_t j = 0; j < program_.code.size(); ++j) {
       const FusedInstruction& i = program_.code[j];
-      run_instruction(i, row(i.a), i.b >= 0 ? row(i.b) : nullptr, row(program_.inputs + int(j)), n);
+      run_instruction(i, row(thread, i.a), i.b >= 0 ? row(thread, i.b) : nullptr, row(thread, program_.inputs + int(j)), n);
     }
-    const float* result = row(program_.inputs + int(program_.code.size()) - 1);
+    const float* result = row(thread, program_.inputs + int(program_.code.size()) - 1);
     std::byte* out = p[0] + first * s[0];
     if (s[0] == int64_t(sizeof(T))) {
       T* dense = reinterpret_cast<T*>(out);
@@ -97,7 +102,9 @@ class FusedKernel final : public Kernel {
   TensorView out_;
   std::vector<TensorView> inputs_;
   std::string expression_;
-  std::vector<float> rows_;  // one row of kTile per register
+  size_t registers_;          // the program's inputs and instruction results
+  int threads_;               // the team the kernel may use (its scratch is per thread)
+  std::vector<float> rows_;   // per thread, one row of kTile per register
 };
 
 Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {

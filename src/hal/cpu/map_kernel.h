@@ -32,7 +32,8 @@ class MapKernel final : public Kernel {
       ops.base[k + 1] = ins_[k].host_data();
       ops.strides[k + 1] = ins_[k].strides.data();
     }
-    for_each_strided(out_.sizes, ops, [this](const auto& p, int64_t n, const auto& s) {
+    // Elements are independent (an in-place map reads each element before writing it).
+    parallel_for_each_strided(out_.sizes, ops, 1, [this](const auto& p, int64_t n, const auto& s, int) {
       apply(p, n, s, std::index_sequence_for<TIns...>{});
     });
     return Status::ok();

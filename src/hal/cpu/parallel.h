@@ -27,13 +27,23 @@
 namespace strider::cpu {
 
 inline constexpr int64_t kMinWorkPerThread = 16384;
+// The calling thread's minimum (a worker's device may lower it for tests: DeviceOptions).
+inline thread_local int64_t thread_min_work_per_thread = kMinWorkPerThread;
 
-// The team size a kernel with `items` items of `work_per_item` elements each should use.
-inline int parallel_threads(int64_t items, int64_t work_per_item) {
-  if (omp_in_parallel()) return 1;  // already inside a team (a nested kernel): stay on it
+// Whether the calling thread may start a team. Only a queue's worker may (WorkerQueue
+// sets this on its thread): a caller's thread uploading inputs, or one creating a session,
+// stays alone. A team started on such a thread would be a second OpenMP pool beside the
+// worker's, and libgomp, seeing more pool threads than cores, stops spin-waiting in every
+// pool of the process: each later parallel region then sleeps and wakes (tens of us).
+inline thread_local bool thread_starts_teams = false;
+
+// The team size a kernel with `items` items of `work_per_item` elements each should use,
+// at most `cap` (a kernel's per-thread scratch count).
+inline int parallel_threads(int64_t items, int64_t work_per_item, int cap = 1 << 30) {
+  if (!thread_starts_teams || omp_in_parallel()) return 1;  // not a worker, or already in a team
   const int64_t work = items * std::max<int64_t>(work_per_item, 1);
-  const int64_t by_work = work / kMinWorkPerThread;
-  return int(std::max<int64_t>(1, std::min<int64_t>({by_work, items, omp_get_max_threads()})));
+  const int64_t by_work = work / std::max<int64_t>(thread_min_work_per_thread, 1);
+  return int(std::max<int64_t>(1, std::min<int64_t>({by_work, items, omp_get_max_threads(), cap})));
 }
 
 // The size of the team parallel_for may start: the bound on `thread` in its body, for
@@ -41,11 +51,11 @@ inline int parallel_threads(int64_t items, int64_t work_per_item) {
 inline int max_parallel_threads() { return std::max(1, omp_get_max_threads()); }
 
 // Calls body(begin, end, thread) over a split of [0, items) into contiguous ranges, one per
-// thread of a team sized by parallel_threads(items, work_per_item).
+// thread of a team sized by parallel_threads(items, work_per_item, cap); thread < cap.
 template <typename Body>
-void parallel_for(int64_t items, int64_t work_per_item, Body&& body) {
+void parallel_for(int64_t items, int64_t work_per_item, Body&& body, int cap = 1 << 30) {
   if (items <= 0) return;
-  const int threads = parallel_threads(items, work_per_item);
+  const int threads = parallel_threads(items, work_per_item, cap);
   if (threads <= 1) {
     body(int64_t(0), items, 0);
     return;

@@ -11,6 +11,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
+#include "hal/cpu/vector_math.h"
 #include "ops/reduce_math.h"
 #include "ops/shape_ops.h"
 
@@ -131,39 +132,66 @@ class SoftmaxKernel final : public Kernel {
     // An empty input has no rows; its reduced dims may still be huge ([0, 2^32]), so no
     // row buffer is sized from them.
     if (in_.num_elements() == 0) return Status::ok();
-    const T* in = in_.host_data_as<T>();
-    T* out = out_.host_data_as<T>();
-    int64_t count = num_elements(reduced_sizes_);
-    std::vector<Acc> row(static_cast<size_t>(count));
-    Shape outer(kept_sizes_.size(), 0);
-    for (int64_t o = 0; o < num_elements(kept_sizes_); ++o, advance_index(outer, kept_sizes_)) {
-      int64_t in_base = offset_of(outer, kept_dims_, in_.strides);
-      int64_t out_base = offset_of(outer, kept_dims_, out_.strides);
-      Shape inner(reduced_sizes_.size(), 0);
-      Acc max = -std::numeric_limits<Acc>::infinity();
-      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_)) {
-        row[size_t(i)] = Acc(load(in[in_base + offset_of(inner, reduced_dims_, in_.strides)]));
-        max = std::max(max, row[size_t(i)]);
-      }
-      Acc sum = 0;
-      for (Acc& v : row) sum += std::exp(v - max);
-      Acc log_sum = std::log(sum);
-      inner.assign(inner.size(), 0);
-      for (int64_t i = 0; i < count; ++i, advance_index(inner, reduced_sizes_)) {
-        Acc v = row[size_t(i)] - max;
-        Acc result = log_ ? v - log_sum : std::exp(v) / sum;
-        out[out_base + offset_of(inner, reduced_dims_, out_.strides)] = store<T>(ComputeType<T>(result));
-      }
+    const int64_t count = num_elements(reduced_sizes_);
+    if (rows_.empty()) {  // once: one row of scratch per thread the kernel may use
+      threads_ = max_parallel_threads();
+      rows_.resize(size_t(threads_) * size_t(count));
     }
+    parallel_for(num_elements(kept_sizes_), count * 4, [&](int64_t begin, int64_t end, int thread) {
+      Acc* row = rows_.data() + size_t(thread) * size_t(count);
+      Shape outer = unflatten_index(begin, kept_sizes_);
+      for (int64_t o = begin; o < end; ++o, advance_index(outer, kept_sizes_)) softmax_row(outer, row, count);
+    }, threads_);
     return Status::ok();
   }
   std::string implementation() const override { return log_ ? "strider:logsoftmax" : "strider:softmax"; }
 
+
  private:
+  // The row at `outer` through f32 (f64) scratch: max, exp (vectorized for f32), sum, scale.
+  void softmax_row(const Shape& outer, Acc* row, int64_t count) const {
+    const T* in = in_.host_data_as<T>();
+    T* out = out_.host_data_as<T>();
+    const int64_t in_base = offset_of(outer, kept_dims_, in_.strides);
+    const int64_t out_base = offset_of(outer, kept_dims_, out_.strides);
+    // One reduced dim (the usual last axis) steps by its stride; several walk an index.
+    const bool one_dim = reduced_dims_.size() == 1;
+    const int64_t in_step = one_dim ? in_.strides[size_t(reduced_dims_[0])] : 0;
+    const int64_t out_step = one_dim ? out_.strides[size_t(reduced_dims_[0])] : 0;
+    Shape inner(reduced_sizes_.size(), 0);
+    Acc max = -std::numeric_limits<Acc>::infinity();
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = one_dim ? in_base + i * in_step : in_base + offset_of(inner, reduced_dims_, in_.strides);
+      row[i] = Acc(load(in[at]));
+      max = std::max(max, row[i]);
+      if (!one_dim) advance_index(inner, reduced_sizes_);
+    }
+    for (int64_t i = 0; i < count; ++i) row[i] -= max;
+    Acc sum = 0;
+    if (log_) {
+      for (int64_t i = 0; i < count; ++i) sum += std::exp(row[i]);
+      const Acc log_sum = std::log(sum);
+      for (int64_t i = 0; i < count; ++i) row[i] -= log_sum;
+    } else {
+      if constexpr (std::is_same_v<Acc, float>) vector_math::exp_row(row, row, count);
+      else for (int64_t i = 0; i < count; ++i) row[i] = std::exp(row[i]);
+      for (int64_t i = 0; i < count; ++i) sum += row[i];
+      const Acc scale = Acc(1) / sum;
+      for (int64_t i = 0; i < count; ++i) row[i] *= scale;
+    }
+    inner.assign(inner.size(), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = one_dim ? out_base + i * out_step : out_base + offset_of(inner, reduced_dims_, out_.strides);
+      out[at] = store<T>(ComputeType<T>(row[i]));
+      if (!one_dim) advance_index(inner, reduced_sizes_);
+    }
+  }
   TensorView in_, out_;
   bool log_;
   std::vector<int64_t> kept_dims_, reduced_dims_;
   Shape kept_sizes_, reduced_sizes_;
+  int threads_ = 1;
+  std::vector<Acc> rows_;  // threads_ rows of the reduced size, made by the first run
 };
 
 Result<KernelPtr> make_softmax(const KernelRequest& r, bool log) {

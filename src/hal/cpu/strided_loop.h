@@ -29,6 +29,16 @@ inline void advance_index(std::vector<int64_t>& index, std::span<const int64_t> 
   }
 }
 
+// The row-major multi-index of the `flat`-th position within `sizes`.
+inline std::vector<int64_t> unflatten_index(int64_t flat, std::span<const int64_t> sizes) {
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (size_t d = sizes.size(); d-- > 0;) {
+    index[d] = flat % sizes[d];
+    flat /= sizes[d];
+  }
+  return index;
+}
+
 template <size_t N>
 struct StridedOperands {
   std::array<std::byte*, N> base{};
@@ -130,7 +140,7 @@ void for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& 
 // per-thread scratch: run(pointers, count, byte_strides, thread).
 template <size_t N, typename RunFn>
 void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& ops,
-                               int64_t work_per_element, RunFn&& run) {
+                               int64_t work_per_element, RunFn&& run, int cap = 1 << 30) {
   for (int64_t s : sizes)
     if (s == 0) return;
   CollapsedLoop<N> loop = collapse_loop(sizes, ops);
@@ -143,7 +153,7 @@ void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOper
                            [&](const std::array<std::byte*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
                              run(p, n, s, thread);
                            });
-  });
+  }, cap);
 }
 
 }  // namespace strider::cpu

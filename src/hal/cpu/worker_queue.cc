@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include "base/exception_guard.h"
+#include "hal/cpu/parallel.h"
 
 namespace strider::cpu {
 
@@ -17,8 +18,9 @@ ScopedOmpThreads::~ScopedOmpThreads() {
   if (previous_ > 0) omp_set_num_threads(previous_);
 }
 
-WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads)
-    : index_(index), queue_of_(std::move(queue_of)), threads_(threads), worker_([this] { loop(); }) {}
+WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads, int64_t min_parallel_work)
+    : index_(index), queue_of_(std::move(queue_of)), threads_(threads), min_parallel_work_(min_parallel_work),
+      worker_([this] { loop(); }) {}
 
 WorkerQueue::~WorkerQueue() {
   {
@@ -57,6 +59,8 @@ Status WorkerQueue::wait(uint64_t value) {
 
 void WorkerQueue::loop() {
   if (threads_ > 0) omp_set_num_threads(threads_);
+  thread_starts_teams = true;  // this thread's team is the session's (hal/cpu/parallel.h)
+  if (min_parallel_work_ > 0) thread_min_work_per_thread = min_parallel_work_;
   while (true) {
     Command command;
     {

@@ -33,7 +33,8 @@ class ScopedOmpThreads {
 
 class WorkerQueue final : public Queue {
  public:
-  WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0);
+  // min_parallel_work > 0 replaces the worker's kMinWorkPerThread (hal/cpu/parallel.h).
+  WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0, int64_t min_parallel_work = 0);
   ~WorkerQueue() override;
   int index() const override { return index_; }
   Timepoint next() const override;
@@ -46,6 +47,7 @@ class WorkerQueue final : public Queue {
   int index_;
   std::function<Queue&(int)> queue_of_;
   int threads_;
+  int64_t min_parallel_work_;
   mutable std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   std::deque<Command> pending_;
