@@ -338,16 +338,16 @@ class WhisperEncoder(nn.Module):
         return self.ln_post(x)
 
 
-def example_inputs(module, seed):
+def example_inputs(module, seed, seq=SEQ, vocab=VOCAB):
     """Seeded inputs for `module`'s forward, by its `inputs` names: token ids uniform over the
     vocabulary, a padding mask with the last 3 positions off, f32 normal for everything else."""
     gen = torch.Generator().manual_seed(seed)
     past_shape = (1, HEADS, KvCacheDecoder.past_length, WIDTH // HEADS)
-    tokens = KvCacheDecoder.new_tokens if isinstance(module, KvCacheDecoder) else SEQ
+    tokens = KvCacheDecoder.new_tokens if isinstance(module, KvCacheDecoder) else seq
     values = []
     for name in module.inputs:
         if name == "input_ids":
-            values.append(torch.randint(0, VOCAB, (1, tokens), generator=gen))
+            values.append(torch.randint(0, vocab, (1, tokens), generator=gen))
         elif name == "attention_mask":
             mask = torch.ones(1, tokens, dtype=torch.long)
             mask[:, -3:] = 0
@@ -358,6 +358,17 @@ def example_inputs(module, seed):
             values.append(torch.randn(1, WhisperEncoder.n_mels, WhisperEncoder.frames, generator=gen))
     return tuple(values)
 
+
+# Benchmark sizes (bench/cpu-peers; exported by `zoo.py --bench`, not committed): the
+# BERT-mini shape (Turc et al. 2019: 4 layers, width 256, 4 heads) at sequence 128, for each
+# of the three decoder/encoder families; Llama keeps 8 query and 2 key/value heads.
+BENCH_SEQ, BENCH_VOCAB = 128, 1024
+BENCH_SIZES = {
+    "BertEncoder": dict(d=256, heads=4, layers=4, vocab=BENCH_VOCAB, max_positions=BENCH_SEQ),
+    "Gpt2Decoder": dict(d=256, heads=4, layers=4, vocab=BENCH_VOCAB, max_positions=BENCH_SEQ),
+    "LlamaDecoder": dict(d=256, heads=8, kv_heads=2, layers=4, vocab=BENCH_VOCAB, hidden=688,
+                         max_positions=BENCH_SEQ),
+}
 
 MODELS = {
     "BertEncoder": BertEncoder,

@@ -112,7 +112,8 @@ def write_export(d, data, spec, inputs, y32, y16):
         write_tensor(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), x.numpy(), name)
     for k, name in enumerate(spec.output_names):
         write_tensor(os.path.join(d, "test_data_set_0", "output_%d.pb" % k), y32[k], name)
-        write_tensor(os.path.join(d, "torch_bf16", "output_%d.pb" % k), y16[k], name)
+        if y16 is not None:
+            write_tensor(os.path.join(d, "torch_bf16", "output_%d.pb" % k), y16[k], name)
 
 
 def generate_zoo(out_dir, only):
@@ -164,13 +165,32 @@ def generate_zoo(out_dir, only):
     print("%s: %d bytes in all" % (out_dir, generate.dir_size(out_dir)))
 
 
+def generate_bench(out_dir):
+    """The benchmark-size transformers (text.BENCH_SIZES) at opset 17, `<name>_bench_op17`, with
+    their seeded inputs and torch's f32 outputs: for timing, so no LSUV calibration and no bf16."""
+    torch.set_num_threads(1)
+    for i, (name, sizes) in enumerate(text.BENCH_SIZES.items()):
+        spec = text_spec(name, 1300 + i)
+        torch.manual_seed(spec.seed)
+        module = text.MODELS[name](**sizes).eval()
+        inputs = text.example_inputs(module, spec.seed + 2000, seq=text.BENCH_SEQ, vocab=text.BENCH_VOCAB)
+        y32 = run_torch(module, inputs, torch.float32)
+        data, _ = export(module, inputs, 17, spec)
+        write_export(os.path.join(out_dir, "%s_bench_op17" % name), data, spec, inputs, y32, None)
+        print("%s_bench_op17: %d B, %d params" % (name, len(data), sum(p.numel() for p in module.parameters())))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
-    p.add_argument("--out", default=os.path.join(here, "zoo"))
+    p.add_argument("--out", default=None, help="default models/zoo, or models/bench-full with --bench")
     p.add_argument("--only", default="", help="comma-separated model names (others keep their files)")
+    p.add_argument("--bench", action="store_true", help="the benchmark-size transformers instead")
     args = p.parse_args()
-    generate_zoo(args.out, set(filter(None, args.only.split(","))))
+    if args.bench:
+        generate_bench(args.out or os.path.join(here, "bench-full"))
+    else:
+        generate_zoo(args.out or os.path.join(here, "zoo"), set(filter(None, args.only.split(","))))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // Median latency of one ONNX Runtime (CPU provider, every graph optimization) call on a
-// model, with seeded random inputs, for bench/cpu_vs_ort. Prints one JSON line.
+// model, with seeded random inputs, for bench/cpu-peers/run. Prints one JSON line.
 //   node ort_bench.js MODEL --threads N [--shape NAME:1x3x224x224] [--warmup W] [--iterations I]
 // Inputs the model declares static need no --shape; float inputs are normal(0, 1), integer
 // inputs small non-negative integers, from a fixed seed (never all ones or zeros).

@@ -14,6 +14,7 @@
 #include "ops/elementwise_params.h"
 #include "ops/fused_attention.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 
 namespace strider {
@@ -641,6 +642,34 @@ TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
                       return b.op("Where", {b.op("IsNaN", {p}), zero, p});
                     }, guard);
   }
+}
+
+// ---- FusedConv: a convolution and its activation, fused by the pass, vs the unfused reference --
+// A pointwise conv over a channel slice runs as a matmul with the activation as its post-op;
+// a 3x3 one as oneDNN's convolution with it; either falls back to a separate pass.
+TEST_P(KernelSuite, FusedConvWithActivation) {
+  struct Case { const char* name; Shape w; };
+  for (const Case& c : {Case{"pointwise", {6, 4, 1, 1}}, Case{"3x3", {6, 4, 3, 3}}})
+    for (const char* activation : {"SiLU", "Relu", "Sigmoid", "Clip"}) {
+      SCOPED_TRACE(std::string(c.name) + " " + activation);
+      GraphBuilder b(17);
+      AttributeMap pads = ints_attribute("pads", c.w[2] == 3 ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0});
+      ValueId y = b.op("Conv", {b.input("x", DType::kF32, {2, 4, 5, 6}), b.input("w", DType::kF32, c.w),
+                                b.input("bias", DType::kF32, {6})}, pads);
+      std::string act = activation;
+      ValueId out = act == "SiLU"  ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+                    : act == "Clip" ? b.op("Clip", {y, b.constant("low", scalar(-0.5f)), b.constant("high", scalar(0.75f))})
+                                    : b.op(act, {y});
+      b.output(out);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());  // SiLU is one FusedElementwise first
+      Result<int> n = fuse_conv_activations(fused);
+      ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+      ASSERT_EQ(*n, 1);
+      check_graph(std::move(fused), {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}}, &unfused);
+    }
 }
 
 std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {

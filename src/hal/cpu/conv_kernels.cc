@@ -42,33 +42,6 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
   return c;
 }
 
-// oneDNN's eltwise post-op computing `p` (a one-input program), if it has one. Its
-// arithmetic is oneDNN's own (vectorized exp), within f32 rounding of ours.
-struct Eltwise {
-  dnnl::algorithm algorithm;
-  float alpha = 0, beta = 0;
-};
-std::optional<Eltwise> as_eltwise(const FusedProgram& p) {
-  using dnnl::algorithm;
-  const auto& code = p.code;
-  if (code.size() == 2 && code[0].op == FusedOp::kSigmoid && code[0].a == 0 && code[1].op == FusedOp::kMul &&
-      ((code[1].a == 0 && code[1].b == 1) || (code[1].a == 1 && code[1].b == 0)))
-    return Eltwise{algorithm::eltwise_swish, 1.0f};  // x * sigmoid(1 * x)
-  if (code.size() != 1 || code[0].a != 0) return std::nullopt;
-  const FusedInstruction& i = code[0];
-  switch (i.op) {
-    case FusedOp::kRelu: return Eltwise{algorithm::eltwise_relu};
-    case FusedOp::kLeakyRelu: return Eltwise{algorithm::eltwise_relu, i.alpha};
-    case FusedOp::kSigmoid: return Eltwise{algorithm::eltwise_logistic};
-    case FusedOp::kTanh: return Eltwise{algorithm::eltwise_tanh};
-    case FusedOp::kElu: return Eltwise{algorithm::eltwise_elu, i.alpha};
-    case FusedOp::kHardSwish: return Eltwise{algorithm::eltwise_hardswish};
-    // oneDNN clips to max(low, min(high, x)); ONNX gives high everywhere when low > high.
-    case FusedOp::kClip: return i.alpha <= i.beta ? std::optional(Eltwise{algorithm::eltwise_clip, i.alpha, i.beta}) : std::nullopt;
-    default: return std::nullopt;
-  }
-}
-
 class OneDnnConv final : public Kernel {
  public:
   Status init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node);
@@ -125,7 +98,7 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
                                                                 dilations, pad_l, pad_r);
     }
     dnnl::primitive_attr attr = onednn_attr();
-    std::optional<Eltwise> eltwise = c.activation ? as_eltwise(*c.activation) : std::nullopt;
+    std::optional<OneDnnEltwise> eltwise = c.activation ? onednn_eltwise_of(*c.activation) : std::nullopt;
     if (eltwise) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.0f, eltwise->algorithm, eltwise->alpha, eltwise->beta);
@@ -218,10 +191,19 @@ bool positive_strides(const TensorView& v) {
 
 // A pointwise convolution over views oneDNN's convolution would read slowly (a channel
 // slice of a concat) runs as a oneDNN matmul over the same views (docs/MEMORY_MODEL.md rule 3).
-std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node) {
+// The activation rides along as oneDNN's post-op where it has one (`applied` says so).
+std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node, bool* applied) {
+  std::optional<OneDnnEltwise> eltwise = c.activation ? onednn_eltwise_of(*c.activation) : std::nullopt;
   for (const PointwiseMatMul& m :
        pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
-    auto kernel = make_matmul_of(m.views, m.bias.allocation ? &m.bias : nullptr, 1.0f, node);
+    const TensorView* bias = m.bias.allocation ? &m.bias : nullptr;
+    if (eltwise) {
+      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, eltwise);
+      *applied = kernel.is_ok();
+      if (kernel.is_ok()) return std::move(kernel).value();
+    }
+    auto kernel = make_matmul_of(m.views, bias, 1.0f, node);
+    *applied = false;
     if (kernel.is_ok()) return std::move(kernel).value();
   }
   return std::nullopt;
@@ -261,8 +243,11 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
   DType dtype = c.y.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
-  if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y)))
-    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name)) return with_activation(std::move(*kernel), c, false);
+  if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y))) {
+    bool applied = false;
+    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name, &applied))
+      return with_activation(std::move(*kernel), c, applied);
+  }
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
     auto kernel = std::make_unique<OneDnnConv>();
     Status s = kernel->init(c, r.constant_input(1), r.node.name);

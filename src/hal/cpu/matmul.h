@@ -3,17 +3,22 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hal/kernel.h"
+#include "hal/cpu/onednn.h"
 #include "hal/matmul_views.h"
 
 namespace strider::cpu {
 
-// out = scale * a x b (+ bias, a [1, N] or [M, N] view, when given). oneDNN for f32 and bf16
-// with positive strides; a naive strided loop otherwise. Refuses (UNSUPPORTED) non-packed
-// f32/bf16 views that only a slow path could take, so the planner packs them.
+// out = scale * a x b (+ bias, a [1, N] or [M, N] view, when given), then `activation`
+// when given. oneDNN for f32 and bf16 with positive strides; a naive strided loop otherwise.
+// Refuses (UNSUPPORTED) non-packed f32/bf16 views that only a slow path could take, so the
+// planner packs them, and an activation only the naive loop would have to apply (the caller
+// then runs it as its own pass).
 Result<std::unique_ptr<Kernel>> make_matmul_of(const MatMulViews& views, const TensorView* bias, float scale,
-                                               const std::string& node);
+                                               const std::string& node,
+                                               const std::optional<OneDnnEltwise>& activation = std::nullopt);
 
 }  // namespace strider::cpu

@@ -11,6 +11,8 @@
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 
+#include <oneapi/dnnl/dnnl_debug.h>
+
 namespace strider::cpu {
 namespace {
 
@@ -27,21 +29,22 @@ class OneDnnMatMul final : public Kernel {
   // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
   // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
   // since oneDNN's matmul has only its reference implementation for column biases.
-  Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::string& node) {
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::optional<OneDnnEltwise>& activation,
+              const std::string& node) {
     return onednn_call(node, [&] {
       auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
       dnnl::primitive_attr attr = onednn_attr();
       if (scale != 1.0f) attr.set_output_scales(0, {scale});
       bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
       dnnl::memory::desc bias_md = bias ? onednn_desc(*bias) : dnnl::memory::desc();
-      if (bias && !row_bias) {
-        dnnl::post_ops ops;
-        ops.append_binary(dnnl::algorithm::binary_add, bias_md);
-        attr.set_post_ops(ops);
-      }
+      dnnl::post_ops ops;
+      if (bias && !row_bias) ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+      if (activation) ops.append_eltwise(1.0f, activation->algorithm, activation->alpha, activation->beta);
+      if (ops.len() > 0) attr.set_post_ops(ops);
       auto desc = row_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, out_md) : dnnl::matmul::desc(a_md, b_md, out_md);
       dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
       impl_ = onednn_impl_name(pd);
+      if (activation) impl_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(activation->algorithm));
       primitive_ = dnnl::matmul(pd);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
                {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
@@ -112,7 +115,7 @@ class NaiveMatMul final : public Kernel {
 }  // namespace
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
-                                 const std::string& node) {
+                                 const std::string& node, const std::optional<OneDnnEltwise>& activation) {
   DType dtype = v.out.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   bool packed = is_packed(v.a) && is_packed(v.b) && is_packed(v.out);
@@ -122,11 +125,12 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
   if (empty) fast_dtype = false;
   if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     auto kernel = std::make_unique<OneDnnMatMul>();
-    Status s = kernel->init(v, bias, scale, node);
+    Status s = kernel->init(v, bias, scale, activation, node);
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
     if (s.is_ok() && (!reference_only || packed)) return KernelPtr(std::move(kernel));
   }
+  if (activation) return unsupported(fmt::format("node '{}': no oneDNN matmul applies the activation", node));
   // Only a slow path takes these views: refuse them when packing would avoid it.
   if (fast_dtype && !packed)
     return unsupported(fmt::format("node '{}': no fast matmul for views {} x {} -> {}", node, v.a.to_string(),

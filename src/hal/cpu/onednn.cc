@@ -75,4 +75,27 @@ std::string onednn_impl_name(const dnnl::primitive_desc_base& pd) {
   return std::string("onednn:") + pd.impl_info_str();
 }
 
+std::optional<OneDnnEltwise> onednn_eltwise_of(const FusedProgram& p) {
+  using dnnl::algorithm;
+  const auto& code = p.code;
+  if (code.size() == 2 && code[0].op == FusedOp::kSigmoid && code[0].a == 0 && code[1].op == FusedOp::kMul &&
+      ((code[1].a == 0 && code[1].b == 1) || (code[1].a == 1 && code[1].b == 0)))
+    return OneDnnEltwise{algorithm::eltwise_swish, 1.0f};  // x * sigmoid(1 * x)
+  if (code.size() != 1 || code[0].a != 0) return std::nullopt;
+  const FusedInstruction& i = code[0];
+  switch (i.op) {
+    case FusedOp::kRelu: return OneDnnEltwise{algorithm::eltwise_relu};
+    case FusedOp::kLeakyRelu: return OneDnnEltwise{algorithm::eltwise_relu, i.alpha};
+    case FusedOp::kSigmoid: return OneDnnEltwise{algorithm::eltwise_logistic};
+    case FusedOp::kTanh: return OneDnnEltwise{algorithm::eltwise_tanh};
+    case FusedOp::kElu: return OneDnnEltwise{algorithm::eltwise_elu, i.alpha};
+    case FusedOp::kHardSwish: return OneDnnEltwise{algorithm::eltwise_hardswish};
+    // oneDNN clips to max(low, min(high, x)); ONNX gives high everywhere when low > high.
+    case FusedOp::kClip:
+      if (i.alpha > i.beta) return std::nullopt;
+      return OneDnnEltwise{algorithm::eltwise_clip, i.alpha, i.beta};
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace strider::cpu

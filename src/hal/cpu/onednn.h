@@ -10,6 +10,7 @@
 #include <string>
 
 #include "memory/tensor_view.h"
+#include "ops/fused_elementwise.h"
 #include "strider/status.h"
 
 namespace strider::cpu {
@@ -50,6 +51,15 @@ Status onednn_call(const std::string& what, Fn&& fn) {
     return device_error(message);
   }
 }
+
+// oneDNN's eltwise post-op computing a one-input fused program (the activation a conv or
+// matmul is followed by), if it has one. Its arithmetic is oneDNN's own (vectorized exp),
+// within f32 rounding of ours.
+struct OneDnnEltwise {
+  dnnl::algorithm algorithm;
+  float alpha = 0, beta = 0;
+};
+std::optional<OneDnnEltwise> onednn_eltwise_of(const FusedProgram& program);
 
 // "onednn:" + the implementation oneDNN picked (e.g. "onednn:brg:avx512_core").
 std::string onednn_impl_name(const dnnl::primitive_desc_base& pd);
