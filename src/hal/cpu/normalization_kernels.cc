@@ -4,10 +4,12 @@
 // large values with a small spread keeps its variance; y is rounded once, on store.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/parallel.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/normalization_views.h"
 
@@ -49,6 +51,7 @@ class NormalizationKernel final : public Kernel {
       : p_(std::move(params)), v_(std::move(views)), op_(std::move(op)) {}
 
   Status run(const QueueContext&) override {
+    if (dense_rows_) return run_dense_rows();
     const T* x = v_.views[kNormX].host_data_as<T>();
     T* y = v_.views[kNormY].host_data_as<T>();
     const T* scale = v_.views[kNormScale].allocation ? v_.views[kNormScale].host_data_as<T>() : nullptr;
@@ -83,9 +86,82 @@ class NormalizationKernel final : public Kernel {
     }
     return Status::ok();
   }
-  std::string implementation() const override { return "strider:" + op_; }
+  std::string implementation() const override { return "strider:" + op_ + (dense_rows_ ? " (dense rows)" : ""); }
 
  private:
+  // Whether every row's elements are one stride-1 run in x and y and scale / bias are
+  // absent or one stride-1 row shared by every row (LayerNormalization and RMSNormalization
+  // over the last axes, the transformer case): then a row is a few vectorized loops.
+  static bool is_dense_rows(const NormalizationViews& v) {
+    auto one_run = [&](int k) {
+      int64_t expected = 1;
+      for (size_t d = v.inner_sizes.size(); d-- > 0;) {
+        if (v.inner_sizes[d] == 1) continue;
+        if (v.inner_strides[size_t(k)][d] != expected) return false;
+        expected *= v.inner_sizes[d];
+      }
+      return true;
+    };
+    auto shared_row = [&](int k) {
+      if (!v.views[size_t(k)].allocation) return true;
+      for (int64_t s : v.row_strides[size_t(k)])
+        if (s != 0) return false;
+      return one_run(k);
+    };
+    return one_run(kNormX) && one_run(kNormY) && shared_row(kNormScale) && shared_row(kNormBias);
+  }
+
+  // Rows split over the session's threads. The mean and the squared deviations still
+  // accumulate in double, two passes, in any order (omp simd), so a row of large values
+  // with a small spread keeps its variance; y is computed in the dtype's compute precision.
+  Status run_dense_rows() {
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* scale = v_.views[kNormScale].allocation ? v_.views[kNormScale].host_data_as<T>() : nullptr;
+    const T* bias = v_.views[kNormBias].allocation ? v_.views[kNormBias].host_data_as<T>() : nullptr;
+    const int64_t row_count = num_elements(v_.row_sizes), n = v_.inner_count;
+    if (row_count == 0) return Status::ok();
+    if (rows_.empty()) {
+      threads_ = max_parallel_threads();
+      rows_.resize(size_t(threads_) * size_t(std::max<int64_t>(n, 1)) * 3);  // x, scale, bias as C
+    }
+    parallel_for(row_count, n * 4, [&](int64_t begin, int64_t end, int thread) {
+      C* xs = rows_.data() + size_t(thread) * size_t(n) * 3;
+      C* gamma = xs + n;
+      C* beta = gamma + n;
+      for (int64_t i = 0; i < n; ++i) gamma[i] = scale ? C(load(scale[i])) : C(1);
+      for (int64_t i = 0; i < n; ++i) beta[i] = bias ? C(load(bias[i])) : C(0);
+      Odometer<kNormOperands> rows{v_.row_sizes, pointers(v_.row_strides)};
+      for (int64_t skip = 0; skip < begin; ++skip) rows.next();
+      for (int64_t r = begin; r < end; ++r, rows.next()) dense_row(rows.offset, xs, gamma, beta, n);
+    }, threads_);
+    return Status::ok();
+  }
+
+  template <typename C>
+  void dense_row(const std::array<int64_t, kNormOperands>& base, C* xs, const C* gamma, const C* beta,
+                 int64_t n) const {
+    const T* x = v_.views[kNormX].host_data_as<T>() + base[kNormX];
+    T* y = v_.views[kNormY].host_data_as<T>() + base[kNormY];
+    for (int64_t i = 0; i < n; ++i) xs[i] = C(load(x[i]));
+    double mean = 0, var = 0;
+    if (p_.subtract_mean) {
+#pragma omp simd reduction(+ : mean)
+      for (int64_t i = 0; i < n; ++i) mean += double(xs[i]);
+      mean = n ? mean / double(n) : 0.0;
+    }
+#pragma omp simd reduction(+ : var)
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = double(xs[i]) - mean;
+      var += d * d;
+    }
+    var = n ? var / double(n) : 0.0;
+    const double inv_std = p_.epsilon_after_sqrt ? 1.0 / (std::sqrt(var) + p_.epsilon) : 1.0 / std::sqrt(var + p_.epsilon);
+    const C m = C(mean), s = C(inv_std);
+    for (int64_t i = 0; i < n; ++i) y[i] = store<T>(ComputeType<T>((xs[i] - m) * s * gamma[i] + beta[i]));
+    if (v_.views[kNormMean].allocation) store_statistic(v_.views[kNormMean], base[kNormMean], mean);
+    if (v_.views[kNormInvStd].allocation) store_statistic(v_.views[kNormInvStd], base[kNormInvStd], inv_std);
+  }
+
   static std::array<const Strides*, kNormOperands> pointers(const std::array<Strides, kNormOperands>& s) {
     std::array<const Strides*, kNormOperands> p{};
     for (size_t k = 0; k < p.size(); ++k) p[k] = &s[k];
@@ -95,6 +171,9 @@ class NormalizationKernel final : public Kernel {
   NormalizationParams p_;
   NormalizationViews v_;
   std::string op_;
+  bool dense_rows_ = is_dense_rows(v_);
+  int threads_ = 1;
+  std::vector<std::conditional_t<std::is_same_v<T, double>, double, float>> rows_;  // per thread: x, scale, bias
 };
 
 Result<std::unique_ptr<Kernel>> make_normalization(const KernelRequest& r) {
