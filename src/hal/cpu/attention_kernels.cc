@@ -3,7 +3,8 @@
 // projection) into packed f32 rows of the kernel's own; then per query row the scores are
 // dot products over those rows, go through the score steps, a softmax, and the weighted
 // sum of the value rows, all in f32, and the output row is stored once. The [Sq, T] scores
-// are never written to memory. Single-threaded, like the other strider CPU kernels.
+// are never written to memory. Batch positions and blocks of query rows are split over the
+// session's threads (hal/cpu/parallel.h), each with its own packed rows.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,39 +13,95 @@
 #include "hal/attention_views.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/parallel.h"
+#include "hal/cpu/vector_math.h"
 
 namespace strider::cpu {
 namespace {
 
-// Eight partial sums, so the loop vectorizes without reassociating a single sum.
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += a[d + k] * b[d + k];
-  float tail = 0;
-  for (; d < n; ++d) tail += a[d] * b[d];
-  return tail + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+// scores[j] = q . keys_t[:, j] as D passes of scores += q[d] * keys_t[d, :] over contiguous
+// rows: they vectorize with no horizontal sum.
+// Blocks of kKeyBlock keys keep their sums in registers across the D passes.
+constexpr int64_t kKeyBlock = 32;
+STRIDER_CPU_CLONES void scores_row(const float* q, const float* keys_t, float* scores, int64_t head, int64_t keys) {
+  int64_t j0 = 0;
+  for (; j0 + kKeyBlock <= keys; j0 += kKeyBlock) {
+    float acc[kKeyBlock] = {};
+    for (int64_t d = 0; d < head; ++d) {
+      const float a = q[d];
+      const float* k = keys_t + d * keys + j0;
+      for (int64_t j = 0; j < kKeyBlock; ++j) acc[j] += a * k[j];
+    }
+    for (int64_t j = 0; j < kKeyBlock; ++j) scores[j0 + j] = acc[j];
+  }
+  for (int64_t j = j0; j < keys; ++j) scores[j] = 0.0f;
+  for (int64_t d = 0; d < head; ++d)
+    for (int64_t j = j0; j < keys; ++j) scores[j] += q[d] * keys_t[d * keys + j];
 }
+
+// The row's largest score (NaNs skipped) and whether it holds a NaN.
+STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_nan) {
+  float max = -INFINITY;
+  int nan = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    max = scores[j] > max ? scores[j] : max;
+    nan |= scores[j] != scores[j];
+  }
+  *any_nan = nan != 0;
+  return max;
+}
+
+// row = sum_j p[j] * values[j, :] / sum_j p[j] for p = the exponentiated scores.
+STRIDER_CPU_CLONES void weighted_sum_row(const float* p, const float* values, float* row, int64_t keys, int64_t width) {
+  for (int64_t e = 0; e < width; ++e) row[e] = 0.0f;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < keys; ++j) {
+    const float a = p[j];
+    const float* v = values + j * width;
+    sum += a;
+    for (int64_t e = 0; e < width; ++e) row[e] += a * v[e];
+  }
+  const float inverse = 1.0f / sum;
+  for (int64_t e = 0; e < width; ++e) row[e] *= inverse;
+}
+
+// Queries per work item: items are (batch index, block of query rows), split over the
+// threads; a thread packs a batch's keys and values once for its consecutive items.
+constexpr int64_t kQueryBlock = 32;
 
 template <typename T>
 class AttentionKernel final : public Kernel {
+  // One thread's scratch: the packed keys (Kt as [D, T]) and values ([T, Dv]) of the batch
+  // index it last packed, and one query's scores, query and output rows.
+  struct Scratch {
+    std::vector<float> keys, values, scores, query, row;
+    int64_t packed_keys = -1, packed_values = -1;  // offsets of the packed batch (-1: none)
+  };
+
  public:
   AttentionKernel(FusedAttentionParams params, AttentionViews views)
-      : p_(std::move(params)), a_(std::move(views)), keys_(size_t(a_.keys * a_.head)),
-        values_(size_t(a_.keys * a_.v_head)), scores_(size_t(a_.keys)), query_(size_t(a_.head)),
-        row_(size_t(a_.v_head)) {}
+      : p_(std::move(params)), a_(std::move(views)), threads_(max_parallel_threads()) {
+    for (int t = 0; t < threads_; ++t)
+      scratch_.push_back(Scratch{std::vector<float>(size_t(a_.keys * a_.head)), std::vector<float>(size_t(a_.keys * a_.v_head)),
+                                 std::vector<float>(size_t(a_.keys)), std::vector<float>(size_t(a_.head)),
+                                 std::vector<float>(size_t(a_.v_head))});
+  }
 
   Status run(const QueueContext&) override {
     const int64_t count = num_elements(a_.batch);
-    std::vector<int64_t> index(a_.batch.size(), 0), base(size_t(a_.operands()), 0);
-    int64_t packed_keys = -1, packed_values = -1;  // offsets of the packed batch (-1: none yet)
-    for (int64_t b = 0; b < count; ++b) {
-      if (base[kAttnViewKt] != packed_keys) pack_keys(packed_keys = base[kAttnViewKt]);
-      if (base[kAttnViewV] != packed_values) pack_values(packed_values = base[kAttnViewV]);
-      for (int64_t i = 0; i < a_.q_len; ++i) query_row(base, i);
-      next_batch(index, base);
-    }
+    const int64_t blocks = (a_.q_len + kQueryBlock - 1) / kQueryBlock;
+    const int64_t work = std::min(a_.q_len, kQueryBlock) * a_.keys * (a_.head + a_.v_head);
+    for (Scratch& s : scratch_) s.packed_keys = s.packed_values = -1;  // the inputs changed since
+    parallel_for(count * blocks, work, [&](int64_t begin, int64_t end, int thread) {
+      Scratch& s = scratch_[size_t(thread)];
+      for (int64_t item = begin; item < end; ++item) {
+        const std::vector<int64_t> base = batch_base(item / blocks);
+        if (base[kAttnViewKt] != s.packed_keys) pack_keys(s, s.packed_keys = base[kAttnViewKt]);
+        if (base[kAttnViewV] != s.packed_values) pack_values(s, s.packed_values = base[kAttnViewV]);
+        const int64_t first = (item % blocks) * kQueryBlock;
+        for (int64_t i = first; i < std::min(a_.q_len, first + kQueryBlock); ++i) query_row(s, base, i);
+      }
+    }, threads_);
     return Status::ok();
   }
   std::string implementation() const override { return "strider:attention " + describe_fused_attention(p_); }
@@ -52,83 +109,80 @@ class AttentionKernel final : public Kernel {
  private:
   const T* data(int k) const { return a_.views[size_t(k)].template host_data_as<T>(); }
 
-  void next_batch(std::vector<int64_t>& index, std::vector<int64_t>& base) const {
+  // Every operand's element offset at the `b`-th batch position (row-major over a_.batch).
+  std::vector<int64_t> batch_base(int64_t b) const {
+    std::vector<int64_t> base(size_t(a_.operands()), 0);
     for (size_t d = a_.batch.size(); d-- > 0;) {
-      for (size_t k = 0; k < base.size(); ++k) base[k] += a_.batch_strides[k][d];
-      if (++index[d] < a_.batch[d]) return;
-      for (size_t k = 0; k < base.size(); ++k) base[k] -= a_.batch_strides[k][d] * a_.batch[d];
-      index[d] = 0;
+      const int64_t i = b % a_.batch[d];
+      b /= a_.batch[d];
+      for (size_t k = 0; k < base.size(); ++k) base[k] += i * a_.batch_strides[k][d];
     }
+    return base;
   }
 
-  // packed[j * width + c] = operand element (j, c) at `base`: one f32 row per key.
-  void pack(int operand, int64_t base, int64_t key_stride, int64_t stride, int64_t width, std::vector<float>& packed) {
-    const T* src = data(operand);
+  // keys[d * T + j] = Kt[d, j]; values[j * Dv + e] = V[j, e].
+  void pack_keys(Scratch& s, int64_t base) const {
+    const T* src = data(kAttnViewKt);
+    const int64_t rows = a_.row_stride[kAttnViewKt], cols = a_.col_stride[kAttnViewKt];
+    for (int64_t d = 0; d < a_.head; ++d)
+      for (int64_t j = 0; j < a_.keys; ++j) s.keys[size_t(d * a_.keys + j)] = float(load(src[base + d * rows + j * cols]));
+  }
+  void pack_values(Scratch& s, int64_t base) const {
+    const T* src = data(kAttnViewV);
+    const int64_t rows = a_.row_stride[kAttnViewV], cols = a_.col_stride[kAttnViewV];
     for (int64_t j = 0; j < a_.keys; ++j)
-      for (int64_t c = 0; c < width; ++c)
-        packed[size_t(j * width + c)] = float(load(src[base + j * key_stride + c * stride]));
-  }
-  // keys_[j * D + d] = Kt[d, j]; values_[j * Dv + e] = V[j, e].
-  void pack_keys(int64_t base) {
-    pack(kAttnViewKt, base, a_.col_stride[kAttnViewKt], a_.row_stride[kAttnViewKt], a_.head, keys_);
-  }
-  void pack_values(int64_t base) {
-    pack(kAttnViewV, base, a_.row_stride[kAttnViewV], a_.col_stride[kAttnViewV], a_.v_head, values_);
+      for (int64_t e = 0; e < a_.v_head; ++e) s.values[size_t(j * a_.v_head + e)] = float(load(src[base + j * rows + e * cols]));
   }
 
-  float step_operand(size_t step, int operand, const std::vector<int64_t>& base, int64_t i, int64_t j) const {
-    const TensorView& view = a_.views[size_t(operand)];
-    const int64_t at = base[size_t(operand)] + i * a_.row_stride[size_t(operand)] + j * a_.col_stride[size_t(operand)];
-    if (p_.steps[step].kind == ScoreStepKind::kAdd) return float(load(view.template host_data_as<T>()[at]));
-    return view.template host_data_as<uint8_t>()[at] != 0 ? 1.0f : 0.0f;
-  }
-
-  // The scores of query row i against every key, through the steps; true if one is NaN.
-  bool scores_of(const std::vector<int64_t>& base, int64_t i) {
-    bool any_nan = false;
-    for (int64_t j = 0; j < a_.keys; ++j) {
-      float s = dot(query_.data(), &keys_[size_t(j * a_.head)], a_.head);
-      int operand = kAttnViewFirstStep;
-      for (size_t k = 0; k < p_.steps.size(); ++k) {
-        const ScoreStepKind kind = p_.steps[k].kind;
-        const float x = step_reads_operand(kind) ? step_operand(k, operand++, base, i, j) : 0.0f;
-        s = apply_score_step(kind, p_.steps[k].value, s, x);
+  // The scores of query row i against every key, then each step over the whole row.
+  void scores_of(Scratch& s, const std::vector<int64_t>& base, int64_t i) const {
+    float* scores = s.scores.data();
+    scores_row(s.query.data(), s.keys.data(), scores, a_.head, a_.keys);
+    int operand = kAttnViewFirstStep;
+    for (const ScoreStep& step : p_.steps) {
+      if (!step_reads_operand(step.kind)) {
+        for (int64_t j = 0; j < a_.keys; ++j) scores[j] = apply_score_step(step.kind, step.value, scores[j], 0.0f);
+        continue;
       }
-      any_nan |= std::isnan(s);
-      scores_[size_t(j)] = s;
+      const TensorView& view = a_.views[size_t(operand)];
+      const int64_t row = base[size_t(operand)] + i * a_.row_stride[size_t(operand)], col = a_.col_stride[size_t(operand)];
+      ++operand;
+      if (step.kind == ScoreStepKind::kAdd) {
+        const T* x = view.template host_data_as<T>() + row;
+        for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j * col]));
+      } else {
+        const uint8_t* x = view.template host_data_as<uint8_t>() + row;
+        for (int64_t j = 0; j < a_.keys; ++j)
+          scores[j] = apply_score_step(step.kind, step.value, scores[j], x[j * col] != 0 ? 1.0f : 0.0f);
+      }
     }
-    return any_nan;
   }
 
-  void query_row(const std::vector<int64_t>& base, int64_t i) {
+  void query_row(Scratch& s, const std::vector<int64_t>& base, int64_t i) const {
     const T* q = data(kAttnViewQ);
     for (int64_t d = 0; d < a_.head; ++d)
-      query_[size_t(d)] = float(load(q[base[kAttnViewQ] + i * a_.row_stride[kAttnViewQ] + d * a_.col_stride[kAttnViewQ]]));
-    const bool any_nan = scores_of(base, i);
-    float max = -INFINITY;
-    for (int64_t j = 0; j < a_.keys; ++j) max = std::max(max, scores_[size_t(j)]);
-    std::fill(row_.begin(), row_.end(), 0.0f);
+      s.query[size_t(d)] = float(load(q[base[kAttnViewQ] + i * a_.row_stride[kAttnViewQ] + d * a_.col_stride[kAttnViewQ]]));
+    scores_of(s, base, i);
+    bool any_nan = false;
+    const float max = row_max(s.scores.data(), a_.keys, &any_nan);
+    std::fill(s.row.begin(), s.row.end(), 0.0f);
     if (a_.keys > 0 && !softmax_row_defined(max, any_nan)) {
-      std::fill(row_.begin(), row_.end(), p_.zero_invalid_rows ? 0.0f : NAN);
+      std::fill(s.row.begin(), s.row.end(), p_.zero_invalid_rows ? 0.0f : NAN);
     } else if (a_.keys > 0) {
-      float sum = 0;
-      for (int64_t j = 0; j < a_.keys; ++j) {
-        const float e = std::exp(scores_[size_t(j)] - max);
-        sum += e;
-        const float* v = &values_[size_t(j * a_.v_head)];
-        for (int64_t c = 0; c < a_.v_head; ++c) row_[size_t(c)] += e * v[c];
-      }
-      for (float& r : row_) r /= sum;
+      for (float& v : s.scores) v -= max;
+      vector_math::exp_row(s.scores.data(), s.scores.data(), a_.keys);
+      weighted_sum_row(s.scores.data(), s.values.data(), s.row.data(), a_.keys, a_.v_head);
     }
     T* out = a_.views[kAttnViewOut].template host_data_as<T>();
     for (int64_t e = 0; e < a_.v_head; ++e)
       out[base[kAttnViewOut] + i * a_.row_stride[kAttnViewOut] + e * a_.col_stride[kAttnViewOut]] =
-          store<T>(row_[size_t(e)]);
+          store<T>(s.row[size_t(e)]);
   }
 
   FusedAttentionParams p_;
   AttentionViews a_;
-  std::vector<float> keys_, values_, scores_, query_, row_;
+  int threads_;
+  std::vector<Scratch> scratch_;  // one per thread the kernel may use
 };
 
 Result<std::unique_ptr<Kernel>> make_attention(const KernelRequest& r) {

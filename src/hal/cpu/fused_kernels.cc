@@ -9,6 +9,7 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/parallel.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/vector_math.h"
 #include "ops/fused_elementwise.h"
@@ -20,11 +21,12 @@ constexpr int64_t kTile = 256;
 constexpr size_t kOperands = size_t(kMaxFusedInputs) + 1;  // the output, then the inputs
 
 template <FusedOp kOp>
-void apply_row(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
+[[gnu::always_inline]] inline void apply_row(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
   for (int64_t e = 0; e < n; ++e) out[e] = fused_math::apply<kOp>(a[e], b ? b[e] : 0.0f, i.alpha, i.beta);
 }
 
-void run_instruction(const FusedInstruction& i, const float* a, const float* b, float* out, int64_t n) {
+STRIDER_CPU_CLONES void run_instruction(const FusedInstruction& i, const float* a, const float* b, float* out,
+                                        int64_t n) {
   // The transcendental rows, vectorized (the C library computes them one call per element).
   if (i.op == FusedOp::kExp) return vector_math::exp_row(a, out, n);
   if (i.op == FusedOp::kSigmoid) return vector_math::sigmoid_row(a, out, n);

@@ -27,6 +27,12 @@
 namespace strider::cpu {
 
 inline constexpr int64_t kMinWorkPerThread = 16384;
+
+// Compiles a hot non-template row loop three times (AVX-512, AVX2 + FMA, the x86-64
+// baseline) and picks one per CPU when the program loads (an ifunc): the build targets the
+// baseline, so auto-vectorized loops are otherwise SSE2-wide. Callees inlined into it
+// (always_inline templates) are compiled for each target too.
+#define STRIDER_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 // The calling thread's minimum (a worker's device may lower it for tests: DeviceOptions).
 inline thread_local int64_t thread_min_work_per_thread = kMinWorkPerThread;
 
