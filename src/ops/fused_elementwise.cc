@@ -124,6 +124,26 @@ Status infer_fused_conv(InferContext& ctx) {
 
 OpSchema fused_conv_schema() { return {kFusedConvOp, infer_fused_conv, {}, {}, {}}; }
 
+namespace {
+// FusedMatMul's output is its MatMul's; every epilogue operand must broadcast to it.
+Status infer_fused_matmul(InferContext& ctx) {
+  const Node& node = ctx.node();
+  if (node.inputs.size() < 2) return ctx.error("FusedMatMul needs A and B");
+  STRIDER_RETURN_IF_ERROR(read_fused_program_of(node, int(node.inputs.size()) - 1).status());
+  STRIDER_RETURN_IF_ERROR(find_op_schema("", "MatMul")->infer(ctx));
+  const Shape out = ctx.output_shape(0);
+  for (size_t i = 2; i < node.inputs.size(); ++i) {
+    Shape joined;
+    if (!broadcast_shapes(ctx.input_shape(i), out, &joined) || joined != out)
+      return ctx.error("epilogue operand {} {} does not broadcast to {}", i, shape_to_string(ctx.input_shape(i)),
+                       shape_to_string(out));
+  }
+  return Status::ok();
+}
+}  // namespace
+
+OpSchema fused_matmul_schema() { return {kFusedMatMulOp, infer_fused_matmul, {}, {}, {}}; }
+
 OpSchema fused_elementwise_schema() {
   return {kFusedElementwiseOp, infer_fused_elementwise, {}, {}, {.in_place = true}};
 }

@@ -27,6 +27,10 @@ inline constexpr std::string_view kFusedElementwiseOp = "FusedElementwise";
 // A Conv whose output goes through a one-input program (its activation: SiLU, Relu, Clip)
 // before anything reads it: the Conv's inputs and attributes plus the program's.
 inline constexpr std::string_view kFusedConvOp = "FusedConv";
+// A MatMul whose output goes through a program (its epilogue: bias, GELU, a residual add)
+// before anything reads it. Inputs: A, B, then the program's other operands; register 0 is
+// A x B, register k >= 1 is input k + 1, each broadcast to the MatMul's output shape.
+inline constexpr std::string_view kFusedMatMulOp = "FusedMatMul";
 
 struct FusedInstruction {
   FusedOp op = FusedOp::kAdd;

@@ -72,6 +72,8 @@ class InferContext : public NodeInputs {
       : NodeInputs(graph, graph.node(node)), mutable_graph_(graph) {}
 
   void set_output(size_t i, DType dtype, Shape shape);
+  // Output i's shape as set so far (for a fused op that checks operands against it).
+  const Shape& output_shape(size_t i) const { return mutable_graph_.value(node().outputs[i]).shape; }
   // For outputs known from shapes alone (Shape, Size, Constant): sets type and constant.
   void set_output_constant(size_t i, Tensor value);
 
@@ -130,6 +132,7 @@ void register_resize_ops(std::vector<OpSchema>& ops);
 // strider's FusedElementwise (ops/fused_elementwise.h).
 OpSchema fused_elementwise_schema();
 OpSchema fused_conv_schema();
+OpSchema fused_matmul_schema();
 OpSchema fused_attention_schema();  // ops/fused_attention.h
 
 }  // namespace strider

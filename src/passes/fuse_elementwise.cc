@@ -226,4 +226,82 @@ Result<int> fuse_conv_activations(Graph& graph) {
   return fused;
 }
 
+namespace {
+
+// The program `reader` runs and the values its registers 0 .. inputs-1 read: a
+// FusedElementwise's, or a single fusable op's as a one-instruction program.
+struct ReaderProgram {
+  FusedProgram program;
+  std::vector<ValueId> operands;
+};
+std::optional<ReaderProgram> reader_program(const Graph& g, const Node& reader) {
+  if (reader.domain == kStriderDomain && reader.op_type == kFusedElementwiseOp) {
+    auto program = read_fused_program(reader);
+    if (!program.is_ok()) return std::nullopt;
+    return ReaderProgram{*program, reader.inputs};
+  }
+  Candidate c = as_candidate(g, reader);
+  if (!c.fusable) return std::nullopt;
+  FusedProgram program{int(c.operands.size()), {{c.op, 0, c.operands.size() > 1 ? 1 : -1, c.alpha, c.beta}}};
+  return ReaderProgram{std::move(program), c.operands};
+}
+
+// `r` over `value` and the other operands, renumbered for FusedMatMul: register 0 is
+// `value`, then the other operands in order (returned), then the instructions' results.
+FusedProgram as_epilogue(const ReaderProgram& r, ValueId value, std::vector<ValueId>* others) {
+  std::vector<int> reg(r.operands.size());
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    if (r.operands[k] == value) {
+      reg[k] = 0;
+    } else {
+      others->push_back(r.operands[k]);
+      reg[k] = int(others->size());
+    }
+  }
+  FusedProgram program{1 + int(others->size()), r.program.code};
+  auto renumber = [&](int x) { return x < 0 ? x : x < r.program.inputs ? reg[size_t(x)] : x - r.program.inputs + program.inputs; };
+  for (FusedInstruction& i : program.code) {
+    i.a = renumber(i.a);
+    i.b = renumber(i.b);
+  }
+  return program;
+}
+
+}  // namespace
+
+Result<int> fuse_matmul_epilogues(Graph& graph) {
+  const std::vector<std::vector<NodeId>> consumers = graph.consumers();
+  std::unordered_set<ValueId> outputs(graph.outputs().begin(), graph.outputs().end());
+  std::unordered_set<const Node*> absorbed;
+  int fused = 0;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& matmul = graph.node(id);
+    if (!(matmul.domain.empty() || matmul.domain == "ai.onnx") || matmul.op_type != "MatMul" ||
+        matmul.inputs.size() != 2 || matmul.outputs.size() != 1)
+      continue;
+    const ValueId y = matmul.outputs[0];
+    if (outputs.count(y) || consumers[size_t(y)].size() != 1 || !fusable_dtype(graph.value(y).dtype)) continue;
+    const Node& reader = graph.node(consumers[size_t(y)][0]);
+    if (reader.outputs.size() != 1 || absorbed.count(&reader)) continue;
+    const Value& out = graph.value(reader.outputs[0]);
+    if (out.shape != graph.value(y).shape || out.dtype != graph.value(y).dtype) continue;
+    std::optional<ReaderProgram> r = reader_program(graph, reader);
+    if (!r) continue;
+    std::vector<ValueId> others;
+    FusedProgram program = as_epilogue(*r, y, &others);
+    if (program.inputs > kMaxFusedInputs) continue;
+    matmul.op_type = std::string(kFusedMatMulOp);
+    matmul.domain = std::string(kStriderDomain);
+    matmul.inputs.insert(matmul.inputs.end(), others.begin(), others.end());
+    matmul.outputs = reader.outputs;
+    write_fused_program(program, &matmul);
+    matmul.attributes.set_string("nodes", matmul.name + "," + reader.name);
+    STRIDER_RETURN_IF_ERROR(read_fused_program_of(matmul, program.inputs).status());
+    absorbed.insert(&reader);
+    ++fused;
+  }
+  graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
+  return fused;
+}
+
 }  // namespace strider

@@ -34,4 +34,12 @@ Result<FusionStats> fuse_elementwise(Graph& graph);
 // Run after fuse_elementwise, for devices with a FusedConv kernel. Returns how many.
 Result<int> fuse_conv_activations(Graph& graph);
 
+// Folds a MatMul into the elementwise program that alone reads its output (its epilogue:
+// the bias Add torch exports after every Linear, then GELU, a residual add), when the
+// program's output has the MatMul's shape: one FusedMatMul node (ops/fused_elementwise.h)
+// whose extra inputs are the program's other operands, so the raw product is never stored
+// (oneDNN applies what it can as post-ops). Run after fuse_elementwise, for devices with a
+// FusedMatMul kernel. Returns how many.
+Result<int> fuse_matmul_epilogues(Graph& graph);
+
 }  // namespace strider

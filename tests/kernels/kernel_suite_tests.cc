@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <tuple>
 
 #include "base/onnx_types.h"
@@ -670,6 +671,56 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
       ASSERT_EQ(*n, 1);
       check_graph(std::move(fused), {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}}, &unfused);
     }
+}
+
+// ---- FusedMatMul: a MatMul and its epilogue, fused by the pass, vs the unfused reference --
+// Each epilogue either maps onto oneDNN's post-ops (bias, GELU both ways, a residual add, a
+// scale, Relu) or runs as the matmul then a pass (tanh-GELU pieces, a value read twice).
+TEST_P(KernelSuite, FusedMatMulEpilogues) {
+  const float kSqrt2 = std::sqrt(2.0f);
+  using Epilogue = std::function<ValueId(GraphBuilder&, ValueId)>;
+  std::vector<std::pair<const char*, Epilogue>> cases = {
+      {"bias", [](GraphBuilder& b, ValueId y) { return b.op("Add", {y, b.input("bias", DType::kF32, {6})}); }},
+      {"bias then erf GELU", [&](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
+         ValueId e = b.op("Erf", {b.op("Div", {t, b.constant("sqrt2", scalar(kSqrt2))})});
+         ValueId p = b.op("Add", {e, b.constant("one", scalar(1.0f))});
+         return b.op("Mul", {b.op("Mul", {t, p}), b.constant("half", scalar(0.5f))});
+       }},
+      {"GELU, the half first", [&](GraphBuilder& b, ValueId y) {
+         ValueId e = b.op("Erf", {b.op("Mul", {y, b.constant("rsqrt2", scalar(1.0f / kSqrt2))})});
+         ValueId p = b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Add", {b.constant("one", scalar(1.0f)), e})});
+         return b.op("Mul", {y, p});
+       }},
+      {"bias, residual", [](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {y, b.input("bias", DType::kF32, {6})});
+         return b.op("Add", {b.input("residual", DType::kF32, {2, 5, 6}), t});
+       }},
+      {"scale, relu", [](GraphBuilder& b, ValueId y) {
+         return b.op("Relu", {b.op("Mul", {y, b.input("scale", DType::kF32, {5, 1})})});
+       }},
+      {"read twice (no post-op)", [](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {b.op("Tanh", {y}), y});
+       }},
+  };
+  for (auto& [name, epilogue] : cases) {
+    SCOPED_TRACE(name);
+    GraphBuilder b(17);
+    ValueId y = b.op("MatMul", {b.input("a", DType::kF32, {2, 5, 4}), b.input("w", DType::kF32, {4, 6})});
+    b.output(epilogue(b, y));
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    Result<int> n = fuse_matmul_epilogues(fused);
+    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+    ASSERT_EQ(*n, 1);
+    std::map<std::string, Tensor> inputs = {{"a", x({2, 5, 4})}, {"w", x({4, 6}, 2)}};
+    uint32_t seed = 3;
+    for (const char* extra : {"bias", "residual", "scale"})
+      if (auto v = unfused.find_value(extra)) inputs[extra] = x(unfused.value(*v).shape, seed++);
+    check_graph(std::move(fused), inputs, &unfused);
+  }
 }
 
 std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {

@@ -308,6 +308,42 @@ TEST(Fusion, AConvOutputReadTwiceKeepsItsOwnNode) {
   expect_matches_reference(g, p, {{"x", random_f32({1, 4, 6, 6}, 42)}});
 }
 
+// A transformer MLP: MatMul -> bias -> erf GELU -> MatMul -> bias -> residual. Each MatMul
+// takes its epilogue (f32 and bf16), and oneDNN applies them as post-ops; the result is
+// the reference's. A MatMul whose product is also a graph output, or read twice, stays.
+TEST(Fusion, AMatMulTakesItsEpilogue) {
+  auto build = [](bool expose_product) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, {1, 6, 8});
+    ValueId h = b.op("MatMul", {x, b.constant("w1", random_f32({8, 16}, 51))}, {}, "fc1");
+    if (expose_product) b.output(h);
+    ValueId t = b.op("Add", {h, b.constant("b1", random_f32({16}, 52))}, {}, "bias1");
+    ValueId e = b.op("Erf", {b.op("Div", {t, b.constant("sqrt2", f32s({}, {std::sqrt(2.0f)}))}, {}, "div")}, {}, "erf");
+    ValueId g = b.op("Mul", {b.op("Mul", {t, b.op("Add", {e, b.constant("one", f32s({}, {1.0f}))}, {}, "add1")}, {}, "mul1"),
+                            b.constant("half", f32s({}, {0.5f}))}, {}, "mul2");
+    ValueId o = b.op("MatMul", {g, b.constant("w2", random_f32({16, 8}, 53))}, {}, "fc2");
+    ValueId r = b.op("Add", {b.op("Add", {o, b.constant("b2", random_f32({8}, 54))}, {}, "bias2"), x}, {}, "residual");
+    b.output(r);
+    return b.build();
+  };
+  std::map<std::string, Tensor> inputs{{"x", random_f32({1, 6, 8}, 50)}};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Graph g = build(false);
+    auto p = plan_in_session(g, verified(), fused(dtype));
+    EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedMatMul", "FusedMatMul"}));
+    expect_matches_reference(g, p, inputs, dtype);
+    int post_ops = 0;
+    for (const std::string& kernel : inspect_session(*p.session).kernel_names)
+      post_ops += kernel.rfind("onednn", 0) == 0 && kernel.find("+") != std::string::npos;
+    EXPECT_EQ(post_ops, 2);
+  }
+  Graph exposed = build(true);
+  auto p = plan_in_session(exposed, verified(), fused());
+  EXPECT_EQ(op_types(p), (std::vector<std::string>{"MatMul", "FusedElementwise", "FusedMatMul"}));
+  expect_matches_reference(exposed, p, inputs);
+}
+
 TEST(Fusion, OffLeavesTheGraphAsBuilt) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {8});

@@ -198,7 +198,8 @@ std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string&
        pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
     const TensorView* bias = m.bias.allocation ? &m.bias : nullptr;
     if (eltwise) {
-      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, eltwise);
+      const MatMulPostOp activation{false, *eltwise};
+      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, std::span(&activation, 1));
       *applied = kernel.is_ok();
       if (kernel.is_ok()) return std::move(kernel).value();
     }

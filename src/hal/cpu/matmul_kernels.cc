@@ -29,7 +29,7 @@ class OneDnnMatMul final : public Kernel {
   // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
   // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
   // since oneDNN's matmul has only its reference implementation for column biases.
-  Status init(const MatMulViews& v, const TensorView* bias, float scale, const std::optional<OneDnnEltwise>& activation,
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const MatMulPostOp> post,
               const std::string& node) {
     return onednn_call(node, [&] {
       auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
@@ -38,20 +38,33 @@ class OneDnnMatMul final : public Kernel {
       bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
       dnnl::memory::desc bias_md = bias ? onednn_desc(*bias) : dnnl::memory::desc();
       dnnl::post_ops ops;
-      if (bias && !row_bias) ops.append_binary(dnnl::algorithm::binary_add, bias_md);
-      if (activation) ops.append_eltwise(1.0f, activation->algorithm, activation->alpha, activation->beta);
+      std::vector<std::pair<int, const TensorView*>> binary_args;  // post-op index, operand
+      if (bias && !row_bias) {
+        binary_args.push_back({ops.len(), bias});
+        ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+      }
+      for (const MatMulPostOp& op : post) {
+        if (!op.is_binary) {
+          ops.append_eltwise(1.0f, op.eltwise.algorithm, op.eltwise.alpha, op.eltwise.beta);
+          impl_suffix_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.eltwise.algorithm));
+          continue;
+        }
+        binary_args.push_back({ops.len(), &op.operand});
+        ops.append_binary(op.binary, onednn_desc(op.operand));
+        impl_suffix_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.binary));
+      }
       if (ops.len() > 0) attr.set_post_ops(ops);
       auto desc = row_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, out_md) : dnnl::matmul::desc(a_md, b_md, out_md);
       dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
-      impl_ = onednn_impl_name(pd);
-      if (activation) impl_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(activation->algorithm));
+      impl_ = onednn_impl_name(pd) + impl_suffix_;
       primitive_ = dnnl::matmul(pd);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
                {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
                {DNNL_ARG_DST, onednn_memory(v.out, out_md)},
                {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
       if (row_bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
-      if (bias && !row_bias) args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = onednn_memory(*bias, bias_md);
+      for (const auto& [index, operand] : binary_args)
+        args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = onednn_memory(*operand, onednn_desc(*operand));
     });
   }
   Status run(const QueueContext& context) override {
@@ -65,7 +78,7 @@ class OneDnnMatMul final : public Kernel {
  private:
   dnnl::matmul primitive_;
   std::unordered_map<int, dnnl::memory> args_;
-  std::string impl_;
+  std::string impl_, impl_suffix_;
 };
 
 // out[batch, m, n] = scale * sum_k a[batch, m, k] * b[batch, k, n], any strides.
@@ -115,7 +128,7 @@ class NaiveMatMul final : public Kernel {
 }  // namespace
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
-                                 const std::string& node, const std::optional<OneDnnEltwise>& activation) {
+                                 const std::string& node, std::span<const MatMulPostOp> post_ops) {
   DType dtype = v.out.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   bool packed = is_packed(v.a) && is_packed(v.b) && is_packed(v.out);
@@ -125,12 +138,14 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
   if (empty) fast_dtype = false;
   if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     auto kernel = std::make_unique<OneDnnMatMul>();
-    Status s = kernel->init(v, bias, scale, activation, node);
+    Status s = kernel->init(v, bias, scale, post_ops, node);
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
-    if (s.is_ok() && (!reference_only || packed)) return KernelPtr(std::move(kernel));
+    // With post-ops a reference kernel is refused even over packed views: the caller has a
+    // faster way (the plain matmul, then its own pass).
+    if (s.is_ok() && (!reference_only || (packed && post_ops.empty()))) return KernelPtr(std::move(kernel));
   }
-  if (activation) return unsupported(fmt::format("node '{}': no oneDNN matmul applies the activation", node));
+  if (!post_ops.empty()) return unsupported(fmt::format("node '{}': no fast oneDNN matmul applies the post-ops", node));
   // Only a slow path takes these views: refuse them when packing would avoid it.
   if (fast_dtype && !packed)
     return unsupported(fmt::format("node '{}': no fast matmul for views {} x {} -> {}", node, v.a.to_string(),
