@@ -115,10 +115,25 @@ Result<FusedProgram> read_fused_program_of(const Node& node, int inputs) {
 }
 
 namespace {
-// FusedConv's output is its Conv's: the activation keeps the shape.
+// Every epilogue operand (inputs from `first` on) must broadcast to the output.
+Status check_epilogue_operands(InferContext& ctx, size_t first) {
+  const Shape out = ctx.output_shape(0);
+  for (size_t i = first; i < ctx.num_inputs(); ++i) {
+    Shape joined;
+    if (!broadcast_shapes(ctx.input_shape(i), out, &joined) || joined != out)
+      return ctx.error("epilogue operand {} {} does not broadcast to {}", i, shape_to_string(ctx.input_shape(i)),
+                       shape_to_string(out));
+  }
+  return Status::ok();
+}
+
+// FusedConv's output is its Conv's: the program keeps the shape; its operands are the
+// inputs after X, W and B.
 Status infer_fused_conv(InferContext& ctx) {
-  STRIDER_RETURN_IF_ERROR(read_fused_program_of(ctx.node(), 1).status());
-  return find_op_schema("", "Conv")->infer(ctx);
+  const size_t extra = ctx.num_inputs() > 3 ? ctx.num_inputs() - 3 : 0;
+  STRIDER_RETURN_IF_ERROR(read_fused_program_of(ctx.node(), 1 + int(extra)).status());
+  STRIDER_RETURN_IF_ERROR(find_op_schema("", "Conv")->infer(ctx));
+  return check_epilogue_operands(ctx, 3);
 }
 }  // namespace
 
@@ -131,14 +146,7 @@ Status infer_fused_matmul(InferContext& ctx) {
   if (node.inputs.size() < 2) return ctx.error("FusedMatMul needs A and B");
   STRIDER_RETURN_IF_ERROR(read_fused_program_of(node, int(node.inputs.size()) - 1).status());
   STRIDER_RETURN_IF_ERROR(find_op_schema("", "MatMul")->infer(ctx));
-  const Shape out = ctx.output_shape(0);
-  for (size_t i = 2; i < node.inputs.size(); ++i) {
-    Shape joined;
-    if (!broadcast_shapes(ctx.input_shape(i), out, &joined) || joined != out)
-      return ctx.error("epilogue operand {} {} does not broadcast to {}", i, shape_to_string(ctx.input_shape(i)),
-                       shape_to_string(out));
-  }
-  return Status::ok();
+  return check_epilogue_operands(ctx, 2);
 }
 }  // namespace
 

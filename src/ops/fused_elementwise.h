@@ -24,8 +24,10 @@
 namespace strider {
 
 inline constexpr std::string_view kFusedElementwiseOp = "FusedElementwise";
-// A Conv whose output goes through a one-input program (its activation: SiLU, Relu, Clip)
-// before anything reads it: the Conv's inputs and attributes plus the program's.
+// A Conv whose output goes through a program (its activation: SiLU, Relu, Clip; a residual
+// add) before anything reads it: the Conv's attributes and inputs X, W, B (absent when the
+// Conv had none and the program has operands), then the program's other operands;
+// register 0 is the convolution's result, register k >= 1 is input k + 2.
 inline constexpr std::string_view kFusedConvOp = "FusedConv";
 // A MatMul whose output goes through a program (its epilogue: bias, GELU, a residual add)
 // before anything reads it. Inputs: A, B, then the program's other operands; register 0 is

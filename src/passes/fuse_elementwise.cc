@@ -186,48 +186,6 @@ Result<FusionStats> fuse_elementwise(Graph& graph) { return Fuser(graph).run(); 
 
 namespace {
 
-// The one-input program `reader` applies to `value`, if it is one.
-std::optional<FusedProgram> activation_program(const Graph& g, const Node& reader, ValueId value) {
-  if (reader.domain == kStriderDomain && reader.op_type == kFusedElementwiseOp) {
-    if (reader.inputs.size() != 1 || reader.inputs[0] != value) return std::nullopt;
-    auto program = read_fused_program(reader);
-    return program.is_ok() ? std::optional<FusedProgram>(*program) : std::nullopt;
-  }
-  Candidate c = as_candidate(g, reader);
-  if (!c.fusable || c.operands.size() != 1 || c.operands[0] != value) return std::nullopt;
-  return FusedProgram{1, {{c.op, 0, -1, c.alpha, c.beta}}};
-}
-
-}  // namespace
-
-Result<int> fuse_conv_activations(Graph& graph) {
-  const std::vector<std::vector<NodeId>> consumers = graph.consumers();
-  std::unordered_set<ValueId> outputs(graph.outputs().begin(), graph.outputs().end());
-  std::unordered_set<const Node*> absorbed;
-  int fused = 0;
-  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    Node& conv = graph.node(id);
-    if (!(conv.domain.empty() || conv.domain == "ai.onnx") || conv.op_type != "Conv" || conv.outputs.size() != 1) continue;
-    const ValueId y = conv.outputs[0];
-    if (outputs.count(y) || consumers[size_t(y)].size() != 1 || !fusable_dtype(graph.value(y).dtype)) continue;
-    const Node& reader = graph.node(consumers[size_t(y)][0]);
-    std::optional<FusedProgram> program = activation_program(graph, reader, y);
-    if (!program || graph.value(reader.outputs[0]).dtype != graph.value(y).dtype) continue;
-    conv.op_type = std::string(kFusedConvOp);
-    conv.domain = std::string(kStriderDomain);
-    conv.outputs = reader.outputs;
-    write_fused_program(*program, &conv);
-    conv.attributes.set_string("nodes", conv.name + "," + reader.name);
-    STRIDER_RETURN_IF_ERROR(read_fused_program_of(conv, 1).status());
-    absorbed.insert(&reader);
-    ++fused;
-  }
-  graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
-  return fused;
-}
-
-namespace {
-
 // The program `reader` runs and the values its registers 0 .. inputs-1 read: a
 // FusedElementwise's, or a single fusable op's as a one-instruction program.
 struct ReaderProgram {
@@ -267,19 +225,21 @@ FusedProgram as_epilogue(const ReaderProgram& r, ValueId value, std::vector<Valu
   return program;
 }
 
-}  // namespace
-
-Result<int> fuse_matmul_epilogues(Graph& graph) {
+// Folds each `op` node (domain ONNX, `fixed` inputs at most, one output) into the program
+// that alone reads its output, when that program's output has its output's shape and dtype:
+// the node becomes `fused_op` with its inputs padded to `fixed` (absent optional inputs),
+// then the program's other operands; register 0 is the node's own result.
+Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_view fused_op, size_t fixed) {
   const std::vector<std::vector<NodeId>> consumers = graph.consumers();
   std::unordered_set<ValueId> outputs(graph.outputs().begin(), graph.outputs().end());
   std::unordered_set<const Node*> absorbed;
   int fused = 0;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    Node& matmul = graph.node(id);
-    if (!(matmul.domain.empty() || matmul.domain == "ai.onnx") || matmul.op_type != "MatMul" ||
-        matmul.inputs.size() != 2 || matmul.outputs.size() != 1)
+    Node& producer = graph.node(id);
+    if (!(producer.domain.empty() || producer.domain == "ai.onnx") || producer.op_type != op ||
+        producer.inputs.size() > fixed || producer.outputs.size() != 1)
       continue;
-    const ValueId y = matmul.outputs[0];
+    const ValueId y = producer.outputs[0];
     if (outputs.count(y) || consumers[size_t(y)].size() != 1 || !fusable_dtype(graph.value(y).dtype)) continue;
     const Node& reader = graph.node(consumers[size_t(y)][0]);
     if (reader.outputs.size() != 1 || absorbed.count(&reader)) continue;
@@ -290,18 +250,29 @@ Result<int> fuse_matmul_epilogues(Graph& graph) {
     std::vector<ValueId> others;
     FusedProgram program = as_epilogue(*r, y, &others);
     if (program.inputs > kMaxFusedInputs) continue;
-    matmul.op_type = std::string(kFusedMatMulOp);
-    matmul.domain = std::string(kStriderDomain);
-    matmul.inputs.insert(matmul.inputs.end(), others.begin(), others.end());
-    matmul.outputs = reader.outputs;
-    write_fused_program(program, &matmul);
-    matmul.attributes.set_string("nodes", matmul.name + "," + reader.name);
-    STRIDER_RETURN_IF_ERROR(read_fused_program_of(matmul, program.inputs).status());
-    absorbed.insert(&reader);
+    Node node = producer;
+    node.op_type = std::string(fused_op);
+    node.domain = std::string(kStriderDomain);
+    if (!others.empty()) node.inputs.resize(fixed, kNoValue);
+    node.inputs.insert(node.inputs.end(), others.begin(), others.end());
+    node.outputs = reader.outputs;
+    write_fused_program(program, &node);
+    node.attributes.set_string("nodes", producer.name + "," + reader.name);
+    STRIDER_RETURN_IF_ERROR(read_fused_program_of(node, program.inputs).status());
+    // The fused node takes the reader's place: the program's other operands (the up
+    // projection of a SwiGLU, a residual) may be computed after the producer.
+    graph.node(consumers[size_t(y)][0]) = std::move(node);
+    absorbed.insert(&producer);
     ++fused;
   }
   graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
   return fused;
 }
+
+}  // namespace
+
+Result<int> fuse_conv_activations(Graph& graph) { return fuse_into_producers(graph, "Conv", kFusedConvOp, 3); }
+
+Result<int> fuse_matmul_epilogues(Graph& graph) { return fuse_into_producers(graph, "MatMul", kFusedMatMulOp, 2); }
 
 }  // namespace strider

@@ -27,11 +27,13 @@ struct FusionStats {
 
 Result<FusionStats> fuse_elementwise(Graph& graph);
 
-// Folds a Conv into the one-input elementwise program that alone reads its output (a
-// FusedElementwise of one operand, such as SiLU, or a single fusable op such as Relu or
-// Clip): the pair becomes one FusedConv node writing the program's output, so the
-// convolution's raw result is never stored (oneDNN applies the activation as a post-op).
-// Run after fuse_elementwise, for devices with a FusedConv kernel. Returns how many.
+// Folds a Conv into the elementwise program that alone reads its output (a FusedElementwise
+// such as SiLU, or a residual SiLU x + SiLU(conv), or a single fusable op such as Relu or
+// Clip), when the program's output has the conv's shape: the pair becomes one FusedConv
+// node writing the program's output (inputs X, W, B or absent, then the program's other
+// operands), so the convolution's raw result is never stored (oneDNN applies the program
+// as post-ops where it can). Run after fuse_elementwise, for devices with a FusedConv
+// kernel. Returns how many.
 Result<int> fuse_conv_activations(Graph& graph);
 
 // Folds a MatMul into the elementwise program that alone reads its output (its epilogue:

@@ -647,11 +647,12 @@ TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
 
 // ---- FusedConv: a convolution and its activation, fused by the pass, vs the unfused reference --
 // A pointwise conv over a channel slice runs as a matmul with the activation as its post-op;
-// a 3x3 one as oneDNN's convolution with it; either falls back to a separate pass.
+// a 3x3 one as oneDNN's convolution with it (a residual as a binary post-op when its view is
+// packed); either falls back to a separate pass.
 TEST_P(KernelSuite, FusedConvWithActivation) {
   struct Case { const char* name; Shape w; };
   for (const Case& c : {Case{"pointwise", {6, 4, 1, 1}}, Case{"3x3", {6, 4, 3, 3}}})
-    for (const char* activation : {"SiLU", "Relu", "Sigmoid", "Clip"}) {
+    for (const char* activation : {"SiLU", "Relu", "Sigmoid", "Clip", "residual SiLU"}) {
       SCOPED_TRACE(std::string(c.name) + " " + activation);
       GraphBuilder b(17);
       AttributeMap pads = ints_attribute("pads", c.w[2] == 3 ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0});
@@ -660,7 +661,9 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
       std::string act = activation;
       ValueId out = act == "SiLU"  ? b.op("Mul", {y, b.op("Sigmoid", {y})})
                     : act == "Clip" ? b.op("Clip", {y, b.constant("low", scalar(-0.5f)), b.constant("high", scalar(0.75f))})
-                                    : b.op(act, {y});
+                    : act == "residual SiLU"
+                        ? b.op("Add", {b.input("residual", DType::kF32, {2, 6, 5, 6}), b.op("Mul", {y, b.op("Sigmoid", {y})})})
+                        : b.op(act, {y});
       b.output(out);
       Graph unfused = b.build();
       ASSERT_TRUE(infer_and_fold(unfused).is_ok());
@@ -669,13 +672,16 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
       Result<int> n = fuse_conv_activations(fused);
       ASSERT_TRUE(n.is_ok()) << n.status().to_string();
       ASSERT_EQ(*n, 1);
-      check_graph(std::move(fused), {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}}, &unfused);
+      std::map<std::string, Tensor> inputs = {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}};
+      if (act == "residual SiLU") inputs["residual"] = x({2, 6, 5, 6}, 4);
+      check_graph(std::move(fused), inputs, &unfused);
     }
 }
 
 // ---- FusedMatMul: a MatMul and its epilogue, fused by the pass, vs the unfused reference --
-// Each epilogue either maps onto oneDNN's post-ops (bias, GELU both ways, a residual add, a
-// scale, Relu) or runs as the matmul then a pass (tanh-GELU pieces, a value read twice).
+// Each epilogue either maps onto oneDNN's post-ops (bias, erf GELU grouped both ways, tanh
+// GELU, SiLU times an operand, a residual add, a scale, Relu) or runs as the matmul then a
+// pass (a value read twice).
 TEST_P(KernelSuite, FusedMatMulEpilogues) {
   const float kSqrt2 = std::sqrt(2.0f);
   using Epilogue = std::function<ValueId(GraphBuilder&, ValueId)>;
@@ -698,6 +704,16 @@ TEST_P(KernelSuite, FusedMatMulEpilogues) {
        }},
       {"scale, relu", [](GraphBuilder& b, ValueId y) {
          return b.op("Relu", {b.op("Mul", {y, b.input("scale", DType::kF32, {5, 1})})});
+       }},
+      {"bias then tanh GELU (GPT-2)", [](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
+         ValueId cube = b.op("Mul", {t, b.op("Mul", {t, t})});
+         ValueId inner = b.op("Add", {t, b.op("Mul", {b.constant("k", scalar(0.044715f)), cube})});
+         ValueId th = b.op("Tanh", {b.op("Mul", {b.constant("c", scalar(std::sqrt(2.0f / float(M_PI)))), inner})});
+         return b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Mul", {t, b.op("Add", {b.constant("one", scalar(1.0f)), th})})});
+       }},
+      {"SiLU gate times up (Llama)", [](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {b.op("Mul", {y, b.op("Sigmoid", {y})}), b.input("residual", DType::kF32, {2, 5, 6})});
        }},
       {"read twice (no post-op)", [](GraphBuilder& b, ValueId y) {
          return b.op("Mul", {b.op("Tanh", {y}), y});

@@ -43,7 +43,7 @@ TEST_P(AttentionPlan, QkvChunksHeadsAndTransposesAreViews) {
     int chunks = 0, head_views = 0, transposes = 0, merges = 0, fused = 0;
     for (const PlanStep& step : p.plan->steps) {
       const Node& node = g.node(step.node);
-      const bool chunk = node.op_type == "Split" || (node.op_type == "Slice" && produced_by(g, node.inputs[0], {"MatMul", "Add"}));
+      const bool chunk = node.op_type == "Split" || (node.op_type == "Slice" && produced_by(g, node.inputs[0], {"MatMul", "Add", "FusedMatMul"}));
       const bool head_view = node.op_type == "Reshape" && produced_by(g, node.inputs[0], {"Split", "Slice"});
       // (probs @ v).transpose(1, 2).reshape(...): the product is placed through both views.
       const bool merge = node.op_type == "Reshape" && produced_by(g, node.inputs[0], {"Transpose"}) &&

@@ -223,6 +223,7 @@ std::string check_seed(uint32_t seed, Coverage& coverage) {
     if (std::getenv("STRIDER_DEBUG_PLAN") && session.is_ok()) {
       SessionPlanView v = inspect_session(**session);
       fprintf(stderr, "%s\n%s", config.name, plan_to_text(*v.graph, *v.plan).c_str());
+      for (const std::string& k : v.kernel_names) fprintf(stderr, "kernel %s\n", k.c_str());
     }
     if (!session.is_ok()) return std::string(config.name) + ": " + session.status().to_string();
     if (config.options.views) {

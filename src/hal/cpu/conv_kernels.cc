@@ -6,6 +6,7 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/epilogue.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
@@ -21,7 +22,11 @@ struct ConvSetup {
   TensorView x, w, bias, y;  // bias.allocation is null when absent
   int64_t group = 1;
   WindowGeometry window;
-  std::optional<FusedProgram> activation;  // FusedConv: the program applied to the result
+  // FusedConv: the program applied to the result (register 0), over the node's inputs from
+  // 3 on (registers 1...: a residual), and its oneDNN post-ops when it peels into them.
+  std::optional<FusedProgram> activation;
+  std::vector<TensorView> operands;
+  std::optional<PostOpPlan> post_ops;
 };
 
 Result<ConvSetup> resolve_conv(const KernelRequest& r) {
@@ -36,7 +41,10 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
   std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
   STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(node, spatial, kernel, false));
   if (r.node.op_type == kFusedConvOp) {
-    STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 1));
+    const size_t extra = r.inputs.size() > 3 ? r.inputs.size() - 3 : 0;
+    STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 1 + int(extra)));
+    c.operands.assign(r.inputs.begin() + long(r.inputs.size() - extra), r.inputs.end());
+    c.post_ops = plan_post_ops(r, program, c.y, 2, false);
     c.activation = std::move(program);
   }
   return c;
@@ -44,7 +52,8 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
 
 class OneDnnConv final : public Kernel {
  public:
-  Status init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node);
+  // With `with_post_ops` the setup's post-op plan rides along (c.post_ops must hold one).
+  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node);
   bool applies_activation() const { return applies_activation_; }
   Status run(const QueueContext& context) override {
     return onednn_call("Conv", [&] {
@@ -72,7 +81,8 @@ dnnl::memory::desc weights_desc(const TensorView& w, int64_t group) {
   return onednn_desc(w.dtype, sizes, strides);
 }
 
-Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const std::string& node) {
+Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
+                        const std::string& node) {
   return onednn_call(node, [&] {
     using dnnl::memory;
     const WindowGeometry& g = c.window;
@@ -98,15 +108,16 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
                                                                 dilations, pad_l, pad_r);
     }
     dnnl::primitive_attr attr = onednn_attr();
-    std::optional<OneDnnEltwise> eltwise = c.activation ? onednn_eltwise_of(*c.activation) : std::nullopt;
-    if (eltwise) {
+    std::vector<std::pair<int, const TensorView*>> binary_args;
+    if (with_post_ops) {
       dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, eltwise->algorithm, eltwise->alpha, eltwise->beta);
+      std::string names;
+      append_post_ops(c.post_ops->ops, ops, binary_args, names);
       attr.set_post_ops(ops);
     }
     dnnl::convolution_forward::primitive_desc pd(*desc, attr, onednn_engine());
-    impl_ = onednn_impl_name(pd) + (eltwise ? "+" + describe_fused_program(*c.activation) : "");
-    applies_activation_ = eltwise.has_value();
+    impl_ = onednn_impl_name(pd) + (with_post_ops ? "+" + describe_fused_program(*c.activation) : "");
+    applies_activation_ = with_post_ops;
     primitive_ = dnnl::convolution_forward(pd);
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
@@ -125,6 +136,8 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, cons
              {DNNL_ARG_DST, onednn_memory(c.y, y_md)},
              {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
     if (c.bias.allocation) args_[DNNL_ARG_BIAS] = onednn_memory(c.bias, b_md);
+    for (const auto& [index, operand] : binary_args)
+      args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = onednn_memory(*operand, onednn_desc(*operand));
   });
 }
 
@@ -191,15 +204,16 @@ bool positive_strides(const TensorView& v) {
 
 // A pointwise convolution over views oneDNN's convolution would read slowly (a channel
 // slice of a concat) runs as a oneDNN matmul over the same views (docs/MEMORY_MODEL.md rule 3).
-// The activation rides along as oneDNN's post-op where it has one (`applied` says so).
+// The activation rides along as oneDNN's post-ops where they are all eltwise (`applied`
+// says so): a binary operand has the conv's shape, not the matmul's.
 std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node, bool* applied) {
-  std::optional<OneDnnEltwise> eltwise = c.activation ? onednn_eltwise_of(*c.activation) : std::nullopt;
+  bool eltwise = c.post_ops && !c.post_ops->ops.empty();
+  for (const OneDnnPostOp& op : eltwise ? c.post_ops->ops : std::vector<OneDnnPostOp>{}) eltwise = eltwise && !op.is_binary;
   for (const PointwiseMatMul& m :
        pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
     const TensorView* bias = m.bias.allocation ? &m.bias : nullptr;
     if (eltwise) {
-      const MatMulPostOp activation{false, *eltwise};
-      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, std::span(&activation, 1));
+      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, c.post_ops->ops);
       *applied = kernel.is_ok();
       if (kernel.is_ok()) return std::move(kernel).value();
     }
@@ -227,7 +241,9 @@ class ConvThenActivation final : public Kernel {
 // `conv` with the setup's activation applied, unless the kernel already applies it.
 Result<KernelPtr> with_activation(KernelPtr conv, const ConvSetup& c, bool applied) {
   if (!c.activation || applied) return conv;
-  STRIDER_ASSIGN_OR_RETURN(KernelPtr activation, make_fused_program_kernel(*c.activation, c.y, {c.y}));
+  std::vector<TensorView> operands{c.y};
+  operands.insert(operands.end(), c.operands.begin(), c.operands.end());
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr activation, make_fused_program_kernel(*c.activation, c.y, operands));
   return KernelPtr(new ConvThenActivation(std::move(conv), std::move(activation)));
 }
 
@@ -251,7 +267,13 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   }
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
     auto kernel = std::make_unique<OneDnnConv>();
-    Status s = kernel->init(c, r.constant_input(1), r.node.name);
+    Status s = c.post_ops ? kernel->init(c, r.constant_input(1), true, r.node.name) : unsupported("no post-ops");
+    // Post-ops that only oneDNN's reference convolution takes are not worth it.
+    if (s.is_ok() && kernel->implementation().find(":ref") != std::string::npos) s = unsupported("reference only");
+    if (!s.is_ok() && s.code() == StatusCode::kUnsupported) {  // without them, then the program
+      kernel = std::make_unique<OneDnnConv>();
+      s = kernel->init(c, r.constant_input(1), false, r.node.name);
+    }
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
     const bool conv_applies = s.is_ok() && kernel->applies_activation();

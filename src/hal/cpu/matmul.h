@@ -13,21 +13,12 @@
 
 namespace strider::cpu {
 
-// What oneDNN applies to a matmul's result, in order: an eltwise activation, or a binary op
-// with an operand view (of the output's rank, broadcast dims of size 1).
-struct MatMulPostOp {
-  bool is_binary = false;
-  OneDnnEltwise eltwise{dnnl::algorithm::eltwise_relu};
-  dnnl::algorithm binary = dnnl::algorithm::binary_add;
-  TensorView operand;
-};
-
 // out = scale * a x b (+ bias, a [1, N] or [M, N] view, when given), then `post_ops`.
 // oneDNN for f32 and bf16 with positive strides; a naive strided loop otherwise. Refuses
 // (UNSUPPORTED) non-packed f32/bf16 views that only a slow path could take, so the planner
 // packs them, and post-ops that only a slow path would apply (the caller then runs them as
 // its own pass).
 Result<std::unique_ptr<Kernel>> make_matmul_of(const MatMulViews& views, const TensorView* bias, float scale,
-                                               const std::string& node, std::span<const MatMulPostOp> post_ops = {});
+                                               const std::string& node, std::span<const OneDnnPostOp> post_ops = {});
 
 }  // namespace strider::cpu

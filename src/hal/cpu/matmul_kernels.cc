@@ -11,8 +11,6 @@
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 
-#include <oneapi/dnnl/dnnl_debug.h>
-
 namespace strider::cpu {
 namespace {
 
@@ -29,7 +27,7 @@ class OneDnnMatMul final : public Kernel {
   // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
   // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
   // since oneDNN's matmul has only its reference implementation for column biases.
-  Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const MatMulPostOp> post,
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const OneDnnPostOp> post,
               const std::string& node) {
     return onednn_call(node, [&] {
       auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
@@ -43,16 +41,7 @@ class OneDnnMatMul final : public Kernel {
         binary_args.push_back({ops.len(), bias});
         ops.append_binary(dnnl::algorithm::binary_add, bias_md);
       }
-      for (const MatMulPostOp& op : post) {
-        if (!op.is_binary) {
-          ops.append_eltwise(1.0f, op.eltwise.algorithm, op.eltwise.alpha, op.eltwise.beta);
-          impl_suffix_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.eltwise.algorithm));
-          continue;
-        }
-        binary_args.push_back({ops.len(), &op.operand});
-        ops.append_binary(op.binary, onednn_desc(op.operand));
-        impl_suffix_ += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.binary));
-      }
+      append_post_ops(post, ops, binary_args, impl_suffix_);
       if (ops.len() > 0) attr.set_post_ops(ops);
       auto desc = row_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, out_md) : dnnl::matmul::desc(a_md, b_md, out_md);
       dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
@@ -128,7 +117,7 @@ class NaiveMatMul final : public Kernel {
 }  // namespace
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
-                                 const std::string& node, std::span<const MatMulPostOp> post_ops) {
+                                 const std::string& node, std::span<const OneDnnPostOp> post_ops) {
   DType dtype = v.out.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   bool packed = is_packed(v.a) && is_packed(v.b) && is_packed(v.out);

@@ -1,5 +1,7 @@
 #include "hal/cpu/onednn.h"
 
+#include <oneapi/dnnl/dnnl_debug.h>
+
 #include <algorithm>
 
 namespace strider::cpu {
@@ -90,11 +92,26 @@ std::optional<OneDnnEltwise> onednn_eltwise_of(const FusedProgram& p) {
     case FusedOp::kTanh: return OneDnnEltwise{algorithm::eltwise_tanh};
     case FusedOp::kElu: return OneDnnEltwise{algorithm::eltwise_elu, i.alpha};
     case FusedOp::kHardSwish: return OneDnnEltwise{algorithm::eltwise_hardswish};
+    case FusedOp::kGelu: return OneDnnEltwise{i.alpha == 0 ? algorithm::eltwise_gelu_erf : algorithm::eltwise_gelu_tanh};
     // oneDNN clips to max(low, min(high, x)); ONNX gives high everywhere when low > high.
     case FusedOp::kClip:
       if (i.alpha > i.beta) return std::nullopt;
       return OneDnnEltwise{algorithm::eltwise_clip, i.alpha, i.beta};
     default: return std::nullopt;
+  }
+}
+
+void append_post_ops(std::span<const OneDnnPostOp> ops, dnnl::post_ops& post_ops,
+                     std::vector<std::pair<int, const TensorView*>>& binary_args, std::string& names) {
+  for (const OneDnnPostOp& op : ops) {
+    if (!op.is_binary) {
+      post_ops.append_eltwise(1.0f, op.eltwise.algorithm, op.eltwise.alpha, op.eltwise.beta);
+      names += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.eltwise.algorithm));
+      continue;
+    }
+    binary_args.push_back({post_ops.len(), &op.operand});
+    post_ops.append_binary(op.binary, onednn_desc(op.operand));
+    names += std::string("+") + dnnl_alg_kind2str(dnnl::convert_to_c(op.binary));
   }
 }
 

@@ -7,6 +7,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <optional>
+#include <span>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "memory/tensor_view.h"
@@ -60,6 +63,20 @@ struct OneDnnEltwise {
   float alpha = 0, beta = 0;
 };
 std::optional<OneDnnEltwise> onednn_eltwise_of(const FusedProgram& program);
+
+// What oneDNN applies to a primitive's result, in order: an eltwise activation, or a binary
+// op with an operand view (of the output's rank, broadcast dims of size 1).
+struct OneDnnPostOp {
+  bool is_binary = false;
+  OneDnnEltwise eltwise{dnnl::algorithm::eltwise_relu};
+  dnnl::algorithm binary = dnnl::algorithm::binary_add;
+  TensorView operand;
+};
+
+// Appends `ops` to `post_ops`; records where each binary operand goes (the post-op's index,
+// for DNNL_ARG_ATTR_MULTIPLE_POST_OP) and the ops' names ("+eltwise_swish") for inspect.
+void append_post_ops(std::span<const OneDnnPostOp> ops, dnnl::post_ops& post_ops,
+                     std::vector<std::pair<int, const TensorView*>>& binary_args, std::string& names);
 
 // "onednn:" + the implementation oneDNN picked (e.g. "onednn:brg:avx512_core").
 std::string onednn_impl_name(const dnnl::primitive_desc_base& pd);
