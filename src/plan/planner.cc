@@ -28,7 +28,9 @@ LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Devic
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
     ValueId weights = node.input(1);
-    if (node.op_type == "Conv" && weights != kNoValue && graph.value(weights).shape.size() == 4) {
+    // A fused conv counts too: layout is chosen after fusion, which may leave no plain Conv.
+    const bool conv = node.op_type == "Conv" || (node.domain == "strider" && node.op_type == "FusedConv");
+    if (conv && weights != kNoValue && graph.value(weights).shape.size() == 4) {
       ++convs;
       dtype = graph.value(node.inputs[0]).dtype;
     }

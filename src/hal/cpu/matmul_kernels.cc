@@ -45,6 +45,8 @@ class OneDnnMatMul final : public Kernel {
       if (ops.len() > 0) attr.set_post_ops(ops);
       auto desc = row_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, out_md) : dnnl::matmul::desc(a_md, b_md, out_md);
       dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
+      if (has_binary(post) && !onednn_fast_binary_post_ops(onednn_impl_name(pd)))
+        throw dnnl::error(dnnl_unimplemented, "binary post-ops outside the generated code");
       impl_ = onednn_impl_name(pd) + impl_suffix_;
       primitive_ = dnnl::matmul(pd);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},

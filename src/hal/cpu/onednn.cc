@@ -115,4 +115,14 @@ void append_post_ops(std::span<const OneDnnPostOp> ops, dnnl::post_ops& post_ops
   }
 }
 
+bool onednn_fast_binary_post_ops(const std::string& impl) {
+  return impl.find("gemm") == std::string::npos && impl.find("ref") == std::string::npos;
+}
+
+bool has_binary(std::span<const OneDnnPostOp> ops) {
+  for (const OneDnnPostOp& op : ops)
+    if (op.is_binary) return true;
+  return false;
+}
+
 }  // namespace strider::cpu

@@ -78,6 +78,12 @@ struct OneDnnPostOp {
 void append_post_ops(std::span<const OneDnnPostOp> ops, dnnl::post_ops& post_ops,
                      std::vector<std::pair<int, const TensorView*>>& binary_args, std::string& names);
 
+// Whether `impl` (onednn_impl_name) applies binary post-ops in its generated code: oneDNN's
+// gemm-based convolutions and matmuls apply them in a scalar loop afterwards (WaveNet8:
+// 2.5 -> 42 ms with its residuals as gemm:jit post-ops), and its reference ones are slow.
+bool onednn_fast_binary_post_ops(const std::string& impl);
+bool has_binary(std::span<const OneDnnPostOp> ops);
+
 // "onednn:" + the implementation oneDNN picked (e.g. "onednn:brg:avx512_core").
 std::string onednn_impl_name(const dnnl::primitive_desc_base& pd);
 
