@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <immintrin.h>
 #include "base/exception_guard.h"
 #include "hal/cpu/parallel.h"
 
@@ -18,8 +20,28 @@ ScopedOmpThreads::~ScopedOmpThreads() {
   if (previous_ > 0) omp_set_num_threads(previous_);
 }
 
+namespace {
+
+// How long a waiter or the idle worker polls before it sleeps: about one wake-up's cost, so
+// spinning never costs more than sleeping would have, and an idle queue sleeps within it.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Polls `done` until it holds or kSpin has passed; true if it holds.
+template <typename Done>
+bool spin_until(Done&& done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    _mm_pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return done();
+  }
+}
+
+}  // namespace
+
 WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads, int64_t min_parallel_work)
     : index_(index), queue_of_(std::move(queue_of)), threads_(threads), min_parallel_work_(min_parallel_work),
+      spin_waits_(threads > 0 && unsigned(threads) < std::thread::hardware_concurrency()),
       worker_([this] { loop(); }) {}
 
 WorkerQueue::~WorkerQueue() {
@@ -41,6 +63,7 @@ Timepoint WorkerQueue::submit(Command command) {
   {
     std::lock_guard lock(mutex_);
     pending_.push_back(std::move(command));
+    pending_seen_.store(pending_.size(), std::memory_order_release);
     at = {index_, ++submitted_};
   }
   work_ready_.notify_one();
@@ -48,6 +71,7 @@ Timepoint WorkerQueue::submit(Command command) {
 }
 
 Status WorkerQueue::wait(uint64_t value) {
+  if (spin_waits_) spin_until([&] { return completed_seen_.load(std::memory_order_acquire) >= value; });
   std::unique_lock lock(mutex_);
   while (completed_ < value && value <= submitted_) {
     wake_at_ = std::min(wake_at_, value);  // re-registered after every wake-up
@@ -63,12 +87,14 @@ void WorkerQueue::loop() {
   if (min_parallel_work_ > 0) thread_min_work_per_thread = min_parallel_work_;
   while (true) {
     Command command;
+    spin_until([&] { return pending_seen_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock lock(mutex_);
       work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
       if (pending_.empty()) return;  // stopping, and everything submitted has run
       command = std::move(pending_.front());
       pending_.pop_front();
+      pending_seen_.store(pending_.size(), std::memory_order_release);
     }
     Status status;
     for (const Timepoint& w : command.waits) {
@@ -81,6 +107,7 @@ void WorkerQueue::loop() {
       std::lock_guard lock(mutex_);
       if (!status.is_ok() && first_error_.is_ok()) first_error_ = status.with_context(command.label);
       ++completed_;
+      completed_seen_.store(completed_, std::memory_order_release);
       if (completed_ >= wake_at_) {
         wake = true;
         wake_at_ = UINT64_MAX;
