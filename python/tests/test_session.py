@@ -226,7 +226,11 @@ def _bind_and_run(session, x, y):
 
 
 def test_io_binding_reads_and_writes_numpy_memory_in_place():
-    session = strider.InferenceSession(CNN / "model.onnx")
+    # An NCHW plan: its input and output are the caller's dense arrays themselves (an NHWC
+    # plan would stage them through its own strided buffers).
+    options = strider.SessionOptions()
+    options.layout = "nchw"
+    session = strider.InferenceSession(CNN / "model.onnx", options)
     (x,), (want,) = data_set(CNN, 1)
     x = np.ascontiguousarray(x)
     y = np.full(want.shape, -7.0, dtype=np.float32)

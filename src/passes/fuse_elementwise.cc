@@ -225,6 +225,12 @@ FusedProgram as_epilogue(const ReaderProgram& r, ValueId value, std::vector<Valu
   return program;
 }
 
+bool feeds_concat(const Graph& graph, const std::vector<std::vector<NodeId>>& consumers, ValueId value) {
+  for (NodeId reader : consumers[size_t(value)])
+    if (graph.node(reader).op_type == "Concat") return true;
+  return false;
+}
+
 // Folds each `op` node (domain ONNX, `fixed` inputs at most, one output) into the program
 // that alone reads its output, when that program's output has its output's shape and dtype:
 // the node becomes `fused_op` with its inputs padded to `fixed` (absent optional inputs),
@@ -250,6 +256,11 @@ Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_v
     std::vector<ValueId> others;
     FusedProgram program = as_epilogue(*r, y, &others);
     if (program.inputs > kMaxFusedInputs) continue;
+    // A conv with a residual operand that writes a concat's slice is left alone: the
+    // planner places the program's output in the concat, and a 3x3 conv cannot write such
+    // a slice fast where the elementwise pass can (C2f's bottlenecks: fused, each needed a
+    // dense output and a copy into the concat).
+    if (op == "Conv" && !others.empty() && feeds_concat(graph, consumers, reader.outputs[0])) continue;
     Node node = producer;
     node.op_type = std::string(fused_op);
     node.domain = std::string(kStriderDomain);
