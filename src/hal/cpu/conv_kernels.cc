@@ -226,27 +226,13 @@ std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string&
   return std::nullopt;
 }
 
-// A convolution kernel followed by its activation program over the output, in place.
-class ConvThenActivation final : public Kernel {
- public:
-  ConvThenActivation(KernelPtr conv, KernelPtr activation) : conv_(std::move(conv)), activation_(std::move(activation)) {}
-  Status run(const QueueContext& context) override {
-    STRIDER_RETURN_IF_ERROR(conv_->run(context));
-    return activation_->run(context);
-  }
-  std::string implementation() const override { return conv_->implementation() + " then " + activation_->implementation(); }
-
- private:
-  KernelPtr conv_, activation_;
-};
-
 // `conv` with the setup's activation applied, unless the kernel already applies it.
 Result<KernelPtr> with_activation(KernelPtr conv, const ConvSetup& c, bool applied) {
   if (!c.activation || applied) return conv;
   std::vector<TensorView> operands{c.y};
   operands.insert(operands.end(), c.operands.begin(), c.operands.end());
   STRIDER_ASSIGN_OR_RETURN(KernelPtr activation, make_fused_program_kernel(*c.activation, c.y, operands));
-  return KernelPtr(new ConvThenActivation(std::move(conv), std::move(activation)));
+  return make_kernel_then(std::move(conv), std::move(activation));
 }
 
 bool all_packed(const ConvSetup& c) {

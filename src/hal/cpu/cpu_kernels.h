@@ -35,6 +35,10 @@ bool has_kernel(std::string_view op_type);
 Result<std::unique_ptr<Kernel>> make_fused_program_kernel(const FusedProgram& program, const TensorView& out,
                                                           const std::vector<TensorView>& inputs);
 
+// A kernel that runs `first`, then `then` (a conv or matmul, then the program over its
+// output that oneDNN could not apply as post-ops); its name says both.
+std::unique_ptr<Kernel> make_kernel_then(std::unique_ptr<Kernel> first, std::unique_ptr<Kernel> then);
+
 // One registration function per kernel family file.
 void register_elementwise_kernels(std::vector<KernelEntry>& table);
 void register_fused_kernels(std::vector<KernelEntry>& table);

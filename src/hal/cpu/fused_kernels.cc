@@ -134,6 +134,25 @@ Result<std::unique_ptr<Kernel>> make_fused_program_kernel(const FusedProgram& pr
   });
 }
 
+namespace {
+class KernelThen final : public Kernel {
+ public:
+  KernelThen(std::unique_ptr<Kernel> first, std::unique_ptr<Kernel> then) : first_(std::move(first)), then_(std::move(then)) {}
+  Status run(const QueueContext& context) override {
+    STRIDER_RETURN_IF_ERROR(first_->run(context));
+    return then_->run(context);
+  }
+  std::string implementation() const override { return first_->implementation() + " then " + then_->implementation(); }
+
+ private:
+  std::unique_ptr<Kernel> first_, then_;
+};
+}  // namespace
+
+std::unique_ptr<Kernel> make_kernel_then(std::unique_ptr<Kernel> first, std::unique_ptr<Kernel> then) {
+  return std::unique_ptr<Kernel>(new KernelThen(std::move(first), std::move(then)));
+}
+
 void register_fused_kernels(std::vector<KernelEntry>& table) {
   table.push_back({kFusedElementwiseOp, make_fused});
 }

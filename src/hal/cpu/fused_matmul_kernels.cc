@@ -15,20 +15,6 @@ namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
 
-// The plain matmul, then the program over its output in place.
-class MatMulThenProgram final : public Kernel {
- public:
-  MatMulThenProgram(KernelPtr matmul, KernelPtr program) : matmul_(std::move(matmul)), program_(std::move(program)) {}
-  Status run(const QueueContext& context) override {
-    STRIDER_RETURN_IF_ERROR(matmul_->run(context));
-    return program_->run(context);
-  }
-  std::string implementation() const override { return matmul_->implementation() + " then " + program_->implementation(); }
-
- private:
-  KernelPtr matmul_, program_;
-};
-
 Result<KernelPtr> make_fused_matmul(const KernelRequest& r) {
   if (r.inputs.size() < 2) return invalid_model(fmt::format("node '{}': FusedMatMul needs A and B", r.node.name));
   STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, int(r.inputs.size()) - 1));
@@ -45,7 +31,7 @@ Result<KernelPtr> make_fused_matmul(const KernelRequest& r) {
   std::vector<TensorView> operands{out};
   operands.insert(operands.end(), r.inputs.begin() + 2, r.inputs.end());
   STRIDER_ASSIGN_OR_RETURN(KernelPtr epilogue, make_fused_program_kernel(program, out, operands));
-  return KernelPtr(new MatMulThenProgram(std::move(matmul), std::move(epilogue)));
+  return make_kernel_then(std::move(matmul), std::move(epilogue));
 }
 
 }  // namespace
