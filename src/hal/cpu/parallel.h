@@ -32,7 +32,19 @@ inline constexpr int64_t kMinWorkPerThread = 16384;
 // baseline) and picks one per CPU when the program loads (an ifunc): the build targets the
 // baseline, so auto-vectorized loops are otherwise SSE2-wide. Callees inlined into it
 // (always_inline templates) are compiled for each target too.
+// Not under ThreadSanitizer: clang instruments the ifunc resolver itself (a
+// __tsan_func_entry call), which then runs during relocation, before the TSan runtime
+// exists, and the test binary dies on load.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRIDER_CPU_NO_CLONES 1
+#endif
+#endif
+#if defined(STRIDER_CPU_NO_CLONES) || defined(__SANITIZE_THREAD__)
+#define STRIDER_CPU_CLONES
+#else
 #define STRIDER_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 // The calling thread's minimum (a worker's device may lower it for tests: DeviceOptions).
 inline thread_local int64_t thread_min_work_per_thread = kMinWorkPerThread;
 
