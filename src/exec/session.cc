@@ -18,6 +18,7 @@
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
@@ -227,6 +228,7 @@ Status prepare_graph(Graph& graph, MemoryBudget* budget) {
 // Precision, then the fusions the device has kernels for (and, for attention, is faster with).
 Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device, LoweredConstants& bf16_constants) {
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph, &bf16_constants));
+  if (options.fusion && device.has_kernel("RMSNormalization")) STRIDER_RETURN_IF_ERROR(fuse_rms_norm(graph).status());
   if (options.fusion && device.has_kernel(kFusedAttentionOp) && device.fuses_attention())
     STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
   if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());

@@ -3,6 +3,7 @@
 // reference computes on views of every kind (offsets, broadcast, reversed, transposed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "strider/compare.h"
@@ -342,6 +343,73 @@ TEST(Fusion, AMatMulTakesItsEpilogue) {
   auto p = plan_in_session(exposed, verified(), fused());
   EXPECT_EQ(op_types(p), (std::vector<std::string>{"MatMul", "FusedElementwise", "FusedMatMul"}));
   expect_matches_reference(exposed, p, inputs);
+}
+
+// The RMSNorm exporters write op by op (passes/fuse_normalization.h), built on x [2, 5, 16]
+// (a Neg's output, so x is a value of the plan): `square` Pow(x, 2) or Mul(x, x); `divide`
+// as Div(1, s) then Mul, Reciprocal then Mul, or Div(x, s); `weight` of the given shape
+// multiplied after it (empty: none); `axes` of the ReduceMean.
+struct RmsNormPattern {
+  std::string square = "Pow", divide = "Div1";
+  Shape weight = {16};
+  std::vector<int64_t> axes = {-1};
+  float exponent = 2.0f;
+  bool mean_is_output = false;
+};
+
+Graph rms_norm_graph(const RmsNormPattern& pattern) {
+  GraphBuilder b;
+  ValueId x = b.op("Neg", {b.input("x", DType::kF32, {2, 5, 16})}, {}, "neg");
+  ValueId sq = pattern.square == "Pow" ? b.op("Pow", {x, b.constant("two", f32s({}, {pattern.exponent}))}, {}, "pow")
+                                       : b.op("Mul", {x, x}, {}, "square");
+  ValueId mean = b.op("ReduceMean", {sq}, ints_attribute("axes", pattern.axes), "mean");
+  if (pattern.mean_is_output) b.output(mean);
+  ValueId root = b.op("Sqrt", {b.op("Add", {mean, b.constant("eps", f32s({}, {1e-6f}))}, {}, "add")}, {}, "sqrt");
+  ValueId y;
+  if (pattern.divide == "Div") {
+    y = b.op("Div", {x, root}, {}, "div");
+  } else {
+    ValueId inverse = pattern.divide == "Div1" ? b.op("Div", {b.constant("one", f32s({}, {1.0f})), root}, {}, "div")
+                                               : b.op("Reciprocal", {root}, {}, "reciprocal");
+    y = b.op("Mul", {x, inverse}, {}, "mul");
+  }
+  if (!pattern.weight.empty()) y = b.op("Mul", {b.constant("w", random_f32(pattern.weight, 61)), y}, {}, "scale");
+  b.output(y);
+  return b.build();
+}
+
+TEST(Fusion, TheExportedRmsNormBecomesOneNode) {
+  std::map<std::string, Tensor> inputs{{"x", random_f32({2, 5, 16}, 60)}};
+  for (RmsNormPattern pattern : {RmsNormPattern{}, RmsNormPattern{"Mul", "Div", {}}, RmsNormPattern{"Pow", "Reciprocal", {1, 16}},
+                                 RmsNormPattern{"Pow", "Div1", {5, 16}, {1, 2}}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(pattern.square + " " + pattern.divide + " " + std::string(dtype_name(dtype)));
+      Graph g = rms_norm_graph(pattern);
+      auto p = plan_in_session(g, verified(), fused(dtype));
+      EXPECT_EQ(op_types(p), (std::vector<std::string>{"Neg", "RMSNormalization"}));
+      expect_matches_reference(g, p, inputs, dtype);
+    }
+  }
+}
+
+TEST(Fusion, AnRmsNormLikePatternThatDiffersIsLeftAlone) {
+  std::map<std::string, Tensor> inputs{{"x", random_f32({2, 5, 16}, 62)}};
+  // A weight over the outer dims too: the norm is fused, the weight stays a Mul of its own.
+  Graph outer = rms_norm_graph(RmsNormPattern{"Pow", "Div1", {5, 16}});
+  auto p = plan_in_session(outer, verified(), fused());
+  EXPECT_EQ(op_types(p), (std::vector<std::string>{"Neg", "RMSNormalization", "Mul"}));
+  expect_matches_reference(outer, p, inputs);
+  RmsNormPattern cube, middle_axis, exposed_mean;
+  cube.exponent = 3.0f;
+  middle_axis.axes = {1};
+  exposed_mean.mean_is_output = true;
+  for (const RmsNormPattern& pattern : {cube, middle_axis, exposed_mean}) {
+    Graph g = rms_norm_graph(pattern);
+    auto q = plan_in_session(g, verified(), fused());
+    std::vector<std::string> ops = op_types(q);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "RMSNormalization"), 0);
+    expect_matches_reference(g, q, inputs);
+  }
 }
 
 TEST(Fusion, OffLeavesTheGraphAsBuilt) {

@@ -39,11 +39,27 @@ STRIDER_CPU_CLONES void scores_row(const float* q, const float* keys_t, float* s
     for (int64_t j = j0; j < keys; ++j) scores[j] += q[d] * keys_t[d * keys + j];
 }
 
-// The row's largest score (NaNs skipped) and whether it holds a NaN.
+// The row's largest score (NaNs skipped) and whether it holds a NaN. kLanes running maxima
+// (an elementwise select, which vectorizes; a max reduction would not without fast-math).
+constexpr int64_t kLanes = 16;
 STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_nan) {
+  float lane_max[kLanes];
+  int lane_nan[kLanes] = {};
+  for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = -INFINITY;
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= keys; j0 += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float s = scores[j0 + l];
+      lane_max[l] = s > lane_max[l] ? s : lane_max[l];
+      lane_nan[l] |= s != s;
+    }
   float max = -INFINITY;
   int nan = 0;
-  for (int64_t j = 0; j < keys; ++j) {
+  for (int64_t l = 0; l < kLanes; ++l) {
+    max = lane_max[l] > max ? lane_max[l] : max;
+    nan |= lane_nan[l];
+  }
+  for (int64_t j = j0; j < keys; ++j) {
     max = scores[j] > max ? scores[j] : max;
     nan |= scores[j] != scores[j];
   }
@@ -51,18 +67,60 @@ STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_na
   return max;
 }
 
-// row = sum_j p[j] * values[j, :] / sum_j p[j] for p = the exponentiated scores.
-STRIDER_CPU_CLONES void weighted_sum_row(const float* p, const float* values, float* row, int64_t keys, int64_t width) {
-  for (int64_t e = 0; e < width; ++e) row[e] = 0.0f;
+// sum_j p[j] in kLanes partial sums (vectorized; the order differs from a serial sum).
+float row_sum(const float* p, int64_t keys) {
+  float lanes[kLanes] = {};
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= keys; j0 += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += p[j0 + l];
   float sum = 0.0f;
-  for (int64_t j = 0; j < keys; ++j) {
-    const float a = p[j];
-    const float* v = values + j * width;
-    sum += a;
-    for (int64_t e = 0; e < width; ++e) row[e] += a * v[e];
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (int64_t j = j0; j < keys; ++j) sum += p[j];
+  return sum;
+}
+
+// row = sum_j p[j] * values[j, :] / sum_j p[j] for p = the exponentiated scores. Blocks of
+// kValueBlock columns keep two sets of sums (even and odd keys) in registers across the
+// keys, so consecutive multiply-adds do not wait on each other through memory.
+constexpr int64_t kValueBlock = 32;
+STRIDER_CPU_CLONES void weighted_sum_row(const float* p, const float* values, float* row, int64_t keys, int64_t width) {
+  const float inverse = 1.0f / row_sum(p, keys);
+  int64_t e0 = 0;
+  for (; e0 + kValueBlock <= width; e0 += kValueBlock) {
+    float even[kValueBlock] = {}, odd[kValueBlock] = {};
+    int64_t j = 0;
+    for (; j + 2 <= keys; j += 2) {
+      const float a = p[j], b = p[j + 1];
+      const float* v = values + j * width + e0;
+      const float* w = v + width;
+      for (int64_t e = 0; e < kValueBlock; ++e) {
+        even[e] += a * v[e];
+        odd[e] += b * w[e];
+      }
+    }
+    if (j < keys)
+      for (int64_t e = 0; e < kValueBlock; ++e) even[e] += p[j] * values[j * width + e0 + e];
+    for (int64_t e = 0; e < kValueBlock; ++e) row[e0 + e] = (even[e] + odd[e]) * inverse;
   }
-  const float inverse = 1.0f / sum;
-  for (int64_t e = 0; e < width; ++e) row[e] *= inverse;
+  if (e0 == width) return;
+  for (int64_t e = e0; e < width; ++e) row[e] = 0.0f;
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t e = e0; e < width; ++e) row[e] += p[j] * values[j * width + e];
+  for (int64_t e = e0; e < width; ++e) row[e] *= inverse;
+}
+
+// A step that reads no operand over a row: one loop per kind, so each vectorizes.
+void apply_step_row(ScoreStepKind kind, float value, float* scores, int64_t keys) {
+  switch (kind) {
+    case ScoreStepKind::kMul:
+      for (int64_t j = 0; j < keys; ++j) scores[j] = apply_score_step(ScoreStepKind::kMul, value, scores[j], 0.0f);
+      return;
+    case ScoreStepKind::kDiv:
+      for (int64_t j = 0; j < keys; ++j) scores[j] = apply_score_step(ScoreStepKind::kDiv, value, scores[j], 0.0f);
+      return;
+    default:
+      for (int64_t j = 0; j < keys; ++j) scores[j] = apply_score_step(kind, value, scores[j], 0.0f);
+  }
 }
 
 // Queries per work item: items are (batch index, block of query rows), split over the
@@ -141,7 +199,7 @@ class AttentionKernel final : public Kernel {
     int operand = kAttnViewFirstStep;
     for (const ScoreStep& step : p_.steps) {
       if (!step_reads_operand(step.kind)) {
-        for (int64_t j = 0; j < a_.keys; ++j) scores[j] = apply_score_step(step.kind, step.value, scores[j], 0.0f);
+        apply_step_row(step.kind, step.value, scores, a_.keys);
         continue;
       }
       const TensorView& view = a_.views[size_t(operand)];
@@ -149,7 +207,11 @@ class AttentionKernel final : public Kernel {
       ++operand;
       if (step.kind == ScoreStepKind::kAdd) {
         const T* x = view.template host_data_as<T>() + row;
-        for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j * col]));
+        if (col == 1) {
+          for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j]));
+        } else {
+          for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j * col]));
+        }
       } else {
         const uint8_t* x = view.template host_data_as<uint8_t>() + row;
         for (int64_t j = 0; j < a_.keys; ++j)

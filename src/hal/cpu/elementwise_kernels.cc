@@ -194,6 +194,7 @@ struct Pow {
     if constexpr (std::is_integral_v<B>) {
       return saturate_to_int<B>(std::pow(double(base), double(exponent)));
     } else {
+      if (double(exponent) == 2.0) return B(base * base);  // the same rounding as pow; no libm call
       return B(std::pow(base, B(exponent)));
     }
   }
