@@ -3,6 +3,8 @@
 // in ulps of f32 where the true value is a normal float, the right ends past the range.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -45,12 +47,20 @@ double worst_ulps(RowFn row, double (*truth)(double), const std::vector<float>& 
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-// The rows this CPU runs, and the baseline ones (what a CPU without AVX2 runs).
+// Every build this CPU can run (AVX-512, AVX2 + FMA, the baseline), and the rows it runs.
 TEST(VectorMath, ExpTanhWithinTwoUlpsSigmoidErfThree) {
+  using vector_math::VectorIsa;
   const std::vector<float> x = sweep();
-  const RowFn rows[2][4] = {
-      {vector_math::exp_row, vector_math::sigmoid_row, vector_math::tanh_row, vector_math::erf_row},
-      {vector_math::exp_baseline, vector_math::sigmoid_baseline, vector_math::tanh_baseline, vector_math::erf_baseline}};
+  std::vector<std::array<RowFn, 4>> rows{
+      {vector_math::exp_row, vector_math::sigmoid_row, vector_math::tanh_row, vector_math::erf_row}};
+  for (VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2Fma, VectorIsa::kBaseline}) {
+    if (!vector_math::cpu_has(isa)) {
+      std::printf("this CPU has no %s: that build is not run here\n", isa == VectorIsa::kAvx512 ? "AVX-512" : "AVX2");
+      continue;
+    }
+    const vector_math::RowFunctions f = vector_math::row_functions(isa);
+    rows.push_back({f.exp, f.sigmoid, f.tanh, f.erf});
+  }
   for (const auto& row : rows) {
     const double exp_ulps = worst_ulps(row[0], [](double v) { return std::exp(v); }, x);
     const double sigmoid_ulps = worst_ulps(row[1], sigmoid, x);

@@ -47,7 +47,7 @@ class FusedKernel final : public Kernel {
       : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
         expression_(std::move(expression)),
         registers_(size_t(program_.inputs + int(program_.code.size()))), threads_(max_parallel_threads()),
-        rows_(size_t(threads_) * registers_ * size_t(kTile)) {}
+        rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * registers_) {}
 
   Status run(const QueueContext&) override {
     // Unused operand slots repeat the output with zero strides: they never stop dims merging.
@@ -73,12 +73,22 @@ class FusedKernel final : public Kernel {
     return rows_.data() + (size_t(thread) * registers_ + size_t(r)) * size_t(kTile);
   }
 
+  // An f32 operand read or written with stride 1 is used where it lies (no copy into a
+  // row): then the row loops read the input, and the last instruction writes the output,
+  // directly. An output that is also an input is the same view (the planner runs a program
+  // in place only over its own operand), and each loop reads element e before writing it.
   void tile(const std::array<std::byte*, kOperands>& p, const std::array<int64_t, kOperands>& s, int64_t first,
             int64_t n, int thread) {
+    const float** reg = reg_.data() + size_t(thread) * registers_;
     for (int k = 0; k < program_.inputs; ++k) {
       const std::byte* base = p[size_t(k) + 1] + first * s[size_t(k) + 1];
       const int64_t stride = s[size_t(k) + 1];
+      if (std::is_same_v<T, float> && stride == int64_t(sizeof(T))) {
+        reg[size_t(k)] = reinterpret_cast<const float*>(base);
+        continue;
+      }
       float* r = row(thread, k);
+      reg[size_t(k)] = r;
       if (stride == int64_t(sizeof(T))) {
         const T* in = reinterpret_cast<const T*>(base);
         for (int64_t e = 0; e < n; ++e) r[e] = float(load(in[e]));
@@ -86,12 +96,17 @@ class FusedKernel final : public Kernel {
         for (int64_t e = 0; e < n; ++e) r[e] = float(load(*reinterpret_cast<const T*>(base + e * stride)));
       }
     }
+    std::byte* out = p[0] + first * s[0];
+    const bool direct_out = std::is_same_v<T, float> && s[0] == int64_t(sizeof(T));
+    const size_t last = program_.code.size() - 1;
     for (size_t j = 0; j < program_.code.size(); ++j) {
       const FusedInstruction& i = program_.code[j];
-      run_instruction(i, row(thread, i.a), i.b >= 0 ? row(thread, i.b) : nullptr, row(thread, program_.inputs + int(j)), n);
+      float* result = j == last && direct_out ? reinterpret_cast<float*>(out) : row(thread, program_.inputs + int(j));
+      run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n);
+      reg[size_t(program_.inputs) + j] = result;
     }
-    const float* result = row(thread, program_.inputs + int(program_.code.size()) - 1);
-    std::byte* out = p[0] + first * s[0];
+    if (direct_out) return;
+    const float* result = reg[size_t(program_.inputs) + last];
     if (s[0] == int64_t(sizeof(T))) {
       T* dense = reinterpret_cast<T*>(out);
       for (int64_t e = 0; e < n; ++e) dense[e] = store<T>(result[e]);
@@ -107,6 +122,7 @@ class FusedKernel final : public Kernel {
   size_t registers_;          // the program's inputs and instruction results
   int threads_;               // the team the kernel may use (its scratch is per thread)
   std::vector<float> rows_;   // per thread, one row of kTile per register
+  std::vector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
 };
 
 Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {

@@ -91,24 +91,21 @@ namespace {
   return x != x ? x : e;
 }
 
-// Each row loop for AVX2 with FMA (8 lanes) here, for the x86-64 baseline (SSE2, 4 lanes)
-// below; the first is chosen once when the CPU has it.
-#define STRIDER_ROW(name, one)                                                                          \
-  __attribute__((target("avx2,fma"))) void name##_avx2(const float* x, float* out, int64_t n) {        \
-    for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);                                                 \
+// Each row loop for AVX-512 (16 lanes), AVX2 with FMA (8 lanes) and the x86-64 baseline
+// (SSE2, 4 lanes); the widest the CPU has is chosen once.
+#define STRIDER_ROW(name, one, suffix, target_isa)                                      \
+  __attribute__((target(target_isa))) void name##_##suffix(const float* x, float* out, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);                                 \
   }
-STRIDER_ROW(exp, exp_one)
-STRIDER_ROW(sigmoid, sigmoid_one)
-STRIDER_ROW(tanh, tanh_one)
-STRIDER_ROW(erf, erf_one)
+#define STRIDER_ROWS(suffix, target_isa)                \
+  STRIDER_ROW(exp, exp_one, suffix, target_isa)         \
+  STRIDER_ROW(sigmoid, sigmoid_one, suffix, target_isa) \
+  STRIDER_ROW(tanh, tanh_one, suffix, target_isa)       \
+  STRIDER_ROW(erf, erf_one, suffix, target_isa)
+STRIDER_ROWS(avx512, "arch=x86-64-v4,prefer-vector-width=512")
+STRIDER_ROWS(avx2, "avx2,fma")
+#undef STRIDER_ROWS
 #undef STRIDER_ROW
-
-bool has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-}  // namespace
 
 void exp_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = exp_one(x[i]);
@@ -123,9 +120,37 @@ void erf_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = erf_one(x[i]);
 }
 
-void exp_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? exp_avx2 : exp_baseline)(x, out, n); }
-void sigmoid_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? sigmoid_avx2 : sigmoid_baseline)(x, out, n); }
-void tanh_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? tanh_avx2 : tanh_baseline)(x, out, n); }
-void erf_row(const float* x, float* out, int64_t n) { (has_avx2_fma() ? erf_avx2 : erf_baseline)(x, out, n); }
+const RowFunctions& chosen() {
+  static const RowFunctions rows = row_functions(
+      cpu_has(VectorIsa::kAvx512) ? VectorIsa::kAvx512 : cpu_has(VectorIsa::kAvx2Fma) ? VectorIsa::kAvx2Fma : VectorIsa::kBaseline);
+  return rows;
+}
+
+}  // namespace
+
+bool cpu_has(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::kBaseline: return true;
+    case VectorIsa::kAvx2Fma: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case VectorIsa::kAvx512:
+      return cpu_has(VectorIsa::kAvx2Fma) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+RowFunctions row_functions(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::kAvx512: return {exp_avx512, sigmoid_avx512, tanh_avx512, erf_avx512};
+    case VectorIsa::kAvx2Fma: return {exp_avx2, sigmoid_avx2, tanh_avx2, erf_avx2};
+    case VectorIsa::kBaseline: break;
+  }
+  return {exp_baseline, sigmoid_baseline, tanh_baseline, erf_baseline};
+}
+
+void exp_row(const float* x, float* out, int64_t n) { chosen().exp(x, out, n); }
+void sigmoid_row(const float* x, float* out, int64_t n) { chosen().sigmoid(x, out, n); }
+void tanh_row(const float* x, float* out, int64_t n) { chosen().tanh(x, out, n); }
+void erf_row(const float* x, float* out, int64_t n) { chosen().erf(x, out, n); }
 
 }  // namespace strider::cpu::vector_math

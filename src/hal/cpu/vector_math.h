@@ -12,8 +12,8 @@
 // tanh: Cephes' odd polynomial below |x| 0.625, else 1 - 2 / (e^2|x| + 1), sign restored.
 // sigmoid: 1 / (1 + e^-x). erf: fitted polynomials (vector_math.cc), under 3 ulp.
 //
-// Each row function is compiled twice (AVX2 with FMA, and the x86-64 baseline); the first
-// runs where the CPU has it.
+// Each row function is compiled three times (AVX-512, AVX2 with FMA, the x86-64
+// baseline); the widest the CPU has runs.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +25,14 @@ void sigmoid_row(const float* x, float* out, int64_t n);
 void tanh_row(const float* x, float* out, int64_t n);
 void erf_row(const float* x, float* out, int64_t n);  // GELU's
 
-// The baseline (SSE2) versions the rows above run on CPUs without AVX2 and FMA: public so
-// their tests run on every machine.
-void exp_baseline(const float* x, float* out, int64_t n);
-void sigmoid_baseline(const float* x, float* out, int64_t n);
-void tanh_baseline(const float* x, float* out, int64_t n);
-void erf_baseline(const float* x, float* out, int64_t n);
+// The builds of the rows above, by instruction set: the rows run the widest the CPU has
+// (cpu_has); public so their tests run every build this CPU can.
+enum class VectorIsa { kBaseline, kAvx2Fma, kAvx512 };  // SSE2 (x86-64), AVX2 + FMA, x86-64-v4
+bool cpu_has(VectorIsa isa);
+using RowFunction = void (*)(const float* x, float* out, int64_t n);
+struct RowFunctions {
+  RowFunction exp, sigmoid, tanh, erf;
+};
+RowFunctions row_functions(VectorIsa isa);
 
 }  // namespace strider::cpu::vector_math
