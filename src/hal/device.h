@@ -71,6 +71,10 @@ class Device {
   // Whether convolution-heavy graphs computing in `dtype` run faster channels-last (what
   // `--layout auto` asks).
   virtual bool prefers_channels_last(DType) const { return true; }
+  // Whether the values of 1-D convolutions, (N, C, T), go channels-last too, as (N, T, C)
+  // strides, in the nhwc layout: oneDNN's fast 1-D convolution (brgconv) takes only those
+  // (3x faster than its NCW gemm path on a dilated WaveNet conv); cuDNN gains nothing.
+  virtual bool channels_last_1d() const { return false; }
 
   // Whether the planner may place a kernel's output through a Transpose into the bytes of
   // the Reshape after it (plan: kPlacedThrough), so that the kernel writes a view whose

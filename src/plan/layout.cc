@@ -1,6 +1,7 @@
 // Which values take channels-last strides when the session's layout is nhwc: the images.
 //
-// A rank-4 or rank-5 value is an image when a spatial op (a convolution, a pool, a
+// A rank-4 or rank-5 value (rank 3 too where the device takes 1-D convolutions
+// channels-last: DeviceCapabilities::channels_last_1d) is an image when a spatial op (a convolution, a pool, a
 // normalization over channels, a resize) reads or writes it as its data, or when it reaches
 // one through ops for which dim 1 keeps its meaning (elementwise maps, Concat, Split,
 // Slice, Pad, Identity, Materialize). Everything else stays row-major, however many dims it
@@ -37,17 +38,17 @@ bool channel_preserving(const Node& node) {
   return schema != nullptr && schema->traits.in_place;  // elementwise
 }
 
-bool image_rank(const Graph& g, ValueId v) {
-  if (v == kNoValue || g.value(v).is_constant()) return false;
-  size_t rank = g.value(v).shape.size();
-  return rank == 4 || rank == 5;
+bool image_rank(const PlannerState& s, ValueId v) {
+  if (v == kNoValue || s.graph.value(v).is_constant()) return false;
+  size_t rank = s.graph.value(v).shape.size();
+  return rank == 4 || rank == 5 || (rank == 3 && s.capabilities.channels_last_1d);
 }
 
 // Marks the data operands of a node (inputs and outputs of image rank); true if any changed.
 bool mark_all(PlannerState& s, const Node& node) {
   bool changed = false;
   auto mark = [&](ValueId v) {
-    if (image_rank(s.graph, v) && !s.channels_last[size_t(v)]) changed = s.channels_last[size_t(v)] = true;
+    if (image_rank(s, v) && !s.channels_last[size_t(v)]) changed = s.channels_last[size_t(v)] = true;
   };
   for (ValueId v : node.inputs) mark(v);
   for (ValueId v : node.outputs) mark(v);
@@ -64,7 +65,7 @@ void decide_layouts(PlannerState& s) {
     const Node& node = g.node(id);
     if (!is_one_of(kSpatialOps, node.op_type)) continue;
     for (ValueId v : {node.input(0), node.outputs.empty() ? kNoValue : node.outputs[0]})
-      if (image_rank(g, v)) s.channels_last[size_t(v)] = true;
+      if (image_rank(s, v)) s.channels_last[size_t(v)] = true;
   }
   // To a fixed point: each pass over the channel-preserving nodes spreads the marks one
   // node further (in both directions); there are at most as many passes as values.

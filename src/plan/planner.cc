@@ -30,7 +30,8 @@ LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Devic
     ValueId weights = node.input(1);
     // A fused conv counts too: layout is chosen after fusion, which may leave no plain Conv.
     const bool conv = node.op_type == "Conv" || (node.domain == "strider" && node.op_type == "FusedConv");
-    if (conv && weights != kNoValue && graph.value(weights).shape.size() == 4) {
+    const size_t rank = weights == kNoValue ? 0 : graph.value(weights).shape.size();
+    if (conv && (rank == 4 || (rank == 3 && capabilities.channels_last_1d))) {
       ++convs;
       dtype = graph.value(node.inputs[0]).dtype;
     }
@@ -378,6 +379,7 @@ DeviceCapabilities capabilities_of(const Device& device) {
   c.channels_last_f32 = device.prefers_channels_last(DType::kF32);
   c.channels_last_bf16 = device.prefers_channels_last(DType::kBF16);
   c.places_outputs_through_views = device.places_outputs_through_views();
+  c.channels_last_1d = device.channels_last_1d();
   return c;
 }
 

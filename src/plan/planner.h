@@ -77,6 +77,8 @@ struct DeviceCapabilities {
   // Whether convolution-heavy graphs run faster channels-last, per compute dtype.
   bool channels_last_f32 = true;
   bool channels_last_bf16 = true;
+  // Whether 1-D convolutions' (N, C, T) values are images too (channels-last in nhwc).
+  bool channels_last_1d = false;
   // Whether producers may be placed through a Transpose into a Reshape's bytes (kPlacedThrough).
   bool places_outputs_through_views = true;
 
@@ -94,8 +96,9 @@ struct PlannedGraph {
 // Plans `graph` for a device with `capabilities`. Pure: no device, no memory but the plan's.
 Result<PlannedGraph> make_plan(Graph graph, const DeviceCapabilities& capabilities, const PlanOptions& options);
 
-// The layout `auto` resolves to for this graph: nhwc when 2-D convolutions make up a tenth
-// or more of the nodes and the device prefers channels-last for their dtype.
+// The layout `auto` resolves to for this graph: nhwc when 2-D convolutions (and 1-D ones,
+// where the device takes those channels-last) make up a tenth or more of the nodes and the
+// device prefers channels-last for their dtype.
 LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const DeviceCapabilities& capabilities);
 
 }  // namespace strider

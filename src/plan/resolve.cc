@@ -103,7 +103,7 @@ Status resolve(PlannerState& s, ValueId v) {
 
 Strides layout_strides(const PlannerState& s, ValueId v) {
   const Shape& sizes = s.graph.value(v).shape;
-  if (!s.channels_last[size_t(v)] || (sizes.size() != 4 && sizes.size() != 5)) return contiguous_strides(sizes);
+  if (!s.channels_last[size_t(v)] || sizes.size() < 3 || sizes.size() > 5) return contiguous_strides(sizes);
   // Channels-last: dim 1 innermost, then the spatial dims from the last, then the batch.
   Strides strides(sizes.size());
   int64_t running = 1;

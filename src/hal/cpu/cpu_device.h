@@ -23,6 +23,7 @@ class CpuDevice : public Device {
   Queue& queue(int index) override { return *queues_.at(size_t(index)); }
   Status synchronize() override;
   bool has_kernel(std::string_view op_type) const override;
+  bool channels_last_1d() const override { return true; }  // oneDNN's brgconv reads NWC only
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
@@ -18,6 +19,7 @@ namespace strider::cpu {
 namespace {
 
 constexpr int64_t kTile = 256;
+constexpr int64_t kMinDirectRun = 32;
 constexpr size_t kOperands = size_t(kMaxFusedInputs) + 1;  // the output, then the inputs
 
 template <FusedOp kOp>
@@ -47,7 +49,10 @@ class FusedKernel final : public Kernel {
       : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
         expression_(std::move(expression)),
         registers_(size_t(program_.inputs + int(program_.code.size()))), threads_(max_parallel_threads()),
-        rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * registers_) {}
+        rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * registers_),
+        batches_(size_t(threads_)) {
+    for (Batch& b : batches_) b.runs.reserve(size_t(kTile));
+  }
 
   Status run(const QueueContext&) override {
     // Unused operand slots repeat the output with zero strides: they never stop dims merging.
@@ -61,9 +66,9 @@ class FusedKernel final : public Kernel {
     }
     // Elements are independent: split over the session's threads, weighed by program length.
     const int64_t work = 1 + int64_t(program_.code.size());
-    parallel_for_each_strided(out_.sizes, ops, work, [this](const auto& p, int64_t n, const auto& s, int thread) {
-      for (int64_t first = 0; first < n; first += kTile) tile(p, s, first, std::min(kTile, n - first), thread);
-    }, threads_);
+    parallel_for_each_strided(
+        out_.sizes, ops, work, [this](const Pointers& p, int64_t n, const ByteStrides& s, int thread) { visit(p, n, s, thread); },
+        threads_, [this](int thread) { flush(thread); });
     return Status::ok();
   }
   std::string implementation() const override { return "strider:fused " + expression_; }
@@ -73,45 +78,118 @@ class FusedKernel final : public Kernel {
     return rows_.data() + (size_t(thread) * registers_ + size_t(r)) * size_t(kTile);
   }
 
-  // An f32 operand read or written with stride 1 is used where it lies (no copy into a
-  // row): then the row loops read the input, and the last instruction writes the output,
-  // directly. An output that is also an input is the same view (the planner runs a program
-  // in place only over its own operand), and each loop reads element e before writing it.
-  void tile(const std::array<std::byte*, kOperands>& p, const std::array<int64_t, kOperands>& s, int64_t first,
-            int64_t n, int thread) {
+  using Pointers = std::array<std::byte*, kOperands>;
+  using ByteStrides = std::array<int64_t, kOperands>;
+  struct Run {  // one innermost run of the loop: its operands' first elements and its length
+    Pointers p;
+    int64_t n;
+  };
+  struct Batch {  // short runs gathered into one tile, not yet computed
+    std::vector<Run> runs;
+    ByteStrides strides{};
+    int64_t elements = 0;
+  };
+
+  static Pointers advanced(Pointers p, const ByteStrides& s, int64_t elements) {
+    for (size_t k = 0; k < kOperands; ++k) p[k] += elements * s[k];
+    return p;
+  }
+
+  // A run of kTile elements or more is computed a tile at a time where it lies. Shorter ones
+  // (the channel slice of a channels-last tensor: C elements, then a jump) are gathered,
+  // several to a tile, so each instruction's loop still covers up to kTile elements; the
+  // loop's runs all share one set of strides.
+  void visit(Pointers p, int64_t n, const ByteStrides& s, int thread) {
+    if (n >= kTile || (n >= kMinDirectRun && all_dense_f32(s))) {
+      for (int64_t first = 0; first < n; first += kTile) {
+        const Run run{advanced(p, s, first), std::min(kTile, n - first)};
+        tile(std::span(&run, 1), s, run.n, thread);
+      }
+      return;
+    }
+    Batch& b = batches_[size_t(thread)];
+    b.strides = s;
+    while (n > 0) {
+      const int64_t take = std::min(n, kTile - b.elements);
+      b.runs.push_back({p, take});
+      b.elements += take;
+      p = advanced(p, s, take);
+      n -= take;
+      if (b.elements == kTile) flush(thread);
+    }
+  }
+
+  // Whether every operand of the loop is f32 with stride 1: a tile of one run then copies
+  // nothing, which beats gathering runs of kMinDirectRun or more (measured on WaveNet's
+  // channels-last gates: 64-element runs).
+  bool all_dense_f32(const ByteStrides& s) const {
+    if (!std::is_same_v<T, float>) return false;
+    for (int k = 0; k <= program_.inputs; ++k)
+      if (s[size_t(k)] != int64_t(sizeof(T))) return false;
+    return true;
+  }
+
+  void flush(int thread) {
+    Batch& b = batches_[size_t(thread)];
+    if (b.runs.empty()) return;
+    tile(b.runs, b.strides, b.elements, thread);
+    b.runs.clear();
+    b.elements = 0;
+  }
+
+  static void gather(const std::byte* base, int64_t stride, float* row, int64_t n) {
+    if (stride == int64_t(sizeof(T))) {
+      const T* in = reinterpret_cast<const T*>(base);
+      for (int64_t e = 0; e < n; ++e) row[e] = float(load(in[e]));
+    } else {
+      for (int64_t e = 0; e < n; ++e) row[e] = float(load(*reinterpret_cast<const T*>(base + e * stride)));
+    }
+  }
+  static void scatter(const float* row, std::byte* base, int64_t stride, int64_t n) {
+    if (stride == int64_t(sizeof(T))) {
+      T* dense = reinterpret_cast<T*>(base);
+      for (int64_t e = 0; e < n; ++e) dense[e] = store<T>(row[e]);
+    } else {
+      for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(base + e * stride) = store<T>(row[e]);
+    }
+  }
+
+  // The program over `runs` (n elements in all, at most kTile). With a single run, an f32
+  // operand of stride 1 is used where it lies (no copy into a row): the row loops read the
+  // input, and the last instruction writes the output, directly. An output that is also an
+  // input is the same view (the planner runs a program in place only over its own
+  // operand), and every input element is read before its output element is written.
+  void tile(std::span<const Run> runs, const ByteStrides& s, int64_t n, int thread) {
+    const bool single = runs.size() == 1;
     const float** reg = reg_.data() + size_t(thread) * registers_;
     for (int k = 0; k < program_.inputs; ++k) {
-      const std::byte* base = p[size_t(k) + 1] + first * s[size_t(k) + 1];
       const int64_t stride = s[size_t(k) + 1];
-      if (std::is_same_v<T, float> && stride == int64_t(sizeof(T))) {
-        reg[size_t(k)] = reinterpret_cast<const float*>(base);
+      if (single && std::is_same_v<T, float> && stride == int64_t(sizeof(T))) {
+        reg[size_t(k)] = reinterpret_cast<const float*>(runs[0].p[size_t(k) + 1]);
         continue;
       }
       float* r = row(thread, k);
       reg[size_t(k)] = r;
-      if (stride == int64_t(sizeof(T))) {
-        const T* in = reinterpret_cast<const T*>(base);
-        for (int64_t e = 0; e < n; ++e) r[e] = float(load(in[e]));
-      } else {
-        for (int64_t e = 0; e < n; ++e) r[e] = float(load(*reinterpret_cast<const T*>(base + e * stride)));
+      int64_t at = 0;
+      for (const Run& run : runs) {
+        gather(run.p[size_t(k) + 1], stride, r + at, run.n);
+        at += run.n;
       }
     }
-    std::byte* out = p[0] + first * s[0];
-    const bool direct_out = std::is_same_v<T, float> && s[0] == int64_t(sizeof(T));
+    const bool direct_out = single && std::is_same_v<T, float> && s[0] == int64_t(sizeof(T));
     const size_t last = program_.code.size() - 1;
     for (size_t j = 0; j < program_.code.size(); ++j) {
       const FusedInstruction& i = program_.code[j];
-      float* result = j == last && direct_out ? reinterpret_cast<float*>(out) : row(thread, program_.inputs + int(j));
+      float* result = j == last && direct_out ? reinterpret_cast<float*>(runs[0].p[0]) : row(thread, program_.inputs + int(j));
       run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n);
       reg[size_t(program_.inputs) + j] = result;
     }
     if (direct_out) return;
     const float* result = reg[size_t(program_.inputs) + last];
-    if (s[0] == int64_t(sizeof(T))) {
-      T* dense = reinterpret_cast<T*>(out);
-      for (int64_t e = 0; e < n; ++e) dense[e] = store<T>(result[e]);
-    } else {
-      for (int64_t e = 0; e < n; ++e) *reinterpret_cast<T*>(out + e * s[0]) = store<T>(result[e]);
+    int64_t at = 0;
+    for (const Run& run : runs) {
+      scatter(result + at, run.p[0], s[0], run.n);
+      at += run.n;
     }
   }
 
@@ -123,6 +201,7 @@ class FusedKernel final : public Kernel {
   int threads_;               // the team the kernel may use (its scratch is per thread)
   std::vector<float> rows_;   // per thread, one row of kTile per register
   std::vector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
+  std::vector<Batch> batches_;      // per thread
 };
 
 Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {

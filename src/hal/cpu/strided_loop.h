@@ -53,10 +53,13 @@ struct CollapsedLoop {
   std::vector<std::array<int64_t, N>> strides;    // byte strides per dim and operand
 };
 
+// `order`: the dims from outermost to innermost (empty: 0, 1, ..., in order).
 template <size_t N>
-CollapsedLoop<N> collapse_loop(std::span<const int64_t> sizes, const StridedOperands<N>& ops) {
+CollapsedLoop<N> collapse_loop(std::span<const int64_t> sizes, const StridedOperands<N>& ops,
+                               std::span<const size_t> order = {}) {
   CollapsedLoop<N> loop;
-  for (size_t d = 0; d < sizes.size(); ++d) {
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t d = order.empty() ? i : order[i];
     if (sizes[d] == 1) continue;
     std::array<int64_t, N> s;
     for (size_t k = 0; k < N; ++k) s[k] = ops.strides[k][d] * ops.element_size[k];
@@ -134,18 +137,37 @@ void for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& 
   for_each_strided_range(loop, ops.base, 0, loop_elements(loop), run);
 }
 
+// The dims ordered by the first operand's (the output's) byte stride, largest first (ties
+// keep their order): visited in that order, the innermost run is the output's densest dim.
+// A channels-last output [N, C, W] is then walked along C (stride 1), not along W (stride C).
+template <size_t N>
+std::vector<size_t> output_stride_order(std::span<const int64_t> sizes, const StridedOperands<N>& ops) {
+  std::vector<size_t> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  auto stride = [&](size_t d) { return ops.strides[0][d] < 0 ? -ops.strides[0][d] : ops.strides[0][d]; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stride(a) > stride(b); });
+  return order;
+}
+
 // for_each_strided with the elements split over the session's threads (hal/cpu/parallel.h)
 // by `work_per_element`: for kernels whose elements are independent of each other (no
-// reduction or scan over the visiting order). RunFn also takes the thread's index, for
-// per-thread scratch: run(pointers, count, byte_strides, thread).
-template <size_t N, typename RunFn>
+// reduction or scan over the visiting order), which are therefore visited in the output's
+// memory order (output_stride_order), not row-major. RunFn also takes the thread's index,
+// for per-thread scratch: run(pointers, count, byte_strides, thread); and `done(thread)`
+// follows a thread's last run (for a kernel that batches runs before computing them).
+struct NoDone {
+  void operator()(int) const {}
+};
+template <size_t N, typename RunFn, typename DoneFn = NoDone>
 void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOperands<N>& ops,
-                               int64_t work_per_element, RunFn&& run, int cap = 1 << 30) {
+                               int64_t work_per_element, RunFn&& run, int cap = 1 << 30, DoneFn&& done = {}) {
   for (int64_t s : sizes)
     if (s == 0) return;
-  CollapsedLoop<N> loop = collapse_loop(sizes, ops);
+  const std::vector<size_t> order = output_stride_order(sizes, ops);
+  CollapsedLoop<N> loop = collapse_loop(sizes, ops, order);
   if (loop.sizes.empty()) {
     run(ops.base, 1, std::array<int64_t, N>{}, 0);
+    done(0);
     return;
   }
   parallel_for(loop_elements(loop), work_per_element, [&](int64_t begin, int64_t end, int thread) {
@@ -153,6 +175,7 @@ void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOper
                            [&](const std::array<std::byte*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
                              run(p, n, s, thread);
                            });
+    done(thread);
   }, cap);
 }
 
