@@ -492,6 +492,10 @@ REAL = [
          image=False, seed=205, chunks=20),
     Real("WaveNet8", lambda L: architectures.WaveNet(L), {"": (1, 32, 1024)},
          image=False, seed=206, chunks=8),
+    # The C2f block of issue 13's CPU table at its size there (output 1x32x40x40): YOLOv8's
+    # C2f(16, 32, n=2, shortcut) as models/seed has it at 20x20.
+    Real("C2f", lambda L: architectures.C2f(L, 16, 32, n=2, shortcut=True), {"40": (1, 16, 40, 40)},
+         image=True, seed=209, chunks=1),
 ]
 
 

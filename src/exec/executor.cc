@@ -45,7 +45,8 @@ Status Executor::run_all_kernels(const QueueContext& context) const {
   return Status::ok();
 }
 
-// A queue that cannot capture (the CPU's) keeps per-step commands; so does a failed capture.
+// A queue that cannot capture (the sim device's) keeps per-step commands; so does a failed
+// capture. The CPU's "captures" by running every step in one command.
 void Executor::try_capture() {
   auto graph = device_.queue(1).capture([this](const QueueContext& context) { return run_all_kernels(context); });
   if (!graph.is_ok()) return;

@@ -55,7 +55,7 @@ struct SessionPlanView {
   const Plan* plan;
   std::vector<std::string> kernel_names;  // per step; empty for steps that run nothing
   std::vector<int> queue_of_step;         // per step
-  bool uses_graph = false;                // the steps run as one captured CUDA graph
+  bool uses_graph = false;                // the steps run as one captured unit (CUDA graph; CPU: one command)
 };
 SessionPlanView inspect_session(const Session& session);
 

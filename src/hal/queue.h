@@ -50,7 +50,8 @@ class Queue {
   virtual Status wait(uint64_t value) = 0;
 
   // Records what `work` enqueues, without running it, as one replayable unit (a CUDA
-  // graph), and returns the work that replays it. UNSUPPORTED where the queue cannot.
+  // graph; on a CPU worker queue, the work itself as one command), and returns the work
+  // that replays it. UNSUPPORTED where the queue cannot.
   virtual Result<std::function<Status(const QueueContext&)>> capture(
       const std::function<Status(const QueueContext&)>& work) {
     return unsupported("this queue cannot capture work");

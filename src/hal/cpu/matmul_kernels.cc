@@ -10,6 +10,7 @@
 #include "base/checked_math.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/staged_output.h"
 
 namespace strider::cpu {
 namespace {
@@ -116,6 +117,20 @@ class NaiveMatMul final : public Kernel {
   float scale_;
 };
 
+bool is_brgemm(const Kernel& kernel) { return kernel.implementation().find("brg") != std::string::npos; }
+
+// The matmul into a dense copy of v.out's shape, then copied into v.out, if oneDNN runs
+// that one on brgemm.
+std::optional<KernelPtr> staged_brgemm(const MatMulViews& v, const TensorView* bias, float scale,
+                                       std::span<const OneDnnPostOp> post_ops, const std::string& node) {
+  Result<StagedOutput> staged = stage_output(v.out);
+  if (!staged.is_ok()) return std::nullopt;
+  auto dense = std::make_unique<OneDnnMatMul>();
+  if (!dense->init({v.a, v.b, staged->dense}, bias, scale, post_ops, node).is_ok() || !is_brgemm(*dense))
+    return std::nullopt;
+  return make_staged_kernel(std::move(dense), std::move(staged).value(), v.out);
+}
+
 }  // namespace
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
@@ -132,6 +147,10 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
     Status s = kernel->init(v, bias, scale, post_ops, node);
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
+    // A strided output that keeps oneDNN off its brgemm path is staged through dense
+    // scratch when brgemm takes the dense one (hal/cpu/staged_output.h).
+    if (s.is_ok() && !reference_only && !is_packed(v.out) && !is_brgemm(*kernel))
+      if (std::optional<KernelPtr> staged = staged_brgemm(v, bias, scale, post_ops, node)) return std::move(*staged);
     // With post-ops a reference kernel is refused even over packed views: the caller has a
     // faster way (the plain matmul, then its own pass).
     if (s.is_ok() && (!reference_only || (packed && post_ops.empty()))) return KernelPtr(std::move(kernel));

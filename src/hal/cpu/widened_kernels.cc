@@ -26,15 +26,12 @@
 
 #include "hal/cpu/map_kernel.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/staged_output.h"
 
 namespace strider::cpu {
 namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
-
-struct AlignedFree {
-  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(64)); }
-};
 
 // f32 memory for one operand: the elements of a bf16 view stored dense, in the view's order.
 struct WideOperand {
@@ -47,23 +44,6 @@ struct WideOperand {
 };
 
 bool is_broadcast_dim(const TensorView& v, size_t d) { return v.strides[d] == 0 && v.sizes[d] > 1; }
-
-// Dense strides over `sizes` whose memory order is that of `like` (the largest |stride|
-// outermost; ties keep ONNX order, so a row-major view gets row-major strides).
-Strides dense_strides_in_order_of(const Shape& sizes, const Strides& like) {
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::abs(like[a]) > std::abs(like[b]);
-  });
-  Strides strides(sizes.size(), 1);
-  int64_t step = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = step;
-    step *= std::max<int64_t>(sizes[*it], 1);
-  }
-  return strides;
-}
 
 Result<WideOperand> widen(const TensorView& narrow, bool is_output) {
   WideOperand o;

@@ -22,14 +22,18 @@ ScopedOmpThreads::~ScopedOmpThreads() {
 
 namespace {
 
-// How long a waiter or the idle worker polls before it sleeps: about one wake-up's cost, so
-// spinning never costs more than sleeping would have, and an idle queue sleeps within it.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// How long the idle worker polls before it sleeps: about one wake-up's cost, so spinning
+// never costs more than sleeping would have, and an idle queue sleeps within it.
+constexpr auto kIdleSpin = std::chrono::microseconds(300);
+// How long a waiter polls (only where the session's team leaves it a core of its own):
+// a run shorter than this returns without a sleep and a wake-up (20-60 us here), which
+// would otherwise be most of a small model's call. Longer runs sleep after it.
+constexpr auto kWaitSpin = std::chrono::microseconds(1000);
 
-// Polls `done` until it holds or kSpin has passed; true if it holds.
+// Polls `done` until it holds or `budget` has passed; true if it holds.
 template <typename Done>
-bool spin_until(Done&& done) {
-  const auto until = std::chrono::steady_clock::now() + kSpin;
+bool spin_until(std::chrono::microseconds budget, Done&& done) {
+  const auto until = std::chrono::steady_clock::now() + budget;
   for (int i = 0;; ++i) {
     if (done()) return true;
     _mm_pause();
@@ -71,7 +75,7 @@ Timepoint WorkerQueue::submit(Command command) {
 }
 
 Status WorkerQueue::wait(uint64_t value) {
-  if (spin_waits_) spin_until([&] { return completed_seen_.load(std::memory_order_acquire) >= value; });
+  if (spin_waits_) spin_until(kWaitSpin, [&] { return completed_seen_.load(std::memory_order_acquire) >= value; });
   std::unique_lock lock(mutex_);
   while (completed_ < value && value <= submitted_) {
     wake_at_ = std::min(wake_at_, value);  // re-registered after every wake-up
@@ -87,7 +91,7 @@ void WorkerQueue::loop() {
   if (min_parallel_work_ > 0) thread_min_work_per_thread = min_parallel_work_;
   while (true) {
     Command command;
-    spin_until([&] { return pending_seen_.load(std::memory_order_acquire) > 0; });
+    spin_until(kIdleSpin, [&] { return pending_seen_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock lock(mutex_);
       work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });

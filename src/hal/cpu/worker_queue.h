@@ -41,6 +41,13 @@ class WorkerQueue final : public Queue {
   Timepoint next() const override;
   Timepoint submit(Command command) override;
   Status wait(uint64_t value) override;
+  // The work itself, as one command: run on this queue's worker, its kernels go in order
+  // as their per-step commands would, without a submit, a wake-up and a completion each
+  // (a CPU queue's "graph"; the executor captures only a plan with one device queue).
+  Result<std::function<Status(const QueueContext&)>> capture(
+      const std::function<Status(const QueueContext&)>& work) override {
+    return work;
+  }
 
  private:
   void loop();
