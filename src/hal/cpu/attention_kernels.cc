@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "hal/attention_views.h"
 #include "hal/cpu/cpu_kernels.h"
@@ -39,20 +40,27 @@ STRIDER_CPU_CLONES void scores_row(const float* q, const float* keys_t, float* s
     for (int64_t j = j0; j < keys; ++j) scores[j] += q[d] * keys_t[d * keys + j];
 }
 
-// The row's largest score (NaNs skipped) and whether it holds a NaN. kLanes running maxima
-// (an elementwise select, which vectorizes; a max reduction would not without fast-math).
+// kLanes floats as one GCC/Clang vector: lane-wise selects and sums that compile to
+// AVX-512, AVX2 or SSE per clone (an array of lanes was split into scalars instead).
 constexpr int64_t kLanes = 16;
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t LaneMask __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+// (A macro, not a function: a function returning a 64-byte vector has a different ABI
+// with and without AVX-512, and GCC warns of it.)
+#define STRIDER_LOAD_LANES(v, p) std::memcpy(&(v), (p), sizeof(Lanes))
+
+// The row's largest score (NaNs skipped) and whether it holds a NaN.
 STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_nan) {
-  float lane_max[kLanes];
-  int lane_nan[kLanes] = {};
-  for (int64_t l = 0; l < kLanes; ++l) lane_max[l] = -INFINITY;
+  Lanes lane_max = Lanes{} - INFINITY;
+  LaneMask lane_nan = LaneMask{};
   int64_t j0 = 0;
-  for (; j0 + kLanes <= keys; j0 += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float s = scores[j0 + l];
-      lane_max[l] = s > lane_max[l] ? s : lane_max[l];
-      lane_nan[l] |= s != s;
-    }
+  for (; j0 + kLanes <= keys; j0 += kLanes) {
+    Lanes s;
+    STRIDER_LOAD_LANES(s, scores + j0);
+    lane_max = s > lane_max ? s : lane_max;
+    lane_nan |= s != s;
+  }
   float max = -INFINITY;
   int nan = 0;
   for (int64_t l = 0; l < kLanes; ++l) {
@@ -67,12 +75,15 @@ STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_na
   return max;
 }
 
-// sum_j p[j] in kLanes partial sums (vectorized; the order differs from a serial sum).
-float row_sum(const float* p, int64_t keys) {
-  float lanes[kLanes] = {};
+// sum_j p[j] in kLanes partial sums (the order differs from a serial sum).
+[[gnu::always_inline]] inline float row_sum(const float* p, int64_t keys) {
+  Lanes lanes = Lanes{};
   int64_t j0 = 0;
-  for (; j0 + kLanes <= keys; j0 += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += p[j0 + l];
+  for (; j0 + kLanes <= keys; j0 += kLanes) {
+    Lanes v;
+    STRIDER_LOAD_LANES(v, p + j0);
+    lanes += v;
+  }
   float sum = 0.0f;
   for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
   for (int64_t j = j0; j < keys; ++j) sum += p[j];
