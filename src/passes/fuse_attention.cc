@@ -6,6 +6,7 @@
 
 #include "ops/fused_attention.h"
 #include "ops/op_registry.h"
+#include "passes/replace_pattern.h"
 
 namespace strider {
 namespace {
@@ -214,9 +215,9 @@ Result<int> fuse_attention(Graph& graph) {
       matches.push_back(std::move(*m));
     }
   }
-  std::unordered_set<const Node*> absorbed;
+  std::vector<PatternReplacement> replacements;
   for (const Match& m : matches) {
-    Node& sink = graph.node(m.nodes.back());
+    const Node& sink = graph.node(m.nodes.back());
     Node fused;
     fused.name = sink.name + ".attention";
     fused.op_type = std::string(kFusedAttentionOp);
@@ -233,11 +234,9 @@ Result<int> fuse_attention(Graph& graph) {
     for (NodeId n : ordered) names += (names.empty() ? "" : ",") + graph.node(n).name;
     fused.attributes.set_string("nodes", names);
     STRIDER_RETURN_IF_ERROR(read_fused_attention(fused).status());
-    for (NodeId n : m.nodes)
-      if (n != m.nodes.back()) absorbed.insert(&graph.node(n));
-    sink = std::move(fused);
+    replacements.push_back({m.nodes, std::move(fused)});
   }
-  graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
+  replace_patterns(graph, std::move(replacements));
   return int(matches.size());
 }
 

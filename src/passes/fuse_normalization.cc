@@ -6,6 +6,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/shape_ops.h"
+#include "passes/replace_pattern.h"
 
 namespace strider {
 namespace {
@@ -192,7 +193,7 @@ Result<int> fuse_rms_norm(Graph& graph) {
       if (graph.node(id).op_type == "ReduceMean")
         if (std::optional<RmsMatch> m = matcher.match(id)) matches.push_back(std::move(*m));
   }
-  std::unordered_set<const Node*> absorbed;
+  std::vector<PatternReplacement> replacements;
   for (const RmsMatch& m : matches) {
     const std::string name = graph.node(m.nodes.back()).name + ".rmsnorm";
     ValueId scale = m.weight;
@@ -201,7 +202,7 @@ Result<int> fuse_rms_norm(Graph& graph) {
     } else {
       STRIDER_ASSIGN_OR_RETURN(scale, squeezed_weight(graph, m, name + ".scale"));
     }
-    Node& sink = graph.node(m.nodes.back());
+    const Node& sink = graph.node(m.nodes.back());
     Node fused;
     fused.name = name;
     fused.op_type = "RMSNormalization";
@@ -211,11 +212,9 @@ Result<int> fuse_rms_norm(Graph& graph) {
     fused.expanded_from = sink.expanded_from;
     fused.attributes.set_int("axis", m.axis);
     fused.attributes.set_float("epsilon", m.epsilon);
-    for (NodeId n : m.nodes)
-      if (n != m.nodes.back()) absorbed.insert(&graph.node(n));
-    sink = std::move(fused);
+    replacements.push_back({m.nodes, std::move(fused)});
   }
-  graph.remove_nodes_if([&](const Node& n) { return absorbed.count(&n) != 0; });
+  replace_patterns(graph, std::move(replacements));
   return int(matches.size());
 }
 
