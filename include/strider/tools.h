@@ -37,7 +37,7 @@ std::string plan_svg(const Session& session);
 
 struct PlanSummary {
   std::string layout;                                       // "nchw" or "nhwc"
-  bool uses_cuda_graph = false;                             // the steps replay as one CUDA graph
+  bool uses_cuda_graph = false;  // the steps replay as one unit: a CUDA graph, or one command on the CPU
   std::vector<std::pair<std::string, int64_t>> allocations; // label, bytes: arena, constants, ...
 };
 PlanSummary plan_summary(const Session& session);
@@ -57,6 +57,11 @@ Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vect
 
 // The SHA-256 of a file's bytes, hex (what `check --json` records of the model).
 Result<std::string> file_sha256(const std::string& path);
+
+// "" when this CPU computes `dtype` on instructions of its own (always for f32); else one
+// sentence saying how it runs instead, for a tool to print once (`--dtype bf16` on a CPU
+// without AVX512-BF16 or AMX).
+std::string cpu_dtype_notice(DType dtype);
 
 // "strider 0.1.0 (commit ...)" and the versions of the libraries it uses, one per line.
 std::string version_text();

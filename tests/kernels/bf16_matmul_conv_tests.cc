@@ -5,10 +5,13 @@
 // "cpu-native" force each path so both are proven on every machine.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <tuple>
 
 #include "hal/cpu/cpu_device.h"
 #include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/widened_kernels.h"
+#include "strider/tools.h"
 #include "ir/builder.h"
 #include "kernel_harness.h"
 
@@ -119,6 +122,17 @@ std::string name_of(const ::testing::TestParamInfo<Bf16MatMulConv::ParamType>& i
 INSTANTIATE_TEST_SUITE_P(DevicesAndLayouts, Bf16MatMulConv,
                          ::testing::Combine(::testing::ValuesIn(kBf16Devices), ::testing::ValuesIn(kernel_test::kCatalog)),
                          name_of);
+
+// `--dtype bf16` on a CPU without bf16 instructions says how it runs instead (the CLI prints
+// this once per command); where the CPU has them, and for f32, there is nothing to say.
+TEST(Bf16Notice, SaysHowBf16RunsWhereTheCpuHasNoBf16Instructions) {
+  EXPECT_EQ(cpu_dtype_notice(DType::kF32), "");
+  const bool native = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  const std::string notice = cpu_dtype_notice(DType::kBF16);
+  EXPECT_EQ(notice.empty(), native) << notice;
+  if (!native) EXPECT_NE(notice.find(cpu::onednn_has_bf16_kernels() ? "emulates" : "widened"), std::string::npos) << notice;
+  std::printf("this CPU: %s\n", native ? "native bf16" : notice.c_str());
+}
 
 }  // namespace
 }  // namespace strider

@@ -80,9 +80,11 @@ int bench_command(const BenchOptions& o) {
   auto figures = measure(o, *prepared);
   if (!figures.is_ok()) return report_error(figures.status());
   const nlohmann::json& f = *figures;
-  fmt::print("strider bench {} on {} ({}, {}, {} queue{}, cuda graph {}), batch {}\n", o.model.model, o.model.device,
-             o.model.dtype, f["layout"].get<std::string>(), o.model.queues, o.model.queues > 1 ? "s" : "",
-             f["cuda_graph"].get<bool>() ? "on" : "off", f["batch"].get<int64_t>());
+  const bool cuda = o.model.device.rfind("cuda", 0) == 0;
+  const std::string graph = cuda ? fmt::format("cuda graph {}", f["cuda_graph"].get<bool>() ? "on" : "off")
+                                 : f["cuda_graph"].get<bool>() ? "steps as one command" : "a command per step";
+  fmt::print("strider bench {} on {} ({}, {}, {} queue{}, {}), batch {}\n", o.model.model, o.model.device, o.model.dtype,
+             f["layout"].get<std::string>(), o.model.queues, o.model.queues > 1 ? "s" : "", graph, f["batch"].get<int64_t>());
   fmt::print("  device time  median {:.4f} ms  p90 {:.4f} ms  ({} runs after {} warm-up)\n",
              f["device_ms_median"].get<double>(), f["device_ms_p90"].get<double>(), o.iterations, o.warmup);
   fmt::print("  run()        median {:.4f} ms  p90 {:.4f} ms  (host tensors in and out)\n",

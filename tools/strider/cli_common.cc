@@ -252,6 +252,10 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
   ToolSessionOptions tool_options;
   tool_options.drop_waits = o.debug_drop_waits;
   STRIDER_ASSIGN_OR_RETURN(run.session, create_tool_session(*run.model, run.session_options, tool_options));
+  // Said once per command: a bf16 session on a CPU without bf16 instructions runs slower.
+  if (o.device == "cpu" || o.device == "sim")
+    if (std::string notice = cpu_dtype_notice(run.session_options.dtype); !notice.empty())
+      fmt::print(stderr, "strider: note: {}\n", notice);
   return run;
 }
 

@@ -110,6 +110,15 @@ bool onednn_has_bf16_kernels() {
   return has;
 }
 
+std::string bf16_arithmetic_notice() {
+  if (__builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16")) return "";
+  if (onednn_has_bf16_kernels())
+    return "this CPU has no bf16 instructions (AVX512-BF16, AMX): oneDNN emulates bf16 convolutions and matmuls "
+           "with AVX-512 f32 arithmetic, which is slower than f32";
+  return "this CPU has no bf16 instructions and no AVX-512: bf16 convolutions and matmuls run widened, each "
+         "operand converted exactly to f32 and the result rounded back to bf16, which is slower than f32";
+}
+
 bool has_bf16_operand(const KernelRequest& r) {
   auto bf16 = [](const TensorView& v) { return v.allocation && v.dtype == DType::kBF16; };
   return std::any_of(r.inputs.begin(), r.inputs.end(), bf16) || std::any_of(r.outputs.begin(), r.outputs.end(), bf16);

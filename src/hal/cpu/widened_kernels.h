@@ -9,6 +9,10 @@ namespace strider::cpu {
 // Whether oneDNN computes bf16 convolutions and matmuls with vector code here (AVX-512).
 bool onednn_has_bf16_kernels();
 
+// "" where the CPU has bf16 instructions (AVX512-BF16 or AMX-BF16); else one sentence on
+// how bf16 runs here instead (oneDNN's AVX-512 emulation, or these widened kernels).
+std::string bf16_arithmetic_notice();
+
 // Whether `kernel` is oneDNN's reference implementation or one of strider's naive loops.
 bool runs_slow_loops(const Kernel& kernel);
 
