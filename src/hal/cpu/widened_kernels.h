@@ -9,7 +9,7 @@ namespace strider::cpu {
 // Whether oneDNN computes bf16 convolutions and matmuls with vector code here (AVX-512).
 bool onednn_has_bf16_kernels();
 
-// "" where the CPU has bf16 instructions (AVX512-BF16 or AMX-BF16); else one sentence on
+// "" where the CPU has bf16 instructions (AVX512-BF16; AMX-BF16 CPUs have it too); else one sentence on
 // how bf16 runs here instead (oneDNN's AVX-512 emulation, or these widened kernels).
 std::string bf16_arithmetic_notice();
 
