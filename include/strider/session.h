@@ -55,9 +55,15 @@ struct SessionOptions {
   bool poison_memory = false;
   // Device queues to spread independent branches over (the host is one more).
   int queues = 1;
-  // cpu: threads each kernel may use (0: every core). Per session: two sessions with 4
-  // threads each use 8.
+  // cpu: threads each kernel may use (0: every core the process may use).
   int threads = 0;
+  // cpu: the sessions of a process share its cores. A run's kernels hold as many cores as
+  // their threads while they run, and wait (asleep) until that many are free, so sessions
+  // running at once never keep more threads busy than the process has cores: two sessions
+  // of all the cores take turns instead of slowing each other at every barrier. false: this
+  // session's threads run whenever it runs (ONNX Runtime's per-session threads), for a
+  // process that gives each session cores of its own.
+  bool share_cores = true;
   // Check with vector clocks that every pair of conflicting accesses is ordered; a run
   // with findings fails with a HAZARD status. (The library reads no environment variables;
   // the CLI turns this on for STRIDER_SANITIZE=1.)

@@ -46,6 +46,18 @@ PlanSummary plan_summary(const Session& session);
 // time in ms (CUDA events on a GPU); outputs stay on the device. For benchmarks.
 Result<double> time_device_steps(Session& session);
 
+// One step's device time, timed alone (CUDA events on a GPU, the worker's clock on the CPU).
+struct StepTime {
+  int step = 0;
+  std::string op_type, node;  // in the session's graph (after fusion)
+  std::string implementation; // the kernel ("onednn:brgconv:avx512_core", "strider:fused")
+  double ms = 0;
+};
+// Runs the session's steps once more, each alone after the previous one finished, on the
+// inputs of its last run; returns the kernel steps in plan order. For profiles: the sum is
+// above a run's device time (nothing overlaps, every step waits for the last).
+Result<std::vector<StepTime>> time_each_step(Session& session);
+
 // A kernel step's output as it was right after the step ran.
 struct TappedValue {
   std::string value, node, op_type;  // names in the session's graph (after fusion)

@@ -62,6 +62,18 @@ Result<double> Executor::time_steps() {
   return device_.queue(1).time([this](const QueueContext& context) { return run_all_kernels(context); });
 }
 
+Result<std::vector<double>> Executor::time_each_step() {
+  std::vector<double> ms(plan_.steps.size(), 0.0);
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    Kernel* kernel = kernels_[s].get();
+    if (!kernel) continue;
+    STRIDER_ASSIGN_OR_RETURN(ms[s], device_.queue(queue_of_step_[s]).time([kernel](const QueueContext& context) {
+      return kernel->run(context);
+    }));
+  }
+  return ms;
+}
+
 void Executor::describe_steps() {
   size_t steps = plan_.steps.size();
   step_accesses_.resize(steps);

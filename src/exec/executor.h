@@ -64,6 +64,10 @@ class Executor {
   // Runs just the steps once more on the inputs already uploaded, leaving the outputs on
   // the device, and returns the device time in ms (the benchmark's figure).
   Result<double> time_steps();
+  // Runs each step once more on its own (in plan order, each after the previous one
+  // finished) and returns each step's device time in ms, 0 where nothing runs: where the
+  // time goes (`strider bench --profile`). Slower than a run: no step overlaps another.
+  Result<std::vector<double>> time_each_step();
 
  private:
   Timepoint submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,

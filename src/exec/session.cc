@@ -276,6 +276,7 @@ Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOp
   DeviceOptions device_options;
   device_options.queues = options.queues;
   device_options.threads = options.threads;
+  device_options.share_process_cores = options.share_cores;
   device_options.sim_seed = options.sim_seed;
   device_options.allow_tf32 = options.allow_tf32;
   bool cuda = options.device.rfind("cuda", 0) == 0;
@@ -317,6 +318,20 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
 }
 
 Result<double> time_device_steps(Session& session) { return SessionAccess::impl(session).executor->time_steps(); }
+
+Result<std::vector<StepTime>> time_each_step(Session& session) {
+  Session::Impl& impl = SessionAccess::impl(session);
+  std::lock_guard lock(impl.running);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> ms, impl.executor->time_each_step());
+  std::vector<StepTime> steps;
+  for (size_t s = 0; s < impl.plan.steps.size(); ++s) {
+    const Kernel* kernel = impl.kernels[s].get();
+    if (!kernel) continue;
+    const Node& node = impl.graph.node(impl.plan.steps[s].node);
+    steps.push_back({int(s), node.op_type, node.name, kernel->implementation(), ms[s]});
+  }
+  return steps;
+}
 
 Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs) {
   Session::Impl& impl = SessionAccess::impl(session);

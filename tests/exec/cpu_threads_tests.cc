@@ -4,10 +4,18 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
+#include "hal/cpu/core_budget.h"
+#include "hal/cpu/worker_queue.h"
 #include "hal/device.h"
 #include "onnx/tensor_proto.h"
 #include "strider/session.h"
@@ -85,6 +93,74 @@ TEST(CpuThreadsDeathTest, AOneThreadSessionStartsNoOpenMpThreads) {
         std::exit(running == before + 1 && after == before ? 0 : 1);  // the worker only
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Two sessions of every core each, run at once from two threads: without the process's
+// core budget their teams overlap and keep twice the cores busy (each barrier then waits
+// for a descheduled thread); with it they take turns, and every result stays right.
+TEST(CpuThreads, SessionsRunningAtOnceKeepAtMostTheProcessCoresBusy) {
+  const int cores = cpu::CoreBudget::process().cores();
+  if (cores < 2) GTEST_SKIP() << "one core: a one-thread team cannot oversubscribe it";
+  const auto dir = std::filesystem::path(STRIDER_SOURCE_DIR) / "models/seed/C2f_split_op17";
+  auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+  ASSERT_TRUE(input.is_ok());
+  SessionOptions options;
+  options.threads = cores;
+  auto a = Session::load((dir / "model.onnx").string(), options);
+  auto b = Session::load((dir / "model.onnx").string(), options);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto expected = (*a)->run({*input});
+  ASSERT_TRUE(expected.is_ok());
+  cpu::reset_busy_team_threads_peak();
+  std::atomic<int> wrong{0};
+  auto runs = [&](Session& session) {
+    for (int k = 0; k < 200; ++k) {
+      auto y = session.run({*input});
+      if (!y.is_ok()) {
+        ++wrong;
+        continue;
+      }
+      for (int64_t i = 0; i < (*y)[0].num_elements(); ++i)
+        if (std::abs((*y)[0].data<float>()[i] - (*expected)[0].data<float>()[i]) > 1e-4f) {
+          ++wrong;
+          break;
+        }
+    }
+  };
+  std::thread first([&] { runs(**a); }), second([&] { runs(**b); });
+  first.join();
+  second.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(cpu::busy_team_threads_peak(), cores) << "the runs were counted";
+  EXPECT_LE(cpu::busy_team_threads_peak(), cores) << "two sessions' teams ran at once";
+}
+
+// First come, first served: a two-core lease waiting behind a held core is not overtaken
+// by a one-core lease asked later, though that one would fit at once.
+TEST(CoreBudget, ALeaseWaitsForItsCoresAndLaterOnesWaitBehindIt) {
+  cpu::CoreBudget budget(2);
+  std::vector<int> order;
+  std::mutex order_mutex;
+  auto take = [&](int id, int cores) {
+    auto lease = budget.acquire(cores);
+    std::lock_guard lock(order_mutex);
+    order.push_back(id);
+    EXPECT_EQ(lease.cores(), std::min(cores, 2)) << "clamped to the budget";
+  };
+  std::optional<cpu::CoreBudget::Lease> held(budget.acquire(1));
+  std::thread two([&] { take(2, 5); });
+  while (budget.waiting() < 1) std::this_thread::yield();
+  std::thread one([&] { take(1, 1); });
+  while (budget.waiting() < 2) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    std::lock_guard lock(order_mutex);
+    EXPECT_TRUE(order.empty()) << "a later, smaller lease overtook the waiting one";
+  }
+  held.reset();
+  two.join();
+  one.join();
+  EXPECT_EQ(order, (std::vector<int>{2, 1}));
 }
 
 }  // namespace

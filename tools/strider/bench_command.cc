@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_common.h"
 #include "commands.h"
+#include "strider/printable.h"
 #include "strider/tools.h"
 
 namespace strider::cli {
@@ -57,6 +59,96 @@ Result<nlohmann::json> measure(const BenchOptions& o, PreparedRun& run) {
                         {"planned_bytes", planned},       {"allocations", allocations}};
 }
 
+// Each step timed alone over `rounds` passes: the median per step, slowest first, and the
+// time per op type.
+Result<nlohmann::json> profile_steps(Session& session, int rounds) {
+  std::vector<StepTime> steps;
+  std::vector<std::vector<double>> samples;
+  for (int r = 0; r < rounds; ++r) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<StepTime> pass, time_each_step(session));
+    if (steps.empty()) {
+      steps = pass;
+      samples.resize(steps.size());
+    }
+    for (size_t s = 0; s < pass.size() && s < samples.size(); ++s) samples[s].push_back(pass[s].ms);
+  }
+  double total = 0;
+  for (size_t s = 0; s < steps.size(); ++s) total += steps[s].ms = percentiles(samples[s]).median;
+  std::vector<size_t> order(steps.size());
+  for (size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a].ms > steps[b].ms; });
+  nlohmann::json by_step = nlohmann::json::array(), by_op = nlohmann::json::object();
+  for (size_t s : order) {
+    const StepTime& t = steps[s];
+    by_step.push_back({{"step", t.step}, {"op_type", t.op_type}, {"node", t.node}, {"implementation", t.implementation},
+                       {"ms", t.ms}});
+    nlohmann::json& op = by_op[t.op_type];
+    if (op.is_null()) op = {{"ms", 0.0}, {"steps", 0}};
+    op["ms"] = op["ms"].get<double>() + t.ms;
+    op["steps"] = op["steps"].get<int>() + 1;
+  }
+  return nlohmann::json{{"rounds", rounds}, {"steps_ms_sum", total}, {"steps", by_step}, {"op_types", by_op}};
+}
+
+void print_profile(const nlohmann::json& p) {
+  const double total = std::max(p["steps_ms_sum"].get<double>(), 1e-12);
+  fmt::print("  profile      each step alone, median of {} passes; the steps sum to {:.4f} ms\n",
+             p["rounds"].get<int>(), total);
+  fmt::print("    {:>6} {:>6} {:>5}  {:<22} {:<34} {}\n", "ms", "%", "step", "op", "kernel", "node");
+  size_t shown = 0;
+  for (const auto& s : p["steps"]) {
+    if (shown++ == 20) break;
+    fmt::print("    {:6.3f} {:5.1f}% {:>5}  {:<22} {:<34} {}\n", s["ms"].get<double>(),
+               100.0 * s["ms"].get<double>() / total, s["step"].get<int>(), printable(s["op_type"].get<std::string>(), 22),
+               s["implementation"].get<std::string>(), printable(s["node"].get<std::string>(), 60));
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [op, figures] : p["op_types"].items()) ops.emplace_back(figures["ms"].get<double>(), op);
+  std::sort(ops.rbegin(), ops.rend());
+  std::string line;
+  for (const auto& [ms, op] : ops)
+    line += fmt::format("{}{} {:.3f} ms ({:.0f}%)", line.empty() ? "" : ", ", printable(op, 22), ms, 100.0 * ms / total);
+  fmt::print("    by op: {}\n", line);
+}
+
+struct ConcurrentFigures {
+  double runs_per_s = 0, run_ms_median = 0;
+};
+
+// `count` sessions of the model (sharing its weights), each run `iterations` times from a
+// thread of its own, all at once: the runs per second of them all and the median call.
+Result<ConcurrentFigures> measure_concurrent(const BenchOptions& o, PreparedRun& run, int count, bool share_cores) {
+  SessionOptions options = run.session_options;
+  options.share_cores = share_cores;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int k = 0; k < count; ++k) {
+    STRIDER_ASSIGN_OR_RETURN(auto session, Session::create(*run.model, options));
+    for (int i = 0; i < o.warmup; ++i) STRIDER_RETURN_IF_ERROR(session->run(run.inputs).status());
+    sessions.push_back(std::move(session));
+  }
+  std::vector<std::vector<double>> call_ms(static_cast<size_t>(count));
+  std::vector<Status> failed(static_cast<size_t>(count));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int k = 0; k < count; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < o.iterations && failed[size_t(k)].is_ok(); ++i) {
+        auto begin = std::chrono::steady_clock::now();
+        failed[size_t(k)] = sessions[size_t(k)]->run(run.inputs).status();
+        call_ms[size_t(k)].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> all;
+  for (int k = 0; k < count; ++k) {
+    STRIDER_RETURN_IF_ERROR(failed[size_t(k)]);
+    all.insert(all.end(), call_ms[size_t(k)].begin(), call_ms[size_t(k)].end());
+  }
+  return ConcurrentFigures{double(all.size()) / seconds, percentiles(all).median};
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -64,6 +156,12 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   add_model_options(*bench, options.model);
   bench->add_option("--warmup", options.warmup, "runs before timing (default 20)");
   bench->add_option("--iterations", options.iterations, "timed runs (default 200)");
+  bench->add_option("--sessions", options.sessions,
+                    "also run this many sessions at once, each from its own thread, with the process's cores "
+                    "shared and with threads of their own")
+      ->check(CLI::Range(1, 64));
+  bench->add_flag("--profile", options.profile,
+                  "time each step alone and print the slowest, with their kernels, and the time per op type");
   bench->add_option("--json", options.json_file, "write the figures as JSON here");
   bench->footer(
       "Device time: the steps alone, inputs already on the device, timed with CUDA events on\n"
@@ -79,7 +177,22 @@ int bench_command(const BenchOptions& o) {
   if (!prepared.is_ok()) return report_error(prepared.status());
   auto figures = measure(o, *prepared);
   if (!figures.is_ok()) return report_error(figures.status());
-  const nlohmann::json& f = *figures;
+  nlohmann::json& f = *figures;
+  if (o.profile) {
+    auto profile = profile_steps(*prepared->session, std::clamp(o.iterations, 1, 50));
+    if (!profile.is_ok()) return report_error(profile.status());
+    f["profile"] = *profile;
+  }
+  if (o.sessions > 1) {
+    for (bool shared : {true, false}) {
+      auto concurrent = measure_concurrent(o, *prepared, o.sessions, shared);
+      if (!concurrent.is_ok()) return report_error(concurrent.status());
+      const std::string key = shared ? "concurrent_shared_cores" : "concurrent_own_threads";
+      f[key] = {{"sessions", o.sessions},
+                {"runs_per_s", concurrent->runs_per_s},
+                {"run_ms_median", concurrent->run_ms_median}};
+    }
+  }
   const bool cuda = o.model.device.rfind("cuda", 0) == 0;
   const std::string graph = cuda ? fmt::format("cuda graph {}", f["cuda_graph"].get<bool>() ? "on" : "off")
                                  : f["cuda_graph"].get<bool>() ? "steps as one command" : "a command per step";
@@ -92,6 +205,13 @@ int bench_command(const BenchOptions& o) {
   fmt::print("  throughput   {:.1f} inferences/s\n", f["throughput_per_s"].get<double>());
   fmt::print("  memory       {:.2f} MiB planned (arena, constants, inputs, outputs; kernel workspaces apart)\n",
              double(f["planned_bytes"].get<int64_t>()) / (1 << 20));
+  if (o.profile) print_profile(f["profile"]);
+  if (o.sessions > 1) {
+    for (const char* key : {"concurrent_shared_cores", "concurrent_own_threads"})
+      fmt::print("  {} sessions at once, {}: {:.1f} runs/s, run() median {:.4f} ms\n", o.sessions,
+                 std::string(key) == "concurrent_shared_cores" ? "sharing the process's cores" : "threads of their own",
+                 f[key]["runs_per_s"].get<double>(), f[key]["run_ms_median"].get<double>());
+  }
   if (!o.json_file.empty()) {
     Status s = write_text_file(o.json_file, f.dump(2) + "\n", "--json");
     if (!s.is_ok()) return report_error(s);

@@ -43,6 +43,8 @@ struct BenchOptions {
   ModelOptions model;
   int warmup = 20;
   int iterations = 200;
+  bool profile = false;  // per-step device times, the slowest first
+  int sessions = 1;  // > 1: also that many sessions run at once, each from its own thread
   std::string json_file;
   bool selected = false;
 };

@@ -15,7 +15,8 @@ CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget), thr
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i)
-    queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work));
+    queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work,
+                                                    options.share_process_cores ? &CoreBudget::process() : nullptr));
 }
 
 CpuDevice::~CpuDevice() {

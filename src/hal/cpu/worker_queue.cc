@@ -41,10 +41,35 @@ bool spin_until(std::chrono::microseconds budget, Done&& done) {
   }
 }
 
+std::atomic<int> busy_team_threads{0};
+std::atomic<int> busy_team_threads_max{0};
+
+// Counts `threads` as busy while alive (the figure busy_team_threads_peak reports).
+class BusyTeam {
+ public:
+  explicit BusyTeam(int threads) : threads_(threads) {
+    const int now = busy_team_threads.fetch_add(threads_, std::memory_order_relaxed) + threads_;
+    int seen = busy_team_threads_max.load(std::memory_order_relaxed);
+    while (now > seen && !busy_team_threads_max.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  ~BusyTeam() { busy_team_threads.fetch_sub(threads_, std::memory_order_relaxed); }
+  BusyTeam(const BusyTeam&) = delete;
+  BusyTeam& operator=(const BusyTeam&) = delete;
+
+ private:
+  int threads_;
+};
+
 }  // namespace
 
-WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads, int64_t min_parallel_work)
+int busy_team_threads_peak() { return busy_team_threads_max.load(std::memory_order_relaxed); }
+void reset_busy_team_threads_peak() { busy_team_threads_max.store(0, std::memory_order_relaxed); }
+
+WorkerQueue::WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads, int64_t min_parallel_work,
+                         CoreBudget* budget)
     : index_(index), queue_of_(std::move(queue_of)), threads_(threads), min_parallel_work_(min_parallel_work),
+      budget_(budget),
       spin_waits_(threads > 0 && unsigned(threads) < std::thread::hardware_concurrency()),
       worker_([this] { loop(); }) {}
 
@@ -85,8 +110,21 @@ Status WorkerQueue::wait(uint64_t value) {
   return first_error_;
 }
 
+Result<double> WorkerQueue::time(const std::function<Status(const QueueContext&)>& work) {
+  double ms = 0;
+  Timepoint done = submit(Command{"timed", [&work, &ms](const QueueContext& context) {
+                                    auto start = std::chrono::steady_clock::now();
+                                    Status status = work(context);
+                                    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                                    return status;
+                                  }, {}});
+  STRIDER_RETURN_IF_ERROR(wait(done.value));
+  return ms;
+}
+
 void WorkerQueue::loop() {
   if (threads_ > 0) omp_set_num_threads(threads_);
+  const int team = omp_get_max_threads();  // the threads a kernel's team may have
   thread_starts_teams = true;  // this thread's team is the session's (hal/cpu/parallel.h)
   if (min_parallel_work_ > 0) thread_min_work_per_thread = min_parallel_work_;
   while (true) {
@@ -105,7 +143,11 @@ void WorkerQueue::loop() {
       Status waited = queue_of_(w.queue).wait(w.value);
       if (!waited.is_ok() && status.is_ok()) status = waited;
     }
-    if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
+    if (status.is_ok() && command.work) {
+      CoreBudget::Lease lease = budget_ ? budget_->acquire(team) : CoreBudget::Lease();
+      BusyTeam busy(team);
+      status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
+    }
     bool wake = false;
     {
       std::lock_guard lock(mutex_);

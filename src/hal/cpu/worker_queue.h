@@ -2,6 +2,8 @@
 // blocking on its waits; submit() returns at once. Destroying the queue finishes what was
 // submitted first. `threads` > 0 caps the OpenMP team the worker's kernels (oneDNN's)
 // start: OpenMP's thread count is per calling thread, so each session's queues keep their own.
+// With `budget`, each command runs under a lease on its team's cores (hal/cpu/core_budget.h),
+// so the queues of all sessions together keep at most the process's cores busy.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "hal/cpu/core_budget.h"
 #include "hal/queue.h"
 
 namespace strider::cpu {
@@ -35,7 +38,8 @@ class ScopedOmpThreads {
 class WorkerQueue final : public Queue {
  public:
   // min_parallel_work > 0 replaces the worker's kMinWorkPerThread (hal/cpu/parallel.h).
-  WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0, int64_t min_parallel_work = 0);
+  WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0, int64_t min_parallel_work = 0,
+              CoreBudget* budget = &CoreBudget::process());
   ~WorkerQueue() override;
   int index() const override { return index_; }
   Timepoint next() const override;
@@ -48,6 +52,8 @@ class WorkerQueue final : public Queue {
       const std::function<Status(const QueueContext&)>& work) override {
     return work;
   }
+  // The worker's own clock around `work`: what a wake-up and a completion cost stays out.
+  Result<double> time(const std::function<Status(const QueueContext&)>& work) override;
 
  private:
   void loop();
@@ -56,6 +62,7 @@ class WorkerQueue final : public Queue {
   std::function<Queue&(int)> queue_of_;
   int threads_;
   int64_t min_parallel_work_;
+  CoreBudget* budget_;  // null: this queue's commands take no lease
   mutable std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   std::deque<Command> pending_;
@@ -77,5 +84,11 @@ class WorkerQueue final : public Queue {
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above exists
 };
+
+// For tests: the most team threads that commands of any WorkerQueue of the process had
+// running at once since the last reset (counted inside the lease, by the worker: what the
+// budget must keep at or below the process's cores).
+int busy_team_threads_peak();
+void reset_busy_team_threads_peak();
 
 }  // namespace strider::cpu
