@@ -147,11 +147,22 @@ TEST(CoreBudget, ALeaseWaitsForItsCoresAndLaterOnesWaitBehindIt) {
     order.push_back(id);
     EXPECT_EQ(lease.cores(), std::min(cores, 2)) << "clamped to the budget";
   };
+  auto taken = [&] {
+    std::lock_guard lock(order_mutex);
+    return order.size();
+  };
+  // Until `waiters` are waiting or some lease was granted (bounded: a broken budget fails,
+  // never hangs).
+  auto settle = [&](int waiters) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (budget.waiting() < waiters && taken() == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  };
   std::optional<cpu::CoreBudget::Lease> held(budget.acquire(1));
   std::thread two([&] { take(2, 5); });
-  while (budget.waiting() < 1) std::this_thread::yield();
+  settle(1);
   std::thread one([&] { take(1, 1); });
-  while (budget.waiting() < 2) std::this_thread::yield();
+  settle(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   {
     std::lock_guard lock(order_mutex);

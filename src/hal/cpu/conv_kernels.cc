@@ -123,15 +123,9 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
     primitive_ = dnnl::convolution_forward(pd);
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
-      packed_weights_ = dnnl::memory(pd.weights_desc(), onednn_engine());
-      {
-        // On the creating thread, alone: a team started here would be a second OpenMP pool
-        // beside the worker's (hal/cpu/parallel.h says why that costs every later run).
-        ScopedOmpThreads alone(1);
-        dnnl::reorder(w_mem, packed_weights_).execute(onednn_stream(), w_mem, packed_weights_);
-        onednn_stream().wait();
-      }
+      packed_weights_ = reorder_constant(w_mem, pd.weights_desc());
       w_mem = packed_weights_;
+      impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
     }
     args_ = {{DNNL_ARG_SRC, onednn_memory(c.x, x_md)},
              {DNNL_ARG_WEIGHTS, w_mem},
@@ -208,18 +202,22 @@ bool positive_strides(const TensorView& v) {
 // slice of a concat) runs as a oneDNN matmul over the same views (docs/MEMORY_MODEL.md rule 3).
 // The activation rides along as oneDNN's post-ops where they are all eltwise (`applied`
 // says so): a binary operand has the conv's shape, not the matmul's.
-std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node, bool* applied) {
+std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const std::string& node, bool constant_weights,
+                                          bool* applied) {
   bool eltwise = c.post_ops && !c.post_ops->ops.empty();
   for (const OneDnnPostOp& op : eltwise ? c.post_ops->ops : std::vector<OneDnnPostOp>{}) eltwise = eltwise && !op.is_binary;
   for (const PointwiseMatMul& m :
        pointwise_conv_as_matmul(c.x, c.w, c.bias.allocation ? &c.bias : nullptr, c.y, c.group, c.window)) {
     const TensorView* bias = m.bias.allocation ? &m.bias : nullptr;
+    // Channels-last, the weights are B; channels-first (per batch), they are A.
+    const bool constant_b = constant_weights && m.views.b.allocation == c.w.allocation &&
+                            m.views.b.byte_offset == c.w.byte_offset;
     if (eltwise) {
-      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, c.post_ops->ops);
+      auto kernel = make_matmul_of(m.views, bias, 1.0f, node, c.post_ops->ops, constant_b);
       *applied = kernel.is_ok();
       if (kernel.is_ok()) return std::move(kernel).value();
     }
-    auto kernel = make_matmul_of(m.views, bias, 1.0f, node);
+    auto kernel = make_matmul_of(m.views, bias, 1.0f, node, {}, constant_b);
     *applied = false;
     if (kernel.is_ok()) return std::move(kernel).value();
   }
@@ -250,7 +248,7 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y))) {
     bool applied = false;
-    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name, &applied))
+    if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name, r.constant_input(1) != nullptr, &applied))
       return with_activation(std::move(*kernel), c, applied);
   }
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
@@ -269,7 +267,7 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
     // oneDNN's reference convolution is far slower than its matmul for a pointwise one
     // (YOLOv8's DFL: 16 -> 1 channels over channels-last views took 2 ms of a 25 ms run).
     bool applied = false;
-    if (std::optional<KernelPtr> matmul = pointwise_kernel(c, r.node.name, &applied))
+    if (std::optional<KernelPtr> matmul = pointwise_kernel(c, r.node.name, r.constant_input(1) != nullptr, &applied))
       return with_activation(std::move(*matmul), c, applied);
     if (s.is_ok() && all_packed(c)) return with_activation(KernelPtr(std::move(kernel)), c, conv_applies);
   }

@@ -21,13 +21,14 @@ Result<KernelPtr> make_fused_matmul(const KernelRequest& r) {
   const TensorView& out = r.outputs[0];
   const MatMulViews views = align_matmul(r.inputs[0], r.inputs[1], out);
   const DType dtype = out.dtype;
+  const bool constant_b = r.constant_input(1) != nullptr;
   if (dtype == DType::kF32 || dtype == DType::kBF16) {
     if (std::optional<PostOpPlan> plan = plan_post_ops(r, program, out, 1, true)) {
-      auto fused = make_matmul_of(views, plan->bias ? &*plan->bias : nullptr, 1.0f, r.node.name, plan->ops);
+      auto fused = make_matmul_of(views, plan->bias ? &*plan->bias : nullptr, 1.0f, r.node.name, plan->ops, constant_b);
       if (fused.is_ok() || fused.status().code() != StatusCode::kUnsupported) return fused;
     }
   }
-  STRIDER_ASSIGN_OR_RETURN(KernelPtr matmul, make_matmul_of(views, nullptr, 1.0f, r.node.name));
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr matmul, make_matmul_of(views, nullptr, 1.0f, r.node.name, {}, constant_b));
   std::vector<TensorView> operands{out};
   operands.insert(operands.end(), r.inputs.begin() + 2, r.inputs.end());
   STRIDER_ASSIGN_OR_RETURN(KernelPtr epilogue, make_fused_program_kernel(program, out, operands));

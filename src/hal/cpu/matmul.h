@@ -17,8 +17,10 @@ namespace strider::cpu {
 // oneDNN for f32 and bf16 with positive strides; a naive strided loop otherwise. Refuses
 // (UNSUPPORTED) non-packed f32/bf16 views that only a slow path could take, so the planner
 // packs them, and post-ops that only a slow path would apply (the caller then runs them as
-// its own pass).
+// its own pass). `constant_b`: b is a constant (weights), which oneDNN may take reordered
+// once, at creation, into a layout of its own (the kernel owns that copy).
 Result<std::unique_ptr<Kernel>> make_matmul_of(const MatMulViews& views, const TensorView* bias, float scale,
-                                               const std::string& node, std::span<const OneDnnPostOp> post_ops = {});
+                                               const std::string& node, std::span<const OneDnnPostOp> post_ops = {},
+                                               bool constant_b = false);
 
 }  // namespace strider::cpu

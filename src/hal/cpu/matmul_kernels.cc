@@ -28,10 +28,14 @@ class OneDnnMatMul final : public Kernel {
   // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
   // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
   // since oneDNN's matmul has only its reference implementation for column biases.
+  // With `constant_b` (weights, written before any kernel is created and never again)
+  // oneDNN may ask for B in a layout of its own; B is then reordered into it once, here.
   Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const OneDnnPostOp> post,
-              const std::string& node) {
+              const std::string& node, bool constant_b = false) {
     return onednn_call(node, [&] {
-      auto a_md = onednn_desc(v.a), b_md = onednn_desc(v.b), out_md = onednn_desc(v.out);
+      auto a_md = onednn_desc(v.a), b_plain = onednn_desc(v.b), out_md = onednn_desc(v.out);
+      auto b_md = constant_b ? dnnl::memory::desc(b_plain.dims(), b_plain.data_type(), dnnl::memory::format_tag::any)
+                             : b_plain;
       dnnl::primitive_attr attr = onednn_attr();
       if (scale != 1.0f) attr.set_output_scales(0, {scale});
       bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
@@ -50,8 +54,14 @@ class OneDnnMatMul final : public Kernel {
         throw dnnl::error(dnnl_unimplemented, "binary post-ops outside the generated code");
       impl_ = onednn_impl_name(pd) + impl_suffix_;
       primitive_ = dnnl::matmul(pd);
+      dnnl::memory b_mem = onednn_memory(v.b, b_plain);
+      if (pd.weights_desc() != b_plain) {
+        packed_b_ = reorder_constant(b_mem, pd.weights_desc());
+        b_mem = packed_b_;
+        impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
+      }
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
-               {DNNL_ARG_WEIGHTS, onednn_memory(v.b, b_md)},
+               {DNNL_ARG_WEIGHTS, b_mem},
                {DNNL_ARG_DST, onednn_memory(v.out, out_md)},
                {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
       if (row_bias) args_[DNNL_ARG_BIAS] = onednn_memory(*bias, bias_md);
@@ -70,6 +80,7 @@ class OneDnnMatMul final : public Kernel {
  private:
   dnnl::matmul primitive_;
   std::unordered_map<int, dnnl::memory> args_;
+  dnnl::memory packed_b_;  // owned reordered copy of constant weights
   std::string impl_, impl_suffix_;
 };
 
@@ -122,11 +133,12 @@ bool is_brgemm(const Kernel& kernel) { return kernel.implementation().find("brg"
 // The matmul into a dense copy of v.out's shape, then copied into v.out, if oneDNN runs
 // that one on brgemm.
 std::optional<KernelPtr> staged_brgemm(const MatMulViews& v, const TensorView* bias, float scale,
-                                       std::span<const OneDnnPostOp> post_ops, const std::string& node) {
+                                       std::span<const OneDnnPostOp> post_ops, const std::string& node,
+                                       bool constant_b) {
   Result<StagedOutput> staged = stage_output(v.out);
   if (!staged.is_ok()) return std::nullopt;
   auto dense = std::make_unique<OneDnnMatMul>();
-  if (!dense->init({v.a, v.b, staged->dense}, bias, scale, post_ops, node).is_ok() || !is_brgemm(*dense))
+  if (!dense->init({v.a, v.b, staged->dense}, bias, scale, post_ops, node, constant_b).is_ok() || !is_brgemm(*dense))
     return std::nullopt;
   return make_staged_kernel(std::move(dense), std::move(staged).value(), v.out);
 }
@@ -134,7 +146,7 @@ std::optional<KernelPtr> staged_brgemm(const MatMulViews& v, const TensorView* b
 }  // namespace
 
 Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, float scale,
-                                 const std::string& node, std::span<const OneDnnPostOp> post_ops) {
+                                 const std::string& node, std::span<const OneDnnPostOp> post_ops, bool constant_b) {
   DType dtype = v.out.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   bool packed = is_packed(v.a) && is_packed(v.b) && is_packed(v.out);
@@ -144,13 +156,14 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
   if (empty) fast_dtype = false;
   if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     auto kernel = std::make_unique<OneDnnMatMul>();
-    Status s = kernel->init(v, bias, scale, post_ops, node);
+    Status s = kernel->init(v, bias, scale, post_ops, node, constant_b);
     if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
     bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
     // A strided output that keeps oneDNN off its brgemm path is staged through dense
     // scratch when brgemm takes the dense one (hal/cpu/staged_output.h).
     if (s.is_ok() && !reference_only && !is_packed(v.out) && !is_brgemm(*kernel))
-      if (std::optional<KernelPtr> staged = staged_brgemm(v, bias, scale, post_ops, node)) return std::move(*staged);
+      if (std::optional<KernelPtr> staged = staged_brgemm(v, bias, scale, post_ops, node, constant_b))
+        return std::move(*staged);
     // With post-ops a reference kernel is refused even over packed views: the caller has a
     // faster way (the plain matmul, then its own pass).
     if (s.is_ok() && (!reference_only || (packed && post_ops.empty()))) return KernelPtr(std::move(kernel));
@@ -173,8 +186,8 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
 namespace {
 
 Result<KernelPtr> make_matmul(const KernelRequest& r) {
-  return make_matmul_of(align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]), nullptr, 1.0f,
-                        r.node.name);
+  return make_matmul_of(align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]), nullptr, 1.0f, r.node.name, {},
+                        r.constant_input(1) != nullptr);
 }
 
 // Runs a matmul, then out = out + beta * C with C broadcast.
@@ -204,11 +217,12 @@ Result<KernelPtr> make_gemm(const KernelRequest& r) {
     TensorView c = r.inputs[2];
     while (c.rank() < 2) c = insert_unit_dim(c, 0);
     if (c.sizes[0] == 1 || c.sizes[0] == v.out.sizes[0]) {
-      auto fused = make_matmul_of(v, &c, 1.0f, r.node.name);
+      auto fused = make_matmul_of(v, &c, 1.0f, r.node.name, {}, r.constant_input(1) != nullptr);
       if (fused.is_ok() || fused.status().code() != StatusCode::kUnsupported) return fused;
     }
   }
-  STRIDER_ASSIGN_OR_RETURN(KernelPtr matmul, make_matmul_of(v, nullptr, alpha, r.node.name));
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr matmul,
+                           make_matmul_of(v, nullptr, alpha, r.node.name, {}, r.constant_input(1) != nullptr));
   KernelPtr epilogue;
   if (has_c) {
     STRIDER_ASSIGN_OR_RETURN(epilogue, dispatch_dtype(v.out.dtype, [&]<typename T>() -> Result<KernelPtr> {

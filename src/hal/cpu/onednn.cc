@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "hal/cpu/worker_queue.h"
+
 namespace strider::cpu {
 
 dnnl::engine& onednn_engine() {
@@ -123,6 +125,14 @@ bool has_binary(std::span<const OneDnnPostOp> ops) {
   for (const OneDnnPostOp& op : ops)
     if (op.is_binary) return true;
   return false;
+}
+
+dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::desc& layout) {
+  dnnl::memory packed(layout, onednn_engine());
+  ScopedOmpThreads alone(1);
+  dnnl::reorder(source, packed).execute(onednn_stream(), const_cast<dnnl::memory&>(source), packed);
+  onednn_stream().wait();
+  return packed;
 }
 
 }  // namespace strider::cpu

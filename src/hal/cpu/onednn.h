@@ -39,6 +39,12 @@ dnnl::memory::desc onednn_desc(DType dtype, const Shape& sizes, const Strides& s
 // A memory object over the view's bytes: no copy.
 dnnl::memory onednn_memory(const TensorView& view, const dnnl::memory::desc& desc);
 
+// A copy of constant weights in the layout a primitive asked for (its weights_desc), made
+// once when the kernel is created; the kernel owns it. Runs on the creating thread alone:
+// a team started there would be a second OpenMP pool beside the worker's
+// (hal/cpu/parallel.h says why that costs every later run).
+dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::desc& layout);
+
 // Runs `fn`, turning a dnnl::error into a Status: UNSUPPORTED when oneDNN has no
 // implementation or cannot describe the arguments, DEVICE_ERROR otherwise. `what` names the node.
 template <typename Fn>
