@@ -135,7 +135,15 @@ class SoftmaxKernel final : public Kernel {
     const int64_t count = num_elements(reduced_sizes_);
     if (rows_.empty()) {  // once: one row of scratch per thread the kernel may use
       threads_ = max_parallel_threads();
-      rows_.resize(size_t(threads_) * size_t(count));
+      rows_.resize(size_t(threads_) * size_t(count) * (lanes_path() ? 2 * kLanes : 1));
+    }
+    if (lanes_path()) {
+      const int64_t line = kept_sizes_.back(), blocks = (line + kLanes - 1) / kLanes;
+      parallel_for(num_elements(kept_sizes_) / line * blocks, count * kLanes * 4, [&](int64_t begin, int64_t end, int thread) {
+        Acc* tile = rows_.data() + size_t(thread) * size_t(count) * 2 * kLanes;
+        for (int64_t g = begin; g < end; ++g) softmax_lanes(g / blocks, (g % blocks) * kLanes, tile, count);
+      }, threads_);
+      return Status::ok();
     }
     parallel_for(num_elements(kept_sizes_), count * 4, [&](int64_t begin, int64_t end, int thread) {
       Acc* row = rows_.data() + size_t(thread) * size_t(count);
@@ -186,6 +194,47 @@ class SoftmaxKernel final : public Kernel {
       if (!one_dim) advance_index(inner, reduced_sizes_);
     }
   }
+  // Rows that are not contiguous in memory (a softmax over a channel axis, YOLOv8's DFL:
+  // 16 bins at a stride of 8400) go kLanes at a time, side by side along the last kept dim:
+  // max, exp, sum and scale then run across the lanes instead of a strided row at a time
+  // (0.88 ms of a YOLOv8n run, about 100 ns per row of 16).
+  static constexpr int64_t kLanes = 16;
+  bool lanes_path() const {
+    return std::is_same_v<Acc, float> && reduced_dims_.size() == 1 && !kept_dims_.empty() &&
+           kept_sizes_.back() > 1 && in_.strides[size_t(reduced_dims_[0])] != 1;
+  }
+
+  // The rows at kept index (line, first + l) for l < kLanes (fewer at the line's end),
+  // through `tile` ([count][kLanes], then a second one for log-softmax's exponentials).
+  void softmax_lanes(int64_t line, int64_t first, Acc* tile, int64_t count) const {
+    Shape outer = unflatten_index(line, Shape(kept_sizes_.begin(), kept_sizes_.end() - 1));
+    outer.push_back(first);
+    const int64_t lanes = std::min(kLanes, kept_sizes_.back() - first);
+    const int64_t lane_dim = kept_dims_.back(), axis = reduced_dims_[0];
+    const T* in = in_.host_data_as<T>() + offset_of(outer, kept_dims_, in_.strides);
+    T* out = out_.host_data_as<T>() + offset_of(outer, kept_dims_, out_.strides);
+    const int64_t in_lane = in_.strides[size_t(lane_dim)], in_step = in_.strides[size_t(axis)];
+    const int64_t out_lane = out_.strides[size_t(lane_dim)], out_step = out_.strides[size_t(axis)];
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < kLanes; ++l) tile[i * kLanes + l] = l < lanes ? Acc(load(in[i * in_step + l * in_lane])) : 0;
+    Acc max[kLanes], sum[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l) max[l] = -std::numeric_limits<Acc>::infinity(), sum[l] = 0;
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < kLanes; ++l) max[l] = std::max(max[l], tile[i * kLanes + l]);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < kLanes; ++l) tile[i * kLanes + l] -= max[l];
+    Acc* exps = log_ ? tile + count * kLanes : tile;
+    if constexpr (std::is_same_v<Acc, float>) vector_math::exp_row(tile, exps, count * kLanes);  // lanes_path()
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < kLanes; ++l) sum[l] += exps[i * kLanes + l];
+    for (int64_t l = 0; l < kLanes; ++l) sum[l] = log_ ? std::log(sum[l]) : Acc(1) / sum[l];
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < lanes; ++l) {
+        const Acc v = log_ ? tile[i * kLanes + l] - sum[l] : exps[i * kLanes + l] * sum[l];
+        out[i * out_step + l * out_lane] = store<T>(ComputeType<T>(v));
+      }
+  }
+
   TensorView in_, out_;
   bool log_;
   std::vector<int64_t> kept_dims_, reduced_dims_;
