@@ -85,6 +85,7 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
                         const std::string& node) {
   return onednn_call(node, [&] {
     using dnnl::memory;
+    ScopedOmpThreads team(onednn_team_for(c.y.num_elements() * (c.w.num_elements() / std::max<int64_t>(c.w.sizes[0], 1))));
     const WindowGeometry& g = c.window;
     memory::dims strides(g.strides.begin(), g.strides.end());
     memory::dims dilations, pad_l(g.pads_begin.begin(), g.pads_begin.end()),

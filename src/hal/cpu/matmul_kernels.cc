@@ -11,6 +11,7 @@
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 #include "hal/cpu/staged_output.h"
+#include "hal/cpu/worker_queue.h"
 
 namespace strider::cpu {
 namespace {
@@ -33,6 +34,7 @@ class OneDnnMatMul final : public Kernel {
   Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const OneDnnPostOp> post,
               const std::string& node, bool constant_b = false) {
     return onednn_call(node, [&] {
+      ScopedOmpThreads team(onednn_team_for(v.out.num_elements() * v.a.sizes.back()));
       auto a_md = onednn_desc(v.a), b_plain = onednn_desc(v.b), out_md = onednn_desc(v.out);
       auto b_md = constant_b ? dnnl::memory::desc(b_plain.dims(), b_plain.data_type(), dnnl::memory::format_tag::any)
                              : b_plain;

@@ -45,6 +45,13 @@ dnnl::memory onednn_memory(const TensorView& view, const dnnl::memory::desc& des
 // (hal/cpu/parallel.h says why that costs every later run).
 dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::desc& layout);
 
+// The OpenMP team a oneDNN primitive of `multiply_adds` is created under (oneDNN fixes its
+// team then): one thread below kSerialMultiplyAdds, where waking a team and joining it cost
+// more than splitting saves (PointwiseC2f's 32k-MAC convs ran slower on two threads than on
+// one); else 0, the session's team. See hal/cpu/parallel.h for strider's own kernels.
+inline constexpr int64_t kSerialMultiplyAdds = int64_t(1) << 18;
+inline int onednn_team_for(int64_t multiply_adds) { return multiply_adds < kSerialMultiplyAdds ? 1 : 0; }
+
 // Runs `fn`, turning a dnnl::error into a Status: UNSUPPORTED when oneDNN has no
 // implementation or cannot describe the arguments, DEVICE_ERROR otherwise. `what` names the node.
 template <typename Fn>
