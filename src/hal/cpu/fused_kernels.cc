@@ -119,13 +119,14 @@ class FusedKernel final : public Kernel {
     }
   }
 
-  // Whether every operand of the loop is f32 with stride 1: a tile of one run then copies
-  // nothing, which beats gathering runs of kMinDirectRun or more (measured on WaveNet's
+  // Whether every operand of the loop is f32 with stride 1, or an input broadcast along it
+  // (stride 0): a tile of one run then copies nothing but those values into their rows,
+  // which beats gathering runs of kMinDirectRun or more (measured on WaveNet's
   // channels-last gates: 64-element runs).
   bool all_dense_f32(const ByteStrides& s) const {
     if (!std::is_same_v<T, float>) return false;
     for (int k = 0; k <= program_.inputs; ++k)
-      if (s[size_t(k)] != int64_t(sizeof(T))) return false;
+      if (s[size_t(k)] != int64_t(sizeof(T)) && (k == 0 || s[size_t(k)] != 0)) return false;
     return true;
   }
 
@@ -138,6 +139,10 @@ class FusedKernel final : public Kernel {
   }
 
   static void gather(const std::byte* base, int64_t stride, float* row, int64_t n) {
+    if (stride == 0) {  // a broadcast operand (a scalar, a bias along the run): one value
+      std::fill(row, row + n, float(load(*reinterpret_cast<const T*>(base))));
+      return;
+    }
     if (stride == int64_t(sizeof(T))) {
       const T* in = reinterpret_cast<const T*>(base);
       for (int64_t e = 0; e < n; ++e) row[e] = float(load(in[e]));
