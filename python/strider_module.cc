@@ -232,6 +232,7 @@ SessionOptions session_options(const py::dict& o) {
   }
   if (o.contains("queues")) s.queues = o["queues"].cast<int>();
   if (o.contains("threads")) s.threads = o["threads"].cast<int>();
+  if (o.contains("share_cores")) s.share_cores = o["share_cores"].cast<bool>();
   if (o.contains("sanitize")) s.sanitize = o["sanitize"].cast<bool>();
   if (o.contains("storage_mode")) {
     const std::string text = o["storage_mode"].cast<std::string>();

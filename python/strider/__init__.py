@@ -66,7 +66,8 @@ class SessionOptions:
     """Options of an InferenceSession (keyword arguments of the session override them).
 
     strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, threads
-    (cpu: threads each kernel may use; 0: every core), sanitize,
+    (cpu: threads each kernel may use; 0: every core), share_cores (cpu: sessions of the
+    process take turns on its cores rather than oversubscribing them; default True), sanitize,
     storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
     max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
     for every run), max_cached_shapes (plans kept at once), prepared_shapes ([{"x": [4, 3, 16, 16]}]:
@@ -82,6 +83,7 @@ class SessionOptions:
         self.layout = "auto"
         self.queues = 1
         self.threads = 0
+        self.share_cores = True
         self.sanitize = False
         self.storage_mode = "device"
         self.allow_tf32 = False
@@ -160,7 +162,7 @@ class InferenceSession:
                                          "serialized model bytes are not supported")
         options = sess_options or SessionOptions()
         settings = {key: getattr(options, key) for key in (
-            "dtype", "layout", "queues", "threads", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
+            "dtype", "layout", "queues", "threads", "share_cores", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
             "max_memory_bytes")}
         if not settings["threads"] and options.intra_op_num_threads:
             settings["threads"] = int(options.intra_op_num_threads)

@@ -151,6 +151,22 @@ def test_threads_share_one_session():
         np.testing.assert_array_equal(a, b)
 
 
+def test_sessions_running_at_once_share_the_cores_or_not():
+    rng = np.random.default_rng(12)
+    batches = [rng.random((b, 3, 16, 16), dtype=np.float32) for b in (1, 2, 3, 4) * 4]
+    expected = [strider.InferenceSession(CNN / "model.onnx").run(None, {"x": x})[0] for x in batches]
+    for share in (True, False):
+        options = strider.SessionOptions()
+        options.share_cores = share
+        sessions = [strider.InferenceSession(CNN / "model.onnx", options) for _ in range(3)]
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            got = list(pool.map(lambda k: sessions[k % 3].run(None, {"x": batches[k]})[0], range(len(batches))))
+        for a, b in zip(expected, got):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(strider.errors.InvalidArgument):
+        strider.InferenceSession(CNN / "model.onnx", share_cores_typo=True)
+
+
 def test_cuda_when_a_gpu_is_here():
     if "CUDAExecutionProvider" not in strider.get_available_providers():
         pytest.skip("no CUDA device here")
