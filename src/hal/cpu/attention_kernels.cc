@@ -1,9 +1,10 @@
 // FusedAttention on the CPU (ops/fused_attention.h). Per batch index, the keys and values
 // are read once through their views (any strides: Kt a transposed view, a chunk of a fused
-// projection) into packed f32 rows of the kernel's own; then per query row the scores are
-// dot products over those rows, go through the score steps, a softmax, and the weighted
-// sum of the value rows, all in f32, and the output row is stored once. The [Sq, T] scores
-// are never written to memory. Batch positions and blocks of query rows are split over the
+// projection) into packed f32 rows of the kernel's own; then per block of up to 32 query
+// rows the scores are one block product with those rows, each row goes through the score
+// steps and a softmax, the weighted sums of the value rows are a second block product, all
+// in f32, and each output row is stored once. A block's scores live in the thread's scratch,
+// never in the plan's memory. Batch positions and blocks of query rows are split over the
 // session's threads (hal/cpu/parallel.h), each with its own packed rows.
 #include <fmt/format.h>
 
@@ -20,45 +21,51 @@
 namespace strider::cpu {
 namespace {
 
-// Scores of a block of query rows: scores[r * T + j] = q[r * D + :] . keys_t[:, j], as D
-// passes of scores += q[r, d] * keys_t[d, :] over contiguous rows, which vectorize with no
-// horizontal sum. kRows rows and kKeyBlock keys keep their sums in registers across the D
-// passes, so each key vector loaded feeds kRows multiply-adds (one query row at a time
-// was bound by the loads: about 15% of the core's multiply-add rate).
+// out[r, :] = (sum_k a[r, k] * b[k, :]) * scale[r] (scale null: 1) for a block of rows,
+// a [rows, inner] and b [inner, cols] dense row-major: the two products of attention, the
+// scores (queries by Kt) and the weighted sums (probabilities by V). Done as `inner` passes
+// of out[r, :] += a[r, k] * b[k, :] over contiguous rows, which vectorize with no horizontal
+// sum; kRows rows and kColumnBlock columns keep their sums in registers across the passes,
+// so each vector of b loaded feeds kRows multiply-adds (one row at a time was bound by the
+// loads: about 15% of the core's multiply-add rate).
 constexpr int64_t kRows = 4;
-constexpr int64_t kKeyBlock = 32;
-STRIDER_CPU_CLONES void scores_block(const float* q, const float* keys_t, float* scores, int64_t rows, int64_t head,
-                                     int64_t keys) {
+constexpr int64_t kColumnBlock = 32;
+STRIDER_CPU_CLONES void block_product(const float* a, const float* b, const float* scale, float* out, int64_t rows,
+                                      int64_t inner, int64_t cols) {
   int64_t r0 = 0;
   for (; r0 + kRows <= rows; r0 += kRows) {
-    const float* q0 = q + r0 * head;
-    int64_t j0 = 0;
-    for (; j0 + kKeyBlock <= keys; j0 += kKeyBlock) {
-      float acc[kRows][kKeyBlock] = {};
-      for (int64_t d = 0; d < head; ++d) {
-        const float* k = keys_t + d * keys + j0;
+    const float* a0 = a + r0 * inner;
+    int64_t c0 = 0;
+    for (; c0 + kColumnBlock <= cols; c0 += kColumnBlock) {
+      float acc[kRows][kColumnBlock] = {};
+      for (int64_t k = 0; k < inner; ++k) {
+        const float* row = b + k * cols + c0;
         for (int64_t r = 0; r < kRows; ++r) {
-          const float a = q0[r * head + d];
-          for (int64_t j = 0; j < kKeyBlock; ++j) acc[r][j] += a * k[j];
+          const float x = a0[r * inner + k];
+          for (int64_t c = 0; c < kColumnBlock; ++c) acc[r][c] += x * row[c];
         }
       }
-      for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t j = 0; j < kKeyBlock; ++j) scores[(r0 + r) * keys + j0 + j] = acc[r][j];
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float f = scale ? scale[r0 + r] : 1.0f;
+        for (int64_t c = 0; c < kColumnBlock; ++c) out[(r0 + r) * cols + c0 + c] = acc[r][c] * f;
+      }
     }
     for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t j = j0; j < keys; ++j) {
+      for (int64_t c = c0; c < cols; ++c) {
         float sum = 0.0f;
-        for (int64_t d = 0; d < head; ++d) sum += q0[r * head + d] * keys_t[d * keys + j];
-        scores[(r0 + r) * keys + j] = sum;
+        for (int64_t k = 0; k < inner; ++k) sum += a0[r * inner + k] * b[k * cols + c];
+        out[(r0 + r) * cols + c] = sum * (scale ? scale[r0 + r] : 1.0f);
       }
   }
   for (int64_t r = r0; r < rows; ++r) {
-    float* row = scores + r * keys;
-    for (int64_t j = 0; j < keys; ++j) row[j] = 0.0f;
-    for (int64_t d = 0; d < head; ++d) {
-      const float a = q[r * head + d];
-      for (int64_t j = 0; j < keys; ++j) row[j] += a * keys_t[d * keys + j];
+    float* row = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) row[c] = 0.0f;
+    for (int64_t k = 0; k < inner; ++k) {
+      const float x = a[r * inner + k];
+      for (int64_t c = 0; c < cols; ++c) row[c] += x * b[k * cols + c];
     }
+    if (scale)
+      for (int64_t c = 0; c < cols; ++c) row[c] *= scale[r];
   }
 }
 
@@ -110,46 +117,6 @@ STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_na
   for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
   for (int64_t j = j0; j < keys; ++j) sum += p[j];
   return sum;
-}
-
-// out[r * Dv + :] = sum_j p[r * T + j] * values[j, :] * scale[r] for a block of rows of
-// exponentiated scores. kRows rows and kValueBlock columns keep their sums in registers
-// across the keys, so each value vector loaded feeds kRows multiply-adds.
-constexpr int64_t kValueBlock = 32;
-STRIDER_CPU_CLONES void weighted_sum_block(const float* p, const float* values, const float* scale, float* out,
-                                           int64_t rows, int64_t keys, int64_t width) {
-  int64_t r0 = 0;
-  for (; r0 + kRows <= rows; r0 += kRows) {
-    const float* p0 = p + r0 * keys;
-    int64_t e0 = 0;
-    for (; e0 + kValueBlock <= width; e0 += kValueBlock) {
-      float acc[kRows][kValueBlock] = {};
-      for (int64_t j = 0; j < keys; ++j) {
-        const float* v = values + j * width + e0;
-        for (int64_t r = 0; r < kRows; ++r) {
-          const float a = p0[r * keys + j];
-          for (int64_t e = 0; e < kValueBlock; ++e) acc[r][e] += a * v[e];
-        }
-      }
-      for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t e = 0; e < kValueBlock; ++e) out[(r0 + r) * width + e0 + e] = acc[r][e] * scale[r0 + r];
-    }
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t e = e0; e < width; ++e) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) sum += p0[r * keys + j] * values[j * width + e];
-        out[(r0 + r) * width + e] = sum * scale[r0 + r];
-      }
-  }
-  for (int64_t r = r0; r < rows; ++r) {
-    float* row = out + r * width;
-    for (int64_t e = 0; e < width; ++e) row[e] = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) {
-      const float a = p[r * keys + j];
-      for (int64_t e = 0; e < width; ++e) row[e] += a * values[j * width + e];
-    }
-    for (int64_t e = 0; e < width; ++e) row[e] *= scale[r];
-  }
 }
 
 // A step that reads no operand over a row: one loop per kind, so each vectorizes.
@@ -274,7 +241,7 @@ class AttentionKernel final : public Kernel {
       for (int64_t d = 0; d < a_.head; ++d)
         s.query[size_t(r * a_.head + d)] =
             float(load(q[base[kAttnViewQ] + (first + r) * a_.row_stride[kAttnViewQ] + d * a_.col_stride[kAttnViewQ]]));
-    scores_block(s.query.data(), s.keys.data(), s.scores.data(), rows, a_.head, a_.keys);
+    block_product(s.query.data(), s.keys.data(), nullptr, s.scores.data(), rows, a_.head, a_.keys);
     for (int64_t r = 0; r < rows; ++r) {
       float* scores = s.scores.data() + r * a_.keys;
       apply_steps(base, first + r, scores);
@@ -290,7 +257,7 @@ class AttentionKernel final : public Kernel {
       vector_math::exp_row(scores, scores, a_.keys);
       s.scale[size_t(r)] = 1.0f / row_sum(scores, a_.keys);
     }
-    weighted_sum_block(s.scores.data(), s.values.data(), s.scale.data(), s.row.data(), rows, a_.keys, a_.v_head);
+    block_product(s.scores.data(), s.values.data(), s.scale.data(), s.row.data(), rows, a_.keys, a_.v_head);
     T* out = a_.views[kAttnViewOut].template host_data_as<T>();
     const float invalid_value = p_.zero_invalid_rows ? 0.0f : NAN;
     for (int64_t r = 0; r < rows; ++r) {
