@@ -57,13 +57,14 @@ struct SessionOptions {
   int queues = 1;
   // cpu: threads each kernel may use (0: every core the process may use).
   int threads = 0;
-  // cpu: the sessions of a process share its cores. A run's kernels hold as many cores as
+  // cpu: take part in the process's core budget: a run's kernels hold as many cores as
   // their threads while they run, and wait (asleep) until that many are free, so sessions
-  // running at once never keep more threads busy than the process has cores: two sessions
-  // of all the cores take turns instead of slowing each other at every barrier. false: this
-  // session's threads run whenever it runs (ONNX Runtime's per-session threads), for a
-  // process that gives each session cores of its own.
-  bool share_cores = true;
+  // that do never keep more team threads busy at once than the process has cores. Off by
+  // default: measured on two cores, two sessions of two threads each taking turns ran
+  // fewer runs per second (122-153) than the same sessions oversubscribing (270-298),
+  // since the callers' own copies still take a core from the running team (bench/RESULTS.md).
+  // Off: this session's threads run whenever it runs (ONNX Runtime's per-session threads).
+  bool share_cores = false;
   // Check with vector clocks that every pair of conflicting accesses is ordered; a run
   // with findings fails with a HAZARD status. (The library reads no environment variables;
   // the CLI turns this on for STRIDER_SANITIZE=1.)

@@ -66,8 +66,8 @@ class SessionOptions:
     """Options of an InferenceSession (keyword arguments of the session override them).
 
     strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, threads
-    (cpu: threads each kernel may use; 0: every core), share_cores (cpu: sessions of the
-    process take turns on its cores rather than oversubscribing them; default True), sanitize,
+    (cpu: threads each kernel may use; 0: every core), share_cores (cpu: take part in the
+    process's core budget, sessions taking turns on its cores; default False), sanitize,
     storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
     max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
     for every run), max_cached_shapes (plans kept at once), prepared_shapes ([{"x": [4, 3, 16, 16]}]:
@@ -83,7 +83,7 @@ class SessionOptions:
         self.layout = "auto"
         self.queues = 1
         self.threads = 0
-        self.share_cores = True
+        self.share_cores = False
         self.sanitize = False
         self.storage_mode = "device"
         self.allow_tf32 = False

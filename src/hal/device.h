@@ -31,7 +31,7 @@ struct DeviceOptions {
   int threads = 0;
   // cpu: each command holds a lease on its team's cores from the process's budget
   // (hal/cpu/core_budget.h), so all sessions together keep at most the process's cores busy.
-  bool share_process_cores = true;
+  bool share_process_cores = false;
   // cpu, for tests: the elements each thread must get before a kernel of ours splits its
   // work (0: hal/cpu/parallel.h's default); 1 splits every kernel with two items or more.
   int64_t min_parallel_work = 0;

@@ -95,9 +95,9 @@ TEST(CpuThreadsDeathTest, AOneThreadSessionStartsNoOpenMpThreads) {
       ::testing::ExitedWithCode(0), "");
 }
 
-// Two sessions of every core each, run at once from two threads: without the process's
-// core budget their teams overlap and keep twice the cores busy (each barrier then waits
-// for a descheduled thread); with it they take turns, and every result stays right.
+// Two sessions of every core each, sharing the process's cores, run at once from two
+// threads: without the core budget their teams overlap and keep twice the cores busy; with
+// it they take turns, and every result stays right.
 TEST(CpuThreads, SessionsRunningAtOnceKeepAtMostTheProcessCoresBusy) {
   const int cores = cpu::CoreBudget::process().cores();
   if (cores < 2) GTEST_SKIP() << "one core: a one-thread team cannot oversubscribe it";
@@ -106,6 +106,7 @@ TEST(CpuThreads, SessionsRunningAtOnceKeepAtMostTheProcessCoresBusy) {
   ASSERT_TRUE(input.is_ok());
   SessionOptions options;
   options.threads = cores;
+  options.share_cores = true;
   auto a = Session::load((dir / "model.onnx").string(), options);
   auto b = Session::load((dir / "model.onnx").string(), options);
   ASSERT_TRUE(a.is_ok() && b.is_ok());

@@ -14,8 +14,10 @@ int process_cores() {
 }
 
 CoreBudget& CoreBudget::process() {
-  static CoreBudget budget(process_cores());
-  return budget;
+  // Never destroyed: a session destroyed during static destruction (a Python interpreter
+  // finalizing after it) may still lease cores.
+  static CoreBudget* budget = new CoreBudget(process_cores());
+  return *budget;
 }
 
 CoreBudget::CoreBudget(int cores) : cores_(std::max(1, cores)), free_(cores_) {}

@@ -39,7 +39,7 @@ class WorkerQueue final : public Queue {
  public:
   // min_parallel_work > 0 replaces the worker's kMinWorkPerThread (hal/cpu/parallel.h).
   WorkerQueue(int index, std::function<Queue&(int)> queue_of, int threads = 0, int64_t min_parallel_work = 0,
-              CoreBudget* budget = &CoreBudget::process());
+              CoreBudget* budget = nullptr);
   ~WorkerQueue() override;
   int index() const override { return index_; }
   Timepoint next() const override;
