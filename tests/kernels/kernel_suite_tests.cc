@@ -14,6 +14,7 @@
 #include "kernel_harness.h"
 #include "ops/elementwise_params.h"
 #include "ops/fused_attention.h"
+#include "ops/fused_elementwise.h"
 #include "passes/fuse_attention.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
@@ -676,6 +677,25 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
       if (act == "residual SiLU") inputs["residual"] = x({2, 6, 5, 6}, 4);
       check_graph(std::move(fused), inputs, &unfused);
     }
+}
+
+// A fused program whose operands are broadcast along the innermost run (a scalar constant,
+// a per-row input [2, 1]): runs of 300 (computed where they lie, the broadcast rows filled)
+// and, in the catalog's strided layouts, shorter runs gathered into tiles.
+TEST_P(KernelSuite, FusedProgramWithBroadcastOperands) {
+  GraphBuilder b(17);
+  ValueId a = b.input("a", DType::kF32, {3, 2, 300});
+  ValueId shifted = b.op("Add", {a, b.constant("shift", scalar(1.5f))});
+  ValueId scaled = b.op("Mul", {shifted, b.input("row", DType::kF32, {2, 1})});
+  b.output(b.op("Sub", {b.op("Sigmoid", {scaled}), b.constant("half", scalar(0.5f))}));
+  Graph unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  Graph fused = unfused;
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  int programs = 0;
+  for (NodeId n = 0; n < fused.num_nodes(); ++n) programs += fused.node(n).op_type == kFusedElementwiseOp;
+  ASSERT_EQ(programs, 1);
+  check_graph(std::move(fused), {{"a", x({3, 2, 300})}, {"row", x({2, 1}, 2)}}, &unfused);
 }
 
 // ---- FusedMatMul: a MatMul and its epilogue, fused by the pass, vs the unfused reference --
