@@ -17,7 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,24 @@
 namespace strider {
 
 using Shape = std::vector<int64_t>;
+
+namespace detail {
+// Allocates bytes that a resize leaves as they are (default-initialised, not zeroed): a
+// Tensor zero-fills itself where it promises zeros, and skips it where every byte is
+// written next (for_overwrite, from_bytes): zeroing a run's output only to copy over it
+// doubled the cost of handing it back.
+struct ByteAllocator : std::allocator<std::byte> {
+  template <typename U>
+  struct rebind {  // a vector allocates with rebind<its element>: this allocator itself
+    using other = std::conditional_t<std::is_same_v<U, std::byte>, ByteAllocator, std::allocator<U>>;
+  };
+  ByteAllocator() = default;
+  template <typename U>
+  ByteAllocator(const std::allocator<U>&) {}
+  void construct(std::byte* p) { ::new (static_cast<void*>(p)) std::byte; }
+  void construct(std::byte* p, std::byte value) { ::new (static_cast<void*>(p)) std::byte(value); }
+};
+}  // namespace detail
 
 class Tensor {
  public:
@@ -38,6 +59,9 @@ class Tensor {
   // Zero-filled tensor, or INVALID_ARGUMENT for a negative dim or a size beyond 2^52
   // bytes, or RESOURCE_EXHAUSTED when `max_bytes` (or the machine) cannot hold it.
   static Result<Tensor> create(DType dtype, Shape shape, int64_t max_bytes = int64_t(1) << 52);
+  // A tensor whose bytes are unspecified, for a caller that writes every one of them next
+  // (a run's output being downloaded). The shape must be valid, as for the constructor.
+  static Tensor for_overwrite(DType dtype, Shape shape);
 
   // Copies `data` (row-major); the byte count must match dtype and shape.
   static Result<Tensor> from_bytes(DType dtype, Shape shape, std::span<const std::byte> data);
@@ -48,7 +72,7 @@ class Tensor {
 
   template <typename T>
   static Tensor from_values(DType dtype, Shape shape, std::span<const T> values) {
-    Tensor t(dtype, std::move(shape));
+    Tensor t = for_overwrite(dtype, std::move(shape));
     if (!t.data_.empty()) std::memcpy(t.data_.data(), values.data(), t.data_.size());
     return t;
   }
@@ -81,7 +105,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::vector<std::byte> data_;
+  std::vector<std::byte, detail::ByteAllocator> data_;
   std::byte* borrowed_ = nullptr;  // not null: the caller's bytes, not data_
   size_t borrowed_size_ = 0;
 };

@@ -11,10 +11,18 @@
 
 namespace strider {
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  std::optional<int64_t> count = checked_element_count(shape_, dtype_size(dtype));
-  STRIDER_CHECK(count.has_value(), "{}{} is not a valid tensor size", dtype_name(dtype), shape_to_string(shape_));
-  data_.resize(size_t(*count * dtype_size(dtype)));
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(for_overwrite(dtype, std::move(shape))) {
+  if (!data_.empty()) std::memset(data_.data(), 0, data_.size());
+}
+
+Tensor Tensor::for_overwrite(DType dtype, Shape shape) {
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  STRIDER_CHECK(count.has_value(), "{}{} is not a valid tensor size", dtype_name(dtype), shape_to_string(shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_.resize(size_t(*count * dtype_size(dtype)));
+  return t;
 }
 
 Result<Tensor> Tensor::create(DType dtype, Shape shape, int64_t max_bytes) {
@@ -43,7 +51,7 @@ Result<Tensor> Tensor::from_bytes(DType dtype, Shape shape, std::span<const std:
   if (int64_t(data.size()) != expected)
     return invalid_argument(fmt::format("{}{} needs {} bytes, got {}", dtype_name(dtype),
                                         shape_to_string(shape), expected, data.size()));
-  Tensor t(dtype, std::move(shape));
+  Tensor t = for_overwrite(dtype, std::move(shape));
   if (!data.empty()) std::memcpy(t.data_.data(), data.data(), data.size());
   return t;
 }

@@ -87,6 +87,14 @@ void Executor::describe_steps() {
     for (ValueId out : node.outputs)
       if (out != kNoValue) step_accesses_[s].push_back({plan_.view(out), true, graph_.value(out).name});
   }
+  for (ValueId id : graph_.inputs()) {
+    input_accesses_.push_back({{plan_.view(id), true, graph_.value(id).name}});
+    upload_labels_.push_back(fmt::format("upload '{}'", graph_.value(id).name));
+  }
+  for (ValueId id : graph_.outputs()) {
+    output_accesses_.push_back({{plan_.view(id), false, graph_.value(id).name}});
+    download_labels_.push_back(fmt::format("download '{}'", graph_.value(id).name));
+  }
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const PlanBuffer& buffer = plan_.buffers[b];
     bool written = buffer.kind == StorageKind::kArena || buffer.kind == StorageKind::kOutput;
@@ -120,10 +128,21 @@ void Executor::assign_queues() {
 }
 
 Timepoint Executor::submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,
-                           std::vector<MemoryAccess> accesses) {
+                           const std::vector<MemoryAccess>& accesses) {
+  std::vector<Timepoint> waits = tracker_.record(device_.queue(queue).next(), accesses);
+  return submit_after(queue, std::move(label), std::move(work), accesses, std::move(waits));
+}
+
+Timepoint Executor::submit_lasting(int queue, std::string label, std::function<Status(const QueueContext&)> work,
+                                   const std::vector<MemoryAccess>& accesses) {
+  std::vector<Timepoint> waits = tracker_.record_lasting(device_.queue(queue).next(), accesses);
+  return submit_after(queue, std::move(label), std::move(work), accesses, std::move(waits));
+}
+
+Timepoint Executor::submit_after(int queue, std::string label, std::function<Status(const QueueContext&)> work,
+                                 std::span<const MemoryAccess> accesses, std::vector<Timepoint> waits) {
   Queue& q = device_.queue(queue);
   Timepoint self = q.next();
-  std::vector<Timepoint> waits = tracker_.record(self, accesses);
   if (options_.drop_waits)
     waits.erase(std::remove_if(waits.begin(), waits.end(), [&](const Timepoint& w) { return w.queue != queue; }),
                 waits.end());
@@ -175,16 +194,16 @@ Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>
     ValueId id = graph_.inputs()[i];
     const TensorView& view = plan_.view(id);
     const Tensor& input = inputs[i];
-    submit(kHostQueue, fmt::format("upload '{}'", graph_.value(id).name),
-           [this, &input, &view](const QueueContext&) { return device_.upload(input, view); }, {{view, true, graph_.value(id).name}});
+    submit_lasting(kHostQueue, upload_labels_[i], [this, &input, &view](const QueueContext&) { return device_.upload(input, view); },
+                   input_accesses_[i]);
   }
   submit_steps(taps);
   for (size_t i = 0; i < outputs.size(); ++i) {
     ValueId id = graph_.outputs()[i];
     const TensorView& view = plan_.view(id);
     Tensor* output = &outputs[i];
-    submit(kHostQueue, fmt::format("download '{}'", graph_.value(id).name),
-           [this, &view, output](const QueueContext&) { return device_.download(view, output); }, {{view, false, graph_.value(id).name}});
+    submit_lasting(kHostQueue, download_labels_[i],
+                   [this, &view, output](const QueueContext&) { return device_.download(view, output); }, output_accesses_[i]);
   }
   return finish_run();
 }
@@ -196,13 +215,14 @@ Status Executor::run_in_place() {
 
 void Executor::submit_steps(std::map<ValueId, Tensor>* taps) {
   const bool stepwise = !captured_ || taps;
-  if (!stepwise) submit(1, "graph of every step", captured_, captured_accesses_);
+  if (!stepwise) submit_lasting(1, "graph of every step", captured_, captured_accesses_);
   for (size_t s = 0; s < plan_.steps.size() && stepwise; ++s) {
     if (!kernels_[s]) continue;
     if (options_.poison)
       for (int b : buffers_first_written_at_[s]) submit_poison(plan_.buffers[size_t(b)], queue_of_step_[s]);
     Kernel* kernel = kernels_[s].get();
-    submit(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); }, step_accesses_[s]);
+    submit_lasting(queue_of_step_[s], step_labels_[s], [kernel](const QueueContext& context) { return kernel->run(context); },
+                   step_accesses_[s]);
     if (taps) submit_taps(plan_.steps[s], *taps);
   }
 }

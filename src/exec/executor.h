@@ -70,8 +70,15 @@ class Executor {
   Result<std::vector<double>> time_each_step();
 
  private:
+  // Submits `work` to `queue` after the waits its accesses need. `accesses` are copied
+  // into the tracker's history; submit_lasting's are this executor's own lists (the same
+  // every run) and are recorded by address, so a run copies no views.
   Timepoint submit(int queue, std::string label, std::function<Status(const QueueContext&)> work,
-                   std::vector<MemoryAccess> accesses);
+                   const std::vector<MemoryAccess>& accesses);
+  Timepoint submit_lasting(int queue, std::string label, std::function<Status(const QueueContext&)> work,
+                           const std::vector<MemoryAccess>& accesses);
+  Timepoint submit_after(int queue, std::string label, std::function<Status(const QueueContext&)> work,
+                         std::span<const MemoryAccess> accesses, std::vector<Timepoint> waits);
   void assign_queues();
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);
@@ -92,6 +99,8 @@ class Executor {
   std::vector<std::vector<int>> buffers_first_written_at_;  // per step: arena buffers first written there
   std::function<Status(const QueueContext&)> captured_;  // the captured steps, when there is one
   std::vector<MemoryAccess> captured_accesses_;          // every step's accesses
+  std::vector<std::vector<MemoryAccess>> input_accesses_, output_accesses_;  // an upload's write, a download's read
+  std::vector<std::string> upload_labels_, download_labels_;
   HazardTracker tracker_;
   std::unique_ptr<Sanitizer> sanitizer_;
 };

@@ -27,6 +27,16 @@ void HazardTracker::join_clock_of(Timepoint t, VectorClock& clock) const {
 }
 
 std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const MemoryAccess> accesses) {
+  auto copies = std::make_shared<const std::vector<MemoryAccess>>(accesses.begin(), accesses.end());
+  return record_entries(self, *copies, copies);
+}
+
+std::vector<Timepoint> HazardTracker::record_lasting(Timepoint self, std::span<const MemoryAccess> accesses) {
+  return record_entries(self, accesses, nullptr);
+}
+
+std::vector<Timepoint> HazardTracker::record_entries(Timepoint self, std::span<const MemoryAccess> accesses,
+                                                     const std::shared_ptr<const std::vector<MemoryAccess>>& owner) {
   STRIDER_CHECK(self.queue >= 0 && self.queue < num_queues_, "queue {}", self.queue);
   const VectorClock& ordered = clocks_[size_t(self.queue)];
   // The latest conflicting timepoint per other queue that the queue is not yet ordered after.
@@ -39,7 +49,7 @@ std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const Mem
       const std::vector<Entry>& entries = found->second[size_t(q)];
       for (auto e = entries.rbegin(); e != entries.rend(); ++e) {  // newest first
         if (e->at.value <= std::max(ordered[size_t(q)], needed[size_t(q)])) break;
-        if ((e->access.write || access.write) && may_overlap(e->access.view, access.view)) {
+        if ((e->access->write || access.write) && may_overlap(e->access->view, access.view)) {
           needed[size_t(q)] = e->at.value;
           break;
         }
@@ -69,7 +79,7 @@ std::vector<Timepoint> HazardTracker::record(Timepoint self, std::span<const Mem
   for (const MemoryAccess& access : accesses) {
     auto& per_queue = history_[access.view.allocation];
     per_queue.resize(size_t(num_queues_));
-    per_queue[size_t(self.queue)].push_back({access, self});
+    per_queue[size_t(self.queue)].push_back({&access, self, owner});
   }
   entries_since_prune_ += accesses.size();
   if (++records_ % 64 == 0 || entries_since_prune_ >= 1024) prune();

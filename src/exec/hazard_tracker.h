@@ -16,6 +16,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,17 +38,26 @@ class HazardTracker {
  public:
   explicit HazardTracker(int num_queues);
 
-  // The waits a command about to complete `self` needs for `accesses`; records them.
+  // The waits a command about to complete `self` needs for `accesses`; records them
+  // (copies of them: the caller's may go once this returns).
   std::vector<Timepoint> record(Timepoint self, std::span<const MemoryAccess> accesses);
+  // The same for accesses that outlive the tracker (an executor's per-step lists, the same
+  // every run): recorded by address, not copied. A run of a few hundred steps records a
+  // few hundred accesses; copying each (a view's sizes, strides and name on the heap) cost
+  // more than a small model's kernels.
+  std::vector<Timepoint> record_lasting(Timepoint self, std::span<const MemoryAccess> accesses);
 
   // Accesses still remembered (for tests of pruning).
   size_t history_size() const;
 
  private:
   struct Entry {
-    MemoryAccess access;
+    const MemoryAccess* access;
     Timepoint at;
+    std::shared_ptr<const std::vector<MemoryAccess>> owner;  // the copies `access` points into; null when lasting
   };
+  std::vector<Timepoint> record_entries(Timepoint self, std::span<const MemoryAccess> accesses,
+                                        const std::shared_ptr<const std::vector<MemoryAccess>>& owner);
   // Joins the clock of timepoint `t` into `clock`.
   void join_clock_of(Timepoint t, VectorClock& clock) const;
   void prune();

@@ -45,6 +45,36 @@ TEST_F(TrackerTest, RawWarWawAcrossQueuesNoneWithinOne) {
   EXPECT_EQ(waw[0].queue, 0);
 }
 
+// An executor's lists are recorded by address (record_lasting), not copied: the waits must
+// be the same as for copies, run after run, with the history bounded. The lists change
+// between runs here only through the views they hold, as a plan's never do.
+TEST_F(TrackerTest, LastingAccessesGiveTheWaitsCopiesGive) {
+  HazardTracker copied(2), lasting(2);  // the host queue and one device queue
+  const std::vector<MemoryAccess> upload = {write(dense(0, {32}))};
+  const std::vector<MemoryAccess> steps = {read(dense(0, {32})), write(dense(32, {16})), read(dense(32, {8})),
+                                           write(dense(64, {32}))};
+  const std::vector<MemoryAccess> download = {read(dense(64, {32}))};
+  uint64_t value[2] = {0, 0};
+  for (int run = 0; run < 200; ++run) {
+    for (const auto* accesses : {&upload, &steps, &download}) {
+      const int queue = accesses == &steps ? 1 : 0;
+      const Timepoint self{queue, ++value[queue]};
+      auto want = copied.record(self, *accesses);
+      auto got = lasting.record_lasting(self, *accesses);
+      ASSERT_EQ(got.size(), want.size()) << "run " << run;
+      for (size_t w = 0; w < want.size(); ++w) {
+        EXPECT_EQ(got[w].queue, want[w].queue);
+        EXPECT_EQ(got[w].value, want[w].value);
+      }
+      // The steps wait for the upload, the download for the steps; the next upload, which
+      // overwrites what the steps read, is ordered after them through the download.
+      EXPECT_EQ(want.size(), accesses == &upload ? 0u : 1u) << "run " << run;
+    }
+  }
+  EXPECT_LT(lasting.history_size(), 64u);
+  EXPECT_EQ(lasting.history_size(), copied.history_size());
+}
+
 TEST_F(TrackerTest, WaitsOnAQueueAreImpliedThroughAnotherQueue) {
   HazardTracker t(3);
   TensorView a = dense(0, {16}), b = dense(64, {16});

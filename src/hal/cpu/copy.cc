@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <immintrin.h>
 #include <utility>
 
 #include "hal/cpu/strided_loop.h"
@@ -29,20 +30,77 @@ std::pair<const std::byte*, const std::byte*> extent(std::span<const int64_t> si
 
 // A copy whose destination's contiguous dim is strided in the source while another dim is
 // the source's contiguous one: a transpose (NCHW <-> NHWC when a channels-last plan takes
-// its inputs and gives its outputs). Element order would touch one side with a large stride
-// every element; kTransposeTile x kTransposeTile tiles keep both sides' lines in cache.
-// False (nothing copied) when the copy is not of that form.
-constexpr int64_t kTransposeTile = 16;
+// its inputs and gives its outputs, or a channels-last value read as channels-first).
+// Element order would touch one side with a large stride every element; tiles of about
+// kTransposeTileElements keep both sides' lines in cache. A short contiguous dim (an
+// image's 3 channels) takes a longer tile along the other, so each tile is still a few
+// hundred elements: the copy then reads 3 planes side by side and writes one stream.
+// Column strips of tiles are split over the worker's team. False (nothing copied) when the
+// copy is not of that form.
+constexpr int64_t kTransposeTileSide = 32;
+constexpr int64_t kTransposeTileElements = 1024;
+
+// dst[i * dst_i + j * dst_j] = src[i * src_i + j * src_j] for i < rows_i, j < rows_j, where
+// dst is contiguous along i and src along j (dst_i == src_j == the word size). Rows > 0 fixes
+// rows_i at compile time: an image's 3 channels interleave in an unrolled loop.
+template <typename Word, int Rows = 0>
+void transpose_scalar(std::byte* dst, int64_t dst_j, const std::byte* src, int64_t src_i, int64_t rows_i,
+                      int64_t rows_j) {
+  constexpr int64_t e = int64_t(sizeof(Word));
+  const int64_t rows = Rows > 0 ? Rows : rows_i;
+  for (int64_t j = 0; j < rows_j; ++j)
+    for (int64_t i = 0; i < rows; ++i) {
+      Word w;
+      std::memcpy(&w, src + i * src_i + j * e, sizeof(Word));
+      std::memcpy(dst + i * e + j * dst_j, &w, sizeof(Word));
+    }
+}
+
+// An 8x8 block of 32-bit words: 8 rows of src (8 words each, `src_row` bytes apart) become
+// the 8 columns of dst's rows (`dst_row` bytes apart), in registers (the usual unpack,
+// shuffle and 128-bit lane permute of AVX2).
+__attribute__((target("avx2"))) void transpose_8x8_words(std::byte* dst, int64_t dst_row, const std::byte* src,
+                                                          int64_t src_row) {
+  __m256 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + k * src_row));
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + k * dst_row), _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + (k + 4) * dst_row), _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+  }
+}
+
+const bool cpu_has_avx2 = __builtin_cpu_supports("avx2");
 
 template <typename Word>
-void transpose_tile(std::byte* dst, int64_t dst_i, int64_t dst_j, const std::byte* src, int64_t src_i, int64_t src_j,
-                    int64_t rows_i, int64_t rows_j) {
-  for (int64_t j = 0; j < rows_j; ++j)
-    for (int64_t i = 0; i < rows_i; ++i) {
-      Word w;
-      std::memcpy(&w, src + i * src_i + j * src_j, sizeof(Word));
-      std::memcpy(dst + i * dst_i + j * dst_j, &w, sizeof(Word));
-    }
+void transpose_tile(std::byte* dst, int64_t dst_j, const std::byte* src, int64_t src_i, int64_t rows_i,
+                    int64_t rows_j) {
+  constexpr int64_t e = int64_t(sizeof(Word));
+  if (sizeof(Word) == 4 && cpu_has_avx2 && rows_i >= 8 && rows_j >= 8) {
+    const int64_t block_i = rows_i / 8 * 8, block_j = rows_j / 8 * 8;
+    for (int64_t j = 0; j < block_j; j += 8)
+      for (int64_t i = 0; i < block_i; i += 8)
+        transpose_8x8_words(dst + i * e + j * dst_j, dst_j, src + i * src_i + j * e, src_i);
+    transpose_scalar<Word>(dst + block_i * e, dst_j, src + block_i * src_i, src_i, rows_i - block_i, rows_j);
+    transpose_scalar<Word>(dst + block_j * dst_j, dst_j, src + block_j * e, src_i, block_i, rows_j - block_j);
+    return;
+  }
+  switch (rows_i) {
+    case 1: return transpose_scalar<Word, 1>(dst, dst_j, src, src_i, rows_i, rows_j);
+    case 2: return transpose_scalar<Word, 2>(dst, dst_j, src, src_i, rows_i, rows_j);
+    case 3: return transpose_scalar<Word, 3>(dst, dst_j, src, src_i, rows_i, rows_j);
+    case 4: return transpose_scalar<Word, 4>(dst, dst_j, src, src_i, rows_i, rows_j);
+    default: return transpose_scalar<Word>(dst, dst_j, src, src_i, rows_i, rows_j);
+  }
 }
 
 template <typename Word>
@@ -51,11 +109,12 @@ bool copy_transposed(std::span<const int64_t> sizes, std::byte* dst, const int64
   const int64_t e = int64_t(sizeof(Word));
   size_t a = sizes.size(), b = sizes.size();  // dst's and src's contiguous dims
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] < kTransposeTile) continue;
+    if (sizes[d] < 2) continue;
     if (dst_strides[d] == 1 && a == sizes.size()) a = d;
     if (src_strides[d] == 1 && b == sizes.size()) b = d;
   }
   if (a == sizes.size() || b == sizes.size() || a == b) return false;
+  if (sizes[a] * sizes[b] < kTransposeTileSide * kTransposeTileSide / 4) return false;  // a small copy: element order
   std::vector<int64_t> outer_sizes, outer_dst, outer_src;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (d != a && d != b) {
@@ -63,20 +122,26 @@ bool copy_transposed(std::span<const int64_t> sizes, std::byte* dst, const int64
       outer_dst.push_back(dst_strides[d]);
       outer_src.push_back(src_strides[d]);
     }
-  const int64_t dst_i = e, dst_j = dst_strides[b] * e, src_i = src_strides[a] * e, src_j = e;
-  std::vector<int64_t> index(outer_sizes.size(), 0);
-  for (int64_t n = num_elements(outer_sizes); n-- > 0; advance_index(index, outer_sizes)) {
-    std::byte* d0 = dst;
-    const std::byte* s0 = src;
-    for (size_t k = 0; k < index.size(); ++k) {
-      d0 += index[k] * outer_dst[k] * e;
-      s0 += index[k] * outer_src[k] * e;
+  const int64_t dst_j = dst_strides[b] * e, src_i = src_strides[a] * e;
+  const int64_t tile_i = std::min(sizes[a], kTransposeTileSide);
+  const int64_t tile_j = std::min(sizes[b], std::max(kTransposeTileSide, kTransposeTileElements / tile_i));
+  const int64_t strips = (sizes[b] + tile_j - 1) / tile_j, outer = num_elements(outer_sizes);
+  parallel_for(outer * strips, sizes[a] * tile_j, [&](int64_t begin, int64_t end, int) {
+    std::vector<int64_t> index = unflatten_index(begin / strips, outer_sizes);
+    for (int64_t item = begin; item < end; ++item) {
+      if (item != begin && item % strips == 0) advance_index(index, outer_sizes);
+      std::byte* d0 = dst;
+      const std::byte* s0 = src;
+      for (size_t k = 0; k < index.size(); ++k) {
+        d0 += index[k] * outer_dst[k] * e;
+        s0 += index[k] * outer_src[k] * e;
+      }
+      const int64_t j = item % strips * tile_j, rows_j = std::min(tile_j, sizes[b] - j);
+      for (int64_t i = 0; i < sizes[a]; i += tile_i)
+        transpose_tile<Word>(d0 + i * e + j * dst_j, dst_j, s0 + i * src_i + j * e, src_i,
+                             std::min(tile_i, sizes[a] - i), rows_j);
     }
-    for (int64_t j = 0; j < sizes[b]; j += kTransposeTile)
-      for (int64_t i = 0; i < sizes[a]; i += kTransposeTile)
-        transpose_tile<Word>(d0 + i * dst_i + j * dst_j, dst_i, dst_j, s0 + i * src_i + j * src_j, src_i, src_j,
-                             std::min(kTransposeTile, sizes[a] - i), std::min(kTransposeTile, sizes[b] - j));
-  }
+  });
   return true;
 }
 
@@ -119,9 +184,7 @@ void copy_strided(std::span<const int64_t> sizes, std::byte* dst, const int64_t*
   auto [src_first, src_last] = extent(sizes, src, src_strides, element_size);
   bool overlap = dst_first <= src_last && src_first <= dst_last;
   if (overlap) return for_each_strided(sizes, ops, copy_run_of);
-  // On the caller's thread (an upload or a download), a transpose goes tile by tile; a
-  // queue's worker splits the copy over its team instead.
-  if (!thread_starts_teams && copy_transposed(sizes, dst, dst_strides, src, src_strides, element_size)) return;
+  if (copy_transposed(sizes, dst, dst_strides, src, src_strides, element_size)) return;
   parallel_for_each_strided(sizes, ops, std::max<int64_t>(1, element_size / 4),
                             [&](const auto& p, int64_t n, const auto& s, int) { copy_run_of(p, n, s); });
 }

@@ -78,7 +78,8 @@ Status CpuDevice::upload(const Tensor& source, const TensorView& destination) {
 }
 
 Status CpuDevice::download(const TensorView& source, Tensor* destination) {
-  if (!destination->has_layout(source.dtype, source.sizes)) *destination = Tensor(source.dtype, source.sizes);
+  if (!destination->has_layout(source.dtype, source.sizes))
+    *destination = Tensor::for_overwrite(source.dtype, source.sizes);  // every byte is copied below
   Strides dense = contiguous_strides(source.sizes);
   copy_strided(source.sizes, destination->bytes(), dense.data(), source.host_data(), source.strides.data(),
                dtype_size(source.dtype));

@@ -159,7 +159,8 @@ Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
 Status CudaDevice::download(const TensorView& source, Tensor* destination) {
   std::lock_guard lock(transfer_mutex_);
   cudaSetDevice(ordinal_);
-  if (!destination->has_layout(source.dtype, source.sizes)) *destination = Tensor(source.dtype, source.sizes);
+  if (!destination->has_layout(source.dtype, source.sizes))
+    *destination = Tensor::for_overwrite(source.dtype, source.sizes);  // every byte is copied below
   Tensor& result = *destination;
   const std::byte* origin = source.allocation->address() + source.byte_offset;
   if (source.is_contiguous()) {
