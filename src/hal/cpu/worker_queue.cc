@@ -29,6 +29,9 @@ constexpr auto kIdleSpin = std::chrono::microseconds(300);
 // a run shorter than this returns without a sleep and a wake-up (20-60 us here), which
 // would otherwise be most of a small model's call. Longer runs sleep after it.
 constexpr auto kWaitSpin = std::chrono::microseconds(1000);
+// The longest a waiter polls for a command as long as the last one (a second's worth of
+// spinning for a second-long model would only burn the spare core).
+constexpr auto kWaitSpinLongest = std::chrono::microseconds(50000);
 
 // Polls `done` until it holds or `budget` has passed; true if it holds.
 template <typename Done>
@@ -100,7 +103,13 @@ Timepoint WorkerQueue::submit(Command command) {
 }
 
 Status WorkerQueue::wait(uint64_t value) {
-  if (spin_waits_) spin_until(kWaitSpin, [&] { return completed_seen_.load(std::memory_order_acquire) >= value; });
+  if (spin_waits_) {
+    // Bounded: a command much longer than the last one (a first run, another model's) still
+    // ends in a sleep, so a waiter never burns its core for long.
+    const auto budget = kWaitSpin + std::min(kWaitSpinLongest, std::chrono::microseconds(
+                                                                   last_command_us_.load(std::memory_order_relaxed) * 5 / 4));
+    spin_until(budget, [&] { return completed_seen_.load(std::memory_order_acquire) >= value; });
+  }
   std::unique_lock lock(mutex_);
   while (completed_ < value && value <= submitted_) {
     wake_at_ = std::min(wake_at_, value);  // re-registered after every wake-up
@@ -146,7 +155,11 @@ void WorkerQueue::loop() {
     if (status.is_ok() && command.work) {
       CoreBudget::Lease lease = budget_ ? budget_->acquire(team) : CoreBudget::Lease();
       BusyTeam busy(team);
+      const auto start = std::chrono::steady_clock::now();
       status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
+      last_command_us_.store(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count(),
+          std::memory_order_relaxed);
     }
     bool wake = false;
     {
