@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <span>
 
 #include "hal/cpu/cpu_kernels.h"
@@ -42,6 +43,28 @@ STRIDER_CPU_CLONES void run_instruction(const FusedInstruction& i, const float* 
   }
 }
 
+// Rows of `n` floats, `m` of them `step` bytes apart, to and from a dense tile: the channel
+// slices of a channels-last tensor (16 channels of 48, then the next pixel's) as one tile.
+STRIDER_CPU_CLONES void gather_rows(float* tile, const std::byte* rows, int64_t step, int64_t n, int64_t m) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* in = reinterpret_cast<const float*>(rows + r * step);
+    for (int64_t e = 0; e < n; ++e) tile[r * n + e] = in[e];
+  }
+}
+STRIDER_CPU_CLONES void scatter_rows(const float* tile, std::byte* rows, int64_t step, int64_t n, int64_t m) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* out = reinterpret_cast<float*>(rows + r * step);
+    for (int64_t e = 0; e < n; ++e) out[e] = tile[r * n + e];
+  }
+}
+// An operand broadcast along the row (stride 0 there): each row's one value, n times.
+STRIDER_CPU_CLONES void fill_rows(float* tile, const std::byte* values, int64_t step, int64_t n, int64_t m) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float v = *reinterpret_cast<const float*>(values + r * step);
+    for (int64_t e = 0; e < n; ++e) tile[r * n + e] = v;
+  }
+}
+
 template <typename T>
 class FusedKernel final : public Kernel {
  public:
@@ -52,20 +75,14 @@ class FusedKernel final : public Kernel {
         rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * registers_),
         batches_(size_t(threads_)) {
     for (Batch& b : batches_) b.runs.reserve(size_t(kTile));
+    if constexpr (std::is_same_v<T, float>) rows_loop_ = plan_rows();
   }
 
   Status run(const QueueContext&) override {
-    // Unused operand slots repeat the output with zero strides: they never stop dims merging.
-    const Strides zeros(out_.sizes.size(), 0);
-    StridedOperands<kOperands> ops;
-    for (size_t k = 0; k < kOperands; ++k) {
-      const TensorView* view = k == 0 ? &out_ : k <= inputs_.size() ? &inputs_[k - 1] : nullptr;
-      ops.base[k] = view ? view->host_data() : out_.host_data();
-      ops.strides[k] = view ? view->strides.data() : zeros.data();
-      ops.element_size[k] = int64_t(sizeof(T));
-    }
+    const StridedOperands<kOperands> ops = operands();
     // Elements are independent: split over the session's threads, weighed by program length.
     const int64_t work = 1 + int64_t(program_.code.size());
+    if (rows_loop_) return run_rows(ops.base, work);
     parallel_for_each_strided(
         out_.sizes, ops, work, [this](const Pointers& p, int64_t n, const ByteStrides& s, int thread) { visit(p, n, s, thread); },
         threads_, [this](int thread) { flush(thread); });
@@ -80,6 +97,82 @@ class FusedKernel final : public Kernel {
 
   using Pointers = std::array<std::byte*, kOperands>;
   using ByteStrides = std::array<int64_t, kOperands>;
+
+  // The output and the inputs as the strided loop's operands. Unused operand slots repeat
+  // the output with zero strides: they never stop dims merging.
+  StridedOperands<kOperands> operands() const {
+    StridedOperands<kOperands> ops;
+    for (size_t k = 0; k < kOperands; ++k) {
+      const TensorView* view = k == 0 ? &out_ : k <= inputs_.size() ? &inputs_[k - 1] : nullptr;
+      ops.base[k] = view ? view->host_data() : out_.host_data();
+      ops.strides[k] = view ? view->strides.data() : zeros_.data();
+      ops.element_size[k] = int64_t(sizeof(T));
+    }
+    return ops;
+  }
+
+  // Short rows (f32): the loop's innermost run is shorter than a tile and every operand is
+  // dense along it or broadcast along it, as over the channel slices of a channels-last
+  // tensor. Then whole rows are moved, kTile / n of them per tile, instead of gathering each
+  // run through the generic batch (a record of every operand's pointer per 16 elements: the
+  // C2f block's SiLU-and-add spent three times its math there).
+  struct RowsLoop {
+    CollapsedLoop<kOperands> outer;           // the loop over rows
+    int64_t n = 0;                            // elements in a row
+    std::array<bool, kOperands> broadcast{};  // one value per row (stride 0 along it)
+  };
+
+  std::optional<RowsLoop> plan_rows() const {
+    const StridedOperands<kOperands> ops = operands();
+    CollapsedLoop<kOperands> loop = collapse_loop(out_.sizes, ops, output_stride_order(out_.sizes, ops));
+    if (loop.sizes.size() < 2 || loop.sizes.back() >= kTile) return std::nullopt;
+    RowsLoop rows;
+    rows.n = loop.sizes.back();
+    const ByteStrides& inner = loop.strides.back();
+    if (inner[0] != int64_t(sizeof(float))) return std::nullopt;
+    for (int k = 1; k <= program_.inputs; ++k) {
+      if (inner[size_t(k)] != 0 && inner[size_t(k)] != int64_t(sizeof(float))) return std::nullopt;
+      rows.broadcast[size_t(k)] = inner[size_t(k)] == 0;
+    }
+    if (rows.n >= kMinDirectRun && all_dense_f32(inner)) return std::nullopt;  // computed where they lie
+    loop.sizes.pop_back();
+    loop.strides.pop_back();
+    rows.outer = std::move(loop);
+    return rows;
+  }
+
+  Status run_rows(const Pointers& base, int64_t work) {
+    const RowsLoop& rows = *rows_loop_;
+    const int64_t per_tile = std::max<int64_t>(1, kTile / rows.n);
+    parallel_for(loop_elements(rows.outer), rows.n * work, [&](int64_t begin, int64_t end, int thread) {
+      for_each_strided_range(rows.outer, base, begin, end, [&](const Pointers& p, int64_t count, const ByteStrides& step) {
+        for (int64_t r = 0; r < count; r += per_tile)
+          tile_of_rows(advanced(p, step, r), step, std::min(per_tile, count - r), thread);
+      });
+    }, threads_);
+    return Status::ok();
+  }
+
+  // The program over `m` rows of the rows loop starting at `p`, consecutive rows `step`
+  // bytes apart. Every input row is read before any output row is written (an in-place
+  // program's output is one of its inputs).
+  void tile_of_rows(const Pointers& p, const ByteStrides& step, int64_t m, int thread) {
+    const int64_t n = rows_loop_->n;
+    const float** reg = reg_.data() + size_t(thread) * registers_;
+    for (int k = 0; k < program_.inputs; ++k) {
+      float* r = row(thread, k);
+      reg[size_t(k)] = r;
+      if (rows_loop_->broadcast[size_t(k) + 1]) fill_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
+      else gather_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
+    }
+    for (size_t j = 0; j < program_.code.size(); ++j) {
+      const FusedInstruction& i = program_.code[j];
+      float* result = row(thread, program_.inputs + int(j));
+      run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n * m);
+      reg[size_t(program_.inputs) + j] = result;
+    }
+    scatter_rows(reg[size_t(program_.inputs) + program_.code.size() - 1], p[0], step[0], n, m);
+  }
   struct Run {  // one innermost run of the loop: its operands' first elements and its length
     Pointers p;
     int64_t n;
@@ -207,6 +300,8 @@ class FusedKernel final : public Kernel {
   std::vector<float> rows_;   // per thread, one row of kTile per register
   std::vector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
   std::vector<Batch> batches_;      // per thread
+  Strides zeros_ = Strides(out_.sizes.size(), 0);
+  std::optional<RowsLoop> rows_loop_;  // set when the loop is one of short rows (f32)
 };
 
 Result<std::unique_ptr<Kernel>> make_fused(const KernelRequest& r) {
