@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "hal/attention_views.h"
+#include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/parallel.h"
@@ -105,7 +106,7 @@ STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_na
 }
 
 // sum_j p[j] in kLanes partial sums (the order differs from a serial sum).
-[[gnu::always_inline]] inline float row_sum(const float* p, int64_t keys) {
+STRIDER_CPU_CLONES float row_sum(const float* p, int64_t keys) {
   Lanes lanes = Lanes{};
   int64_t j0 = 0;
   for (; j0 + kLanes <= keys; j0 += kLanes) {
@@ -120,7 +121,7 @@ STRIDER_CPU_CLONES float row_max(const float* scores, int64_t keys, bool* any_na
 }
 
 // A step that reads no operand over a row: one loop per kind, so each vectorizes.
-void apply_step_row(ScoreStepKind kind, float value, float* scores, int64_t keys) {
+STRIDER_CPU_CLONES void apply_step_row(ScoreStepKind kind, float value, float* scores, int64_t keys) {
   switch (kind) {
     case ScoreStepKind::kMul:
       for (int64_t j = 0; j < keys; ++j) scores[j] = apply_score_step(ScoreStepKind::kMul, value, scores[j], 0.0f);
@@ -131,6 +132,15 @@ void apply_step_row(ScoreStepKind kind, float value, float* scores, int64_t keys
     default:
       for (int64_t j = 0; j < keys; ++j) scores[j] = apply_score_step(kind, value, scores[j], 0.0f);
   }
+}
+
+// scores[j] += x[j] (a mask or bias row) and scores[j] -= by (the row's max), vectorized
+// for the CPU (the kernel's own loops are compiled for the x86-64 baseline).
+STRIDER_CPU_CLONES void add_row(float* scores, const float* x, int64_t keys) {
+  for (int64_t j = 0; j < keys; ++j) scores[j] += x[j];
+}
+STRIDER_CPU_CLONES void shift_row(float* scores, float by, int64_t keys) {
+  for (int64_t j = 0; j < keys; ++j) scores[j] -= by;
 }
 
 // Queries per work item: items are (batch index, block of query rows), split over the
@@ -196,6 +206,12 @@ class AttentionKernel final : public Kernel {
   void pack_keys(Scratch& s, int64_t base) const {
     const T* src = data(kAttnViewKt);
     const int64_t rows = a_.row_stride[kAttnViewKt], cols = a_.col_stride[kAttnViewKt];
+    if constexpr (std::is_same_v<T, float>) {  // Kt is usually K transposed: a blocked transpose
+      const int64_t sizes[2] = {a_.head, a_.keys}, dst_strides[2] = {a_.keys, 1}, src_strides[2] = {rows, cols};
+      copy_strided(sizes, reinterpret_cast<std::byte*>(s.keys.data()), dst_strides,
+                   reinterpret_cast<const std::byte*>(src + base), src_strides, sizeof(float));
+      return;
+    }
     for (int64_t d = 0; d < a_.head; ++d)
       for (int64_t j = 0; j < a_.keys; ++j) s.keys[size_t(d * a_.keys + j)] = float(load(src[base + d * rows + j * cols]));
   }
@@ -219,7 +235,9 @@ class AttentionKernel final : public Kernel {
       ++operand;
       if (step.kind == ScoreStepKind::kAdd) {
         const T* x = view.template host_data_as<T>() + row;
-        if (col == 1) {
+        if (col == 1 && std::is_same_v<T, float>) {
+          add_row(scores, reinterpret_cast<const float*>(x), a_.keys);
+        } else if (col == 1) {
           for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j]));
         } else {
           for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j * col]));
@@ -253,7 +271,7 @@ class AttentionKernel final : public Kernel {
         s.scale[size_t(r)] = 0.0f;
         continue;
       }
-      for (int64_t j = 0; j < a_.keys; ++j) scores[j] -= max;
+      shift_row(scores, max, a_.keys);
       vector_math::exp_row(scores, scores, a_.keys);
       s.scale[size_t(r)] = 1.0f / row_sum(scores, a_.keys);
     }
@@ -263,6 +281,10 @@ class AttentionKernel final : public Kernel {
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = s.row.data() + r * a_.v_head;
       const int64_t at = base[kAttnViewOut] + (first + r) * a_.row_stride[kAttnViewOut];
+      if (std::is_same_v<T, float> && a_.col_stride[kAttnViewOut] == 1 && !s.invalid[size_t(r)]) {
+        std::memcpy(out + at, row, size_t(a_.v_head) * sizeof(float));
+        continue;
+      }
       for (int64_t e = 0; e < a_.v_head; ++e)
         out[at + e * a_.col_stride[kAttnViewOut]] = store<T>(s.invalid[size_t(r)] ? invalid_value : row[e]);
     }
