@@ -142,6 +142,16 @@ STRIDER_CPU_CLONES void add_row(float* scores, const float* x, int64_t keys) {
 STRIDER_CPU_CLONES void shift_row(float* scores, float by, int64_t keys) {
   for (int64_t j = 0; j < keys; ++j) scores[j] -= by;
 }
+// A Where step over a row of a boolean mask (bytes, `col` apart): one loop per kind, so
+// each vectorizes (GPT-2's causal mask: Where(mask, -inf, s)).
+STRIDER_CPU_CLONES void where_row(ScoreStepKind kind, float value, float* scores, const uint8_t* mask, int64_t col,
+                                  int64_t keys) {
+  if (kind == ScoreStepKind::kKeepWhere) {
+    for (int64_t j = 0; j < keys; ++j) scores[j] = mask[j * col] != 0 ? scores[j] : value;
+  } else {
+    for (int64_t j = 0; j < keys; ++j) scores[j] = mask[j * col] != 0 ? value : scores[j];
+  }
+}
 
 // Queries per work item: items are (batch index, block of query rows), split over the
 // threads; a thread packs a batch's keys and values once for its consecutive items.
@@ -243,9 +253,7 @@ class AttentionKernel final : public Kernel {
           for (int64_t j = 0; j < a_.keys; ++j) scores[j] += float(load(x[j * col]));
         }
       } else {
-        const uint8_t* x = view.template host_data_as<uint8_t>() + row;
-        for (int64_t j = 0; j < a_.keys; ++j)
-          scores[j] = apply_score_step(step.kind, step.value, scores[j], x[j * col] != 0 ? 1.0f : 0.0f);
+        where_row(step.kind, step.value, scores, view.template host_data_as<uint8_t>() + row, col, a_.keys);
       }
     }
   }
