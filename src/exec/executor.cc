@@ -36,6 +36,14 @@ Executor::Executor(const Graph& graph, const Plan& plan, const std::vector<std::
   if (options.sanitize) sanitizer_ = std::make_unique<Sanitizer>(device.num_queues());
   describe_steps();
   assign_queues();
+  // The host (uploads, downloads, taps) and the queues the steps went to: a queue no step
+  // uses never records, and must not hold the tracker's history (HazardTracker's `used`).
+  std::vector<bool> used(size_t(device.num_queues()), false);
+  used[kHostQueue] = true;
+  if (used.size() > 1) used[1] = true;  // the first device queue: a captured run's, even with no kernel in it
+  for (size_t s = 0; s < plan_.steps.size(); ++s)
+    if (kernels_[s]) used[size_t(queue_of_step_[s])] = true;
+  tracker_ = HazardTracker(device.num_queues(), std::move(used));
   if (options.graphs && !options.poison && device.num_queues() == 2) try_capture();
 }
 

@@ -14,10 +14,13 @@ VectorClock join_clocks(const VectorClock& own, std::span<const VectorClock> wai
   return clock;
 }
 
-HazardTracker::HazardTracker(int num_queues)
+HazardTracker::HazardTracker(int num_queues, std::vector<bool> used)
     : num_queues_(num_queues),
       clocks_(size_t(num_queues), VectorClock(size_t(num_queues), 0)),
-      snapshots_(size_t(num_queues)) {}
+      snapshots_(size_t(num_queues)),
+      used_(used.empty() ? std::vector<bool>(size_t(num_queues), true) : std::move(used)) {
+  STRIDER_CHECK(used_.size() == size_t(num_queues), "{} used flags for {} queues", used_.size(), num_queues);
+}
 
 void HazardTracker::join_clock_of(Timepoint t, VectorClock& clock) const {
   const auto& snapshots = snapshots_[size_t(t.queue)];
@@ -37,7 +40,7 @@ std::vector<Timepoint> HazardTracker::record_lasting(Timepoint self, std::span<c
 
 std::vector<Timepoint> HazardTracker::record_entries(Timepoint self, std::span<const MemoryAccess> accesses,
                                                      const std::shared_ptr<const std::vector<MemoryAccess>>& owner) {
-  STRIDER_CHECK(self.queue >= 0 && self.queue < num_queues_, "queue {}", self.queue);
+  STRIDER_CHECK(self.queue >= 0 && self.queue < num_queues_ && used_[size_t(self.queue)], "queue {}", self.queue);
   const VectorClock& ordered = clocks_[size_t(self.queue)];
   // The latest conflicting timepoint per other queue that the queue is not yet ordered after.
   std::vector<uint64_t> needed(size_t(num_queues_), 0);
@@ -90,8 +93,8 @@ std::vector<Timepoint> HazardTracker::record_entries(Timepoint self, std::span<c
 // future command in a way that needs a wait.
 void HazardTracker::prune() {
   auto everyone_after = [&](Timepoint t) {
-    for (const VectorClock& clock : clocks_)
-      if (clock[size_t(t.queue)] < t.value) return false;
+    for (size_t q = 0; q < clocks_.size(); ++q)
+      if (used_[q] && clocks_[q][size_t(t.queue)] < t.value) return false;
     return true;
   };
   entries_since_prune_ = 0;

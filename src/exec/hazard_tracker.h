@@ -36,7 +36,11 @@ using VectorClock = std::vector<uint64_t>;
 
 class HazardTracker {
  public:
-  explicit HazardTracker(int num_queues);
+  // `used`: the queues that will record commands (empty: all). History is dropped once every
+  // used queue is ordered after it; a queue that never records would otherwise hold every
+  // access of every run (a second device queue over a chain of steps: 15 KB a run).
+  // Recording on a queue not in `used` is a programming error.
+  explicit HazardTracker(int num_queues, std::vector<bool> used = {});
 
   // The waits a command about to complete `self` needs for `accesses`; records them
   // (copies of them: the caller's may go once this returns).
@@ -70,6 +74,7 @@ class HazardTracker {
   // is already ordered after, and never walks the submitting queue's own list: a CUDA graph
   // submits hundreds of accesses a run, all on one queue.
   std::map<const Allocation*, std::vector<std::vector<Entry>>> history_;
+  std::vector<bool> used_;
   uint64_t records_ = 0;
   size_t entries_since_prune_ = 0;
 };

@@ -140,6 +140,27 @@ TEST_F(TrackerTest, HistoryStaysBoundedOverManyRuns) {
   EXPECT_LT(t.history_size(), 200u);
 }
 
+// A queue that never records (told so) does not keep the history alive; the waits of the
+// queues that do are the same as with every queue used.
+TEST_F(TrackerTest, HistoryStaysBoundedWithAQueueThatNeverRecords) {
+  HazardTracker told(3, {true, true, false}), untold(3);
+  TensorView x = dense(0, {64}), y = dense(64, {64});
+  uint64_t host = 0, q1 = 0;
+  for (int run = 0; run < 1000; ++run) {
+    for (auto* t : {&told, &untold}) {
+      EXPECT_TRUE(t->record({0, host + 1}, std::vector{write(x)}).size() <= 1u);
+      auto steps = t->record({1, q1 + 1}, std::vector{read(x), write(y)});
+      ASSERT_EQ(steps.size(), 1u);
+      EXPECT_EQ(steps[0].queue, 0);
+      ASSERT_EQ(t->record({0, host + 2}, std::vector{read(y)}).size(), 1u);
+    }
+    host += 2;
+    ++q1;
+  }
+  EXPECT_LT(told.history_size(), 200u);
+  EXPECT_GT(untold.history_size(), 2000u) << "the unused queue 2 is never ordered after anything";
+}
+
 // A CUDA graph is one command with every step's accesses: a run is three records (upload,
 // graph, download), so pruning every 64 records would let thousands of entries pile up.
 TEST_F(TrackerTest, HistoryStaysBoundedWhenFewCommandsCarryManyAccesses) {
