@@ -52,7 +52,11 @@ Placement place(const Shape& sizes, Layout layout, bool is_output);
 // The devices the harness runs on; cuda is skipped on a machine without a GPU. "cpu-split"
 // is the CPU with three threads and every kernel of ours split over them
 // (hal/cpu/parallel.h), so splitting is checked on every view layout.
+#if !defined(STRIDER_TEST_CUDA_ROWS) || STRIDER_TEST_CUDA_ROWS
 inline constexpr const char* kDevices[] = {"cpu", "sim", "cuda", "cpu-split"};
+#else  // a build without the CUDA backend (tests/CMakeLists.txt)
+inline constexpr const char* kDevices[] = {"cpu", "sim", "cpu-split"};
+#endif
 // The device (sim with two queues), or a DEVICE_ERROR when it is not here.
 Result<std::unique_ptr<Device>> open_device(std::string_view name);
 
