@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "hal/attention_views.h"
+#include "base/cache_aligned.h"
 #include "hal/cpu/copy.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
@@ -163,7 +164,7 @@ class AttentionKernel final : public Kernel {
   // index it last packed, and a block of queries' query rows, scores (the exponentiated
   // ones in place), inverse sums and output rows.
   struct Scratch {
-    std::vector<float> keys, values, scores, query, row, scale;
+    CacheAlignedVector<float> keys, values, scores, query, row, scale;
     std::vector<uint8_t> invalid;  // per row of the block: its softmax is undefined
     int64_t packed_keys = -1, packed_values = -1;  // offsets of the packed batch (-1: none)
   };
@@ -172,10 +173,10 @@ class AttentionKernel final : public Kernel {
   AttentionKernel(FusedAttentionParams params, AttentionViews views)
       : p_(std::move(params)), a_(std::move(views)), threads_(max_parallel_threads()) {
     for (int t = 0; t < threads_; ++t)
-      scratch_.push_back(Scratch{std::vector<float>(size_t(a_.keys * a_.head)), std::vector<float>(size_t(a_.keys * a_.v_head)),
-                                 std::vector<float>(size_t(kQueryBlock * a_.keys)),
-                                 std::vector<float>(size_t(kQueryBlock * a_.head)),
-                                 std::vector<float>(size_t(kQueryBlock * a_.v_head)), std::vector<float>(kQueryBlock),
+      scratch_.push_back(Scratch{CacheAlignedVector<float>(size_t(a_.keys * a_.head)), CacheAlignedVector<float>(size_t(a_.keys * a_.v_head)),
+                                 CacheAlignedVector<float>(size_t(kQueryBlock * a_.keys)),
+                                 CacheAlignedVector<float>(size_t(kQueryBlock * a_.head)),
+                                 CacheAlignedVector<float>(size_t(kQueryBlock * a_.v_head)), CacheAlignedVector<float>(kQueryBlock),
                                  std::vector<uint8_t>(kQueryBlock)});
   }
 

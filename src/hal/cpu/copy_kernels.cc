@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/cache_aligned.h"
 #include "hal/cpu/copy.h"
 #include "base/checked_math.h"
 #include "hal/cpu/cpu_kernels.h"
@@ -63,7 +64,7 @@ class StagedCopyKernel final : public Kernel {
  private:
   std::string name_;
   TensorView in_, out_;
-  std::vector<std::byte> scratch_;
+  CacheAlignedVector<std::byte> scratch_;
   Allocation scratch_allocation_;
 };
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 
+#include "base/cache_aligned.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/parallel.h"
@@ -299,7 +300,7 @@ class FusedKernel final : public Kernel {
   std::string expression_;
   size_t registers_;          // the program's inputs and instruction results
   int threads_;               // the team the kernel may use (its scratch is per thread)
-  std::vector<float> rows_;   // per thread, one row of kTile per register
+  CacheAlignedVector<float> rows_;  // per thread, one row of kTile per register
   std::vector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
   std::vector<Batch> batches_;      // per thread
   Strides zeros_ = Strides(out_.sizes.size(), 0);
