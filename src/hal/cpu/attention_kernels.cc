@@ -163,7 +163,7 @@ class AttentionKernel final : public Kernel {
   // One thread's scratch: the packed keys (Kt as [D, T]) and values ([T, Dv]) of the batch
   // index it last packed, and a block of queries' query rows, scores (the exponentiated
   // ones in place), inverse sums and output rows.
-  struct Scratch {
+  struct alignas(kCacheLine) Scratch {  // a line of its own: packed_keys is written per batch
     CacheAlignedVector<float> keys, values, scores, query, row, scale;
     std::vector<uint8_t> invalid;  // per row of the block: its softmax is undefined
     int64_t packed_keys = -1, packed_values = -1;  // offsets of the packed batch (-1: none)

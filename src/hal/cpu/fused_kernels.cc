@@ -76,7 +76,7 @@ class FusedKernel final : public Kernel {
       : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
         expression_(std::move(expression)),
         registers_(size_t(program_.inputs + int(program_.code.size()))), threads_(max_parallel_threads()),
-        rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * registers_),
+        rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * reg_stride_),
         batches_(size_t(threads_)) {
     for (Batch& b : batches_) b.runs.reserve(size_t(kTile));
     if constexpr (std::is_same_v<T, float>) rows_loop_ = plan_rows();
@@ -164,7 +164,7 @@ class FusedKernel final : public Kernel {
   // program's output is one of its inputs).
   void tile_of_rows(const Pointers& p, const ByteStrides& step, int64_t m, int thread) {
     const int64_t n = rows_loop_->n;
-    const float** reg = reg_.data() + size_t(thread) * registers_;
+    const float** reg = reg_.data() + size_t(thread) * reg_stride_;
     for (int k = 0; k < program_.inputs; ++k) {
       float* r = row(thread, k);
       reg[size_t(k)] = r;
@@ -183,7 +183,7 @@ class FusedKernel final : public Kernel {
     Pointers p;
     int64_t n;
   };
-  struct Batch {  // short runs gathered into one tile, not yet computed
+  struct alignas(kCacheLine) Batch {  // short runs gathered into one tile, not yet computed (a line per thread)
     std::vector<Run> runs;
     ByteStrides strides{};
     int64_t elements = 0;
@@ -265,7 +265,7 @@ class FusedKernel final : public Kernel {
   // operand), and every input element is read before its output element is written.
   void tile(std::span<const Run> runs, const ByteStrides& s, int64_t n, int thread) {
     const bool single = runs.size() == 1;
-    const float** reg = reg_.data() + size_t(thread) * registers_;
+    const float** reg = reg_.data() + size_t(thread) * reg_stride_;
     for (int k = 0; k < program_.inputs; ++k) {
       const int64_t stride = s[size_t(k) + 1];
       if (single && std::is_same_v<T, float> && stride == int64_t(sizeof(T))) {
@@ -302,9 +302,12 @@ class FusedKernel final : public Kernel {
   std::vector<TensorView> inputs_;
   std::string expression_;
   size_t registers_;          // the program's inputs and instruction results
+  // Each thread's register pointers start a cache line of their own: written for every
+  // instruction, they would otherwise share a line with the next thread's.
+  size_t reg_stride_ = cache_lines_of<const float*>(registers_);
   int threads_;               // the team the kernel may use (its scratch is per thread)
   CacheAlignedVector<float> rows_;  // per thread, one row of kTile per register
-  std::vector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
+  CacheAlignedVector<const float*> reg_;  // per thread, where each register's tile lies (a row, or an operand)
   std::vector<Batch> batches_;      // per thread
   Strides zeros_ = Strides(out_.sizes.size(), 0);
   std::optional<RowsLoop> rows_loop_;  // set when the loop is one of short rows (f32)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/cache_aligned.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/parallel.h"
@@ -122,10 +123,11 @@ class NormalizationKernel final : public Kernel {
     if (row_count == 0) return Status::ok();
     if (rows_.empty()) {
       threads_ = max_parallel_threads();
-      rows_.resize(size_t(threads_) * size_t(std::max<int64_t>(n, 1)) * 3);  // x, scale, bias as C
+      row_stride_ = cache_lines_of<C>(size_t(std::max<int64_t>(n, 1)) * 3);  // x, scale, bias as C
+      rows_.resize(size_t(threads_) * row_stride_);
     }
     parallel_for(row_count, n * 4, [&](int64_t begin, int64_t end, int thread) {
-      C* xs = rows_.data() + size_t(thread) * size_t(n) * 3;
+      C* xs = rows_.data() + size_t(thread) * row_stride_;
       C* gamma = xs + n;
       C* beta = gamma + n;
       for (int64_t i = 0; i < n; ++i) gamma[i] = scale ? C(load(scale[i])) : C(1);
@@ -173,7 +175,8 @@ class NormalizationKernel final : public Kernel {
   std::string op_;
   bool dense_rows_ = is_dense_rows(v_);
   int threads_ = 1;
-  std::vector<std::conditional_t<std::is_same_v<T, double>, double, float>> rows_;  // per thread: x, scale, bias
+  CacheAlignedVector<std::conditional_t<std::is_same_v<T, double>, double, float>> rows_;  // per thread: x, scale, bias
+  size_t row_stride_ = 0;  // one thread's rows, in whole cache lines
 };
 
 Result<std::unique_ptr<Kernel>> make_normalization(const KernelRequest& r) {

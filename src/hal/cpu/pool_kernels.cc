@@ -6,6 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "base/cache_aligned.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/onednn.h"
@@ -138,7 +139,7 @@ class ChannelsInnerPool final : public Kernel {
  public:
   ChannelsInnerPool(TensorView x, TensorView y, PoolSetup setup)
       : x_(std::move(x)), y_(std::move(y)), s_(std::move(setup)), threads_(max_parallel_threads()),
-        rows_(size_t(threads_) * size_t(y_.sizes[1])) {}
+        rows_(size_t(threads_) * cache_lines_of<Acc>(size_t(y_.sizes[1]))) {}
 
   Status run(const QueueContext&) override {
     const Shape out_spatial(y_.sizes.begin() + 2, y_.sizes.end());
@@ -146,7 +147,7 @@ class ChannelsInnerPool final : public Kernel {
     int64_t taps = 1;
     for (int64_t k : s_.window.kernel) taps *= k;
     parallel_for(y_.sizes[0] * positions, channels * taps, [&](int64_t begin, int64_t end, int thread) {
-      Acc* acc = rows_.data() + size_t(thread) * size_t(channels);
+      Acc* acc = rows_.data() + size_t(thread) * cache_lines_of<Acc>(size_t(channels));
       Shape o = unflatten_index(begin % positions, out_spatial);
       for (int64_t item = begin; item < end; ++item, advance_index(o, out_spatial))
         pool_position(item / positions, o, acc);
@@ -210,7 +211,7 @@ class ChannelsInnerPool final : public Kernel {
   TensorView x_, y_;
   PoolSetup s_;
   int threads_;
-  std::vector<Acc> rows_;  // per thread, one accumulator per channel
+  CacheAlignedVector<Acc> rows_;  // per thread, one accumulator per channel (in whole cache lines)
 };
 
 // f32 and bf16 pooling without an Indices output on oneDNN's pooling, over the views' own

@@ -8,6 +8,7 @@
 
 #include "base/checked_math.h"
 #include "hal/axis_rows.h"
+#include "base/cache_aligned.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
@@ -135,18 +136,19 @@ class SoftmaxKernel final : public Kernel {
     const int64_t count = num_elements(reduced_sizes_);
     if (rows_.empty()) {  // once: one row of scratch per thread the kernel may use
       threads_ = max_parallel_threads();
-      rows_.resize(size_t(threads_) * size_t(count) * (lanes_path() ? 2 * kLanes : 1));
+      row_stride_ = cache_lines_of<Acc>(size_t(count) * (lanes_path() ? 2 * kLanes : 1));
+      rows_.resize(size_t(threads_) * row_stride_);
     }
     if (lanes_path()) {
       const int64_t line = kept_sizes_.back(), blocks = (line + kLanes - 1) / kLanes;
       parallel_for(num_elements(kept_sizes_) / line * blocks, count * kLanes * 4, [&](int64_t begin, int64_t end, int thread) {
-        Acc* tile = rows_.data() + size_t(thread) * size_t(count) * 2 * kLanes;
+        Acc* tile = rows_.data() + size_t(thread) * row_stride_;
         for (int64_t g = begin; g < end; ++g) softmax_lanes(g / blocks, (g % blocks) * kLanes, tile, count);
       }, threads_);
       return Status::ok();
     }
     parallel_for(num_elements(kept_sizes_), count * 4, [&](int64_t begin, int64_t end, int thread) {
-      Acc* row = rows_.data() + size_t(thread) * size_t(count);
+      Acc* row = rows_.data() + size_t(thread) * row_stride_;
       Shape outer = unflatten_index(begin, kept_sizes_);
       for (int64_t o = begin; o < end; ++o, advance_index(outer, kept_sizes_)) softmax_row(outer, row, count);
     }, threads_);
@@ -240,7 +242,8 @@ class SoftmaxKernel final : public Kernel {
   std::vector<int64_t> kept_dims_, reduced_dims_;
   Shape kept_sizes_, reduced_sizes_;
   int threads_ = 1;
-  std::vector<Acc> rows_;  // threads_ rows of the reduced size, made by the first run
+  CacheAlignedVector<Acc> rows_;  // threads_ rows of the reduced size, made by the first run
+  size_t row_stride_ = 0;         // one thread's row, in whole cache lines
 };
 
 Result<KernelPtr> make_softmax(const KernelRequest& r, bool log) {
