@@ -88,7 +88,39 @@ Status infer_one_hot(InferContext& ctx) {
   return Status::ok();
 }
 
+Status infer_loss(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(LossParams p, resolve_loss(ctx));
+  Shape per_element = ctx.input_shape(1);
+  ctx.set_output(0, ctx.input_dtype(0), p.reduction == "none" ? per_element : Shape{});
+  if (ctx.has_output(1)) ctx.set_output(1, ctx.input_dtype(0), ctx.input_shape(0));  // SCE's log_prob
+  return Status::ok();
+}
+
 }  // namespace
+
+Result<LossParams> resolve_loss(const NodeInputs& node) {
+  LossParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.reduction, node.attributes().get_string("reduction", "mean"));
+  if (p.reduction != "none" && p.reduction != "sum" && p.reduction != "mean")
+    return node.error("reduction '{}' is not none, sum or mean", printable(p.reduction));
+  p.has_ignore_index = node.attributes().has("ignore_index");
+  STRIDER_ASSIGN_OR_RETURN(p.ignore_index, node.attributes().get_int("ignore_index", 0));
+  const Shape& x = node.input_shape(0);
+  if (!is_floating(node.input_dtype(0))) return node.error("input 0 is {}, expected a floating type", dtype_name(node.input_dtype(0)));
+  if (x.size() < 2) return node.error("input 0 {} must be [N, C, d1, ...]", shape_to_string(x));
+  const DType target = node.input_dtype(1);
+  if (target != DType::kI64 && target != DType::kI32) return node.error("target is {}, expected int32 or int64", dtype_name(target));
+  Shape expected = x;
+  expected.erase(expected.begin() + 1);
+  if (node.input_shape(1) != expected)
+    return node.error("target {} must be input 0's shape without its class dim, {}", shape_to_string(node.input_shape(1)),
+                      shape_to_string(expected));
+  p.classes = x[1];
+  p.has_weight = node.has_input(2);
+  if (p.has_weight && (node.input_shape(2) != Shape{p.classes} || node.input_dtype(2) != node.input_dtype(0)))
+    return node.error("weight {} must be [{}] of input 0's dtype", shape_to_string(node.input_shape(2)), p.classes);
+  return p;
+}
 
 Result<RotaryParams> resolve_rotary_embedding(const NodeInputs& node) {
   RotaryParams p;
@@ -190,6 +222,8 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"RotaryEmbedding", infer_rotary_embedding, {}});
   ops.push_back({"LpNormalization", infer_lp_normalization, {}});
   ops.push_back({"OneHot", infer_one_hot, {}, {1}});
+  ops.push_back({"NegativeLogLikelihoodLoss", infer_loss, {}});
+  ops.push_back({"SoftmaxCrossEntropyLoss", infer_loss, {}});
 }
 
 }  // namespace strider

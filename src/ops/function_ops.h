@@ -44,6 +44,21 @@ struct EinsumParams {
 };
 Result<EinsumParams> resolve_einsum(const NodeInputs& node);
 
+// NegativeLogLikelihoodLoss (input [N, C, d1..dk] of log-probabilities, target [N, d1..dk]
+// of class indices, optional weight [C]) and SoftmaxCrossEntropyLoss (scores of the same
+// shape; NLL of their LogSoftmax along C, which is its optional second output): the loss per
+// element is -input[n, target, d..] * weight[target], 0 where target == ignore_index;
+// reduced by "none" (shape of target), "sum" or "mean" (a scalar; mean divides by the sum of
+// the weights taken, or the count of elements not ignored without weights).
+struct LossParams {
+  std::string reduction = "mean";
+  bool has_ignore_index = false;
+  int64_t ignore_index = 0;
+  bool has_weight = false;
+  int64_t classes = 0;
+};
+Result<LossParams> resolve_loss(const NodeInputs& node);
+
 void register_function_ops(std::vector<OpSchema>& ops);
 
 }  // namespace strider

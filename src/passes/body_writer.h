@@ -95,5 +95,7 @@ inline AttributeMap int_attr(const std::string& name, int64_t v) {
 
 // The bodies written in files of their own.
 Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_nll_loss(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_softmax_cross_entropy(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 
 }  // namespace strider::expansion

@@ -312,6 +312,8 @@ constexpr FunctionOp kFunctionOps[] = {
     {"LpNormalization", expand_lp_normalization},
     {"OneHot", expand_one_hot},
     {"SwiGLU", expand_swiglu},
+    {"NegativeLogLikelihoodLoss", expand_nll_loss},
+    {"SoftmaxCrossEntropyLoss", expand_softmax_cross_entropy},
 };
 
 Expander expander_for(const Node& node) {

@@ -1,7 +1,7 @@
 // expand_functions: replaces each node of an op that ONNX defines as a function of other ops,
 // and that no strider device runs natively yet, by that function's body in primitive ops
-// (Attention-23, ops/attention.h; RotaryEmbedding-23, LpNormalization, OneHot,
-// ops/function_ops.h). The body's nodes are named "<node>/<Op>_<k>" and
+// (Attention-23, ops/attention.h; RotaryEmbedding-23, LpNormalization, OneHot, the NLL
+// and softmax cross-entropy losses, ops/function_ops.h). The body's nodes are named "<node>/<Op>_<k>" and
 // carry Node::expanded_from ("Attention 'attn_0'"), which `strider inspect` prints on each
 // step, so a plan says which of its nodes came from where. The new values get their types
 // from the infer_and_fold that the session runs again afterwards; from then on they are

@@ -76,6 +76,7 @@ std::span<const OpDefinition> norm_family_op_definitions();
 std::span<const OpDefinition> pad_tile_op_definitions();
 std::span<const OpDefinition> scatter_op_definitions();
 std::span<const OpDefinition> attention_op_definitions();
+std::span<const OpDefinition> loss_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 
