@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/onnx_types.h"
 #include "strider/printable.h"
 
 namespace strider {
@@ -96,7 +97,181 @@ Status infer_loss(InferContext& ctx) {
   return Status::ok();
 }
 
+// The output shape a params struct holds, with input 0's dtype.
+template <typename Params, Result<Params> (*resolve)(const NodeInputs&)>
+Status infer_shaped(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(Params p, resolve(ctx));
+  ctx.set_output(0, ctx.input_dtype(0), p.out);
+  return Status::ok();
+}
+
+Status infer_reverse_sequence(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(resolve_reverse_sequence(ctx).status());
+  return infer_same_as_input(ctx);
+}
+
+Status infer_eye_like(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(EyeLikeParams p, resolve_eye_like(ctx));
+  ctx.set_output(0, p.dtype, ctx.input_shape(0));
+  return Status::ok();
+}
+
+Status infer_hardmax(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(resolve_hardmax(ctx).status());
+  return infer_same_as_input(ctx);
+}
+
+Status infer_lrn(InferContext& ctx) {
+  STRIDER_RETURN_IF_ERROR(resolve_lrn(ctx).status());
+  return infer_same_as_input(ctx);
+}
+
+Status infer_window_function(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(WindowParams p, resolve_window_function(ctx));
+  ctx.set_output(0, p.dtype, Shape{p.size});
+  return Status::ok();
+}
+
+Status require_4d(const NodeInputs& node) {
+  if (node.input_rank(0) != 4) return node.error("input {} must be [N, C, H, W]", shape_to_string(node.input_shape(0)));
+  return Status::ok();
+}
+
+Result<int64_t> positive_block(const NodeInputs& node) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t block, node.attributes().get_int("blocksize", 0));
+  if (block < 1 || block > (int64_t(1) << 20)) return node.error("blocksize {} must be positive", block);
+  return block;
+}
+
 }  // namespace
+
+Result<BlockParams> resolve_depth_to_space(const NodeInputs& node) {
+  STRIDER_RETURN_IF_ERROR(require_4d(node));
+  BlockParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.block, positive_block(node));
+  STRIDER_ASSIGN_OR_RETURN(std::string mode, node.attributes().get_string("mode", "DCR"));
+  if (mode != "DCR" && mode != "CRD") return node.error("mode '{}' is not DCR or CRD", printable(mode));
+  p.crd = mode == "CRD";
+  const Shape& x = node.input_shape(0);
+  const int64_t b = p.block;
+  if (x[1] % (b * b)) return node.error("channels {} are not a multiple of blocksize^2 = {}", x[1], b * b);
+  p.out = {x[0], x[1] / (b * b), x[2] * b, x[3] * b};
+  return p;
+}
+
+Result<BlockParams> resolve_space_to_depth(const NodeInputs& node) {
+  STRIDER_RETURN_IF_ERROR(require_4d(node));
+  BlockParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.block, positive_block(node));
+  const Shape& x = node.input_shape(0);
+  const int64_t b = p.block;
+  if (x[2] % b || x[3] % b) return node.error("height {} and width {} must be multiples of blocksize {}", x[2], x[3], b);
+  p.out = {x[0], x[1] * b * b, x[2] / b, x[3] / b};
+  return p;
+}
+
+Result<CenterCropPadParams> resolve_center_crop_pad(const NodeInputs& node) {
+  CenterCropPadParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.sizes, node.constant_ints(1, "shape"));
+  const int64_t rank = node.input_rank(0);
+  std::vector<int64_t> every_axis(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) every_axis[size_t(d)] = d;
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> axes, node.attributes().get_ints("axes", every_axis));
+  if (axes.size() != p.sizes.size()) return node.error("shape has {} sizes for {} axes", p.sizes.size(), axes.size());
+  p.out = node.input_shape(0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = 0;
+    if (!normalize_axis(axes[i], rank, &axis)) return node.error("axis {} out of range", axes[i]);
+    if (std::find(p.axes.begin(), p.axes.end(), axis) != p.axes.end()) return node.error("axis {} given twice", axes[i]);
+    if (p.sizes[i] < 0 || p.sizes[i] > (int64_t(1) << 40)) return node.error("size {} of axis {} is out of range", p.sizes[i], axis);
+    p.axes.push_back(axis);
+    p.out[size_t(axis)] = p.sizes[i];
+  }
+  return p;
+}
+
+Result<ReverseSequenceParams> resolve_reverse_sequence(const NodeInputs& node) {
+  ReverseSequenceParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.batch_axis, node.attributes().get_int("batch_axis", 1));
+  STRIDER_ASSIGN_OR_RETURN(p.time_axis, node.attributes().get_int("time_axis", 0));
+  const Shape& x = node.input_shape(0);
+  if (x.size() < 2) return node.error("input {} must have rank 2 or more", shape_to_string(x));
+  if ((p.batch_axis != 0 && p.batch_axis != 1) || (p.time_axis != 0 && p.time_axis != 1) || p.batch_axis == p.time_axis)
+    return node.error("batch_axis {} and time_axis {} must be 0 and 1", p.batch_axis, p.time_axis);
+  if (node.input_shape(1) != Shape{x[size_t(p.batch_axis)]} || !is_integral(node.input_dtype(1)))
+    return node.error("sequence_lens must be [{}] integers", x[size_t(p.batch_axis)]);
+  return p;
+}
+
+Result<EyeLikeParams> resolve_eye_like(const NodeInputs& node) {
+  EyeLikeParams p;
+  if (node.input_rank(0) != 2) return node.error("input {} must be 2-D", shape_to_string(node.input_shape(0)));
+  p.dtype = node.input_dtype(0);
+  if (node.attributes().has("dtype")) {
+    STRIDER_ASSIGN_OR_RETURN(int64_t code, node.attributes().get_int("dtype", 0));
+    std::optional<DType> d = dtype_from_onnx_code(int(code));
+    if (!d) return node.error("dtype {} is not one strider has", code);
+    p.dtype = *d;
+  }
+  STRIDER_ASSIGN_OR_RETURN(p.k, node.attributes().get_int("k", 0));
+  return p;
+}
+
+Result<HardmaxParams> resolve_hardmax(const NodeInputs& node) {
+  HardmaxParams p;
+  p.coerce = node.opset() < 13;
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, node.attributes().get_int("axis", p.coerce ? 1 : -1));
+  if (!is_floating(node.input_dtype(0))) return node.error("input must be floating");
+  if (node.input_rank(0) < 1 || !normalize_axis(axis, node.input_rank(0), &p.axis)) return node.error("axis {} out of range", axis);
+  return p;
+}
+
+Result<LrnParams> resolve_lrn(const NodeInputs& node) {
+  LrnParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.alpha, node.attributes().get_float("alpha", 1e-4f));
+  STRIDER_ASSIGN_OR_RETURN(p.beta, node.attributes().get_float("beta", 0.75f));
+  STRIDER_ASSIGN_OR_RETURN(p.bias, node.attributes().get_float("bias", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(p.size, node.attributes().get_int("size", 0));
+  if (p.size < 1 || p.size > (int64_t(1) << 20)) return node.error("size {} must be positive", p.size);
+  if (node.input_rank(0) < 3) return node.error("input {} must be [N, C, d1, ...]", shape_to_string(node.input_shape(0)));
+  if (!is_floating(node.input_dtype(0))) return node.error("input must be floating");
+  return p;
+}
+
+Result<LpPoolParams> resolve_lp_pool(const NodeInputs& node) {
+  LpPoolParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.p, node.attributes().get_int("p", 2));
+  if (p.p < 1 || p.p > 64) return node.error("p {} must be in [1, 64]", p.p);
+  const Shape& x = node.input_shape(0);
+  if (x.size() < 3) return node.error("input {} must be [N, C, d1, ...]", shape_to_string(x));
+  if (!is_floating(node.input_dtype(0))) return node.error("input must be floating");
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.attributes().get_ints("kernel_shape", {}));
+  STRIDER_ASSIGN_OR_RETURN(int64_t ceil_mode, node.attributes().get_int("ceil_mode", 0));
+  const std::vector<int64_t> spatial(x.begin() + 2, x.end());
+  STRIDER_ASSIGN_OR_RETURN(WindowGeometry g, resolve_window(node, spatial, kernel, ceil_mode != 0));
+  p.out = {x[0], x[1]};
+  p.out.insert(p.out.end(), g.output.begin(), g.output.end());
+  for (int64_t k : kernel) p.window_volume *= k;
+  return p;
+}
+
+Result<WindowParams> resolve_window_function(const NodeInputs& node) {
+  WindowParams p;
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> size, node.constant_ints(0, "size"));
+  if (size.size() != 1 || size[0] < 0 || size[0] > (int64_t(1) << 32)) return node.error("size must be one non-negative integer");
+  p.size = size[0];
+  STRIDER_ASSIGN_OR_RETURN(int64_t periodic, node.attributes().get_int("periodic", 1));
+  p.periodic = periodic != 0;
+  STRIDER_ASSIGN_OR_RETURN(int64_t code, node.attributes().get_int("output_datatype", 1));
+  std::optional<DType> d = dtype_from_onnx_code(int(code));
+  if (!d) return node.error("output_datatype {} is not one strider has", code);
+  p.dtype = *d;
+  const std::string& op = node.node().op_type;
+  if (op == "HannWindow") p.a0 = 0.5, p.a1 = 0.5;
+  else if (op == "HammingWindow") p.a0 = 25.0 / 46.0, p.a1 = 1.0 - 25.0 / 46.0;
+  else p.a0 = 0.42, p.a1 = 0.5, p.a2 = 0.08;  // BlackmanWindow
+  return p;
+}
 
 Result<LossParams> resolve_loss(const NodeInputs& node) {
   LossParams p;
@@ -224,6 +399,16 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"OneHot", infer_one_hot, {}, {1}});
   ops.push_back({"NegativeLogLikelihoodLoss", infer_loss, {}});
   ops.push_back({"SoftmaxCrossEntropyLoss", infer_loss, {}});
+  ops.push_back({"DepthToSpace", infer_shaped<BlockParams, resolve_depth_to_space>, {}});
+  ops.push_back({"SpaceToDepth", infer_shaped<BlockParams, resolve_space_to_depth>, {}});
+  ops.push_back({"CenterCropPad", infer_shaped<CenterCropPadParams, resolve_center_crop_pad>, {}, {1}});
+  ops.push_back({"ReverseSequence", infer_reverse_sequence, {}});
+  ops.push_back({"EyeLike", infer_eye_like, {}});
+  ops.push_back({"Hardmax", infer_hardmax, {}});
+  ops.push_back({"LRN", infer_lrn, {}});
+  ops.push_back({"LpPool", infer_shaped<LpPoolParams, resolve_lp_pool>, {}});
+  for (const char* window : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    ops.push_back({window, infer_window_function, {}, {0}});
 }
 
 }  // namespace strider

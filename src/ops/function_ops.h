@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/op_registry.h"
+#include "ops/shape_ops.h"
 
 namespace strider {
 
@@ -58,6 +59,70 @@ struct LossParams {
   int64_t classes = 0;
 };
 Result<LossParams> resolve_loss(const NodeInputs& node);
+
+// DepthToSpace (mode DCR or CRD) and SpaceToDepth on [N, C, H, W] with `block`.
+struct BlockParams {
+  int64_t block = 0;
+  bool crd = false;  // DepthToSpace: channels as (C', b, b), not (b, b, C')
+  Shape out;
+};
+Result<BlockParams> resolve_depth_to_space(const NodeInputs& node);
+Result<BlockParams> resolve_space_to_depth(const NodeInputs& node);
+
+// CenterCropPad: each of `axes` (all by default) cropped or zero-padded, centred, to the
+// size the constant `shape` input gives it; the begin side takes the smaller half.
+struct CenterCropPadParams {
+  std::vector<int64_t> axes, sizes;
+  Shape out;
+};
+Result<CenterCropPadParams> resolve_center_crop_pad(const NodeInputs& node);
+
+// ReverseSequence: along time_axis, the first sequence_lens[b] elements of batch index b
+// reversed, the rest kept.
+struct ReverseSequenceParams {
+  int64_t batch_axis = 1, time_axis = 0;
+};
+Result<ReverseSequenceParams> resolve_reverse_sequence(const NodeInputs& node);
+
+// EyeLike: a 2-D tensor of input 0's shape, 1 where column - row == k, else 0.
+struct EyeLikeParams {
+  DType dtype = DType::kF32;
+  int64_t k = 0;
+};
+Result<EyeLikeParams> resolve_eye_like(const NodeInputs& node);
+
+// Hardmax: 1 at the first maximum along `axis`, 0 elsewhere; before opset 13 over the
+// input flattened to 2-D at `axis` (default 1), from 13 along `axis` (default -1).
+struct HardmaxParams {
+  int64_t axis = 0;  // normalized
+  bool coerce = false;
+};
+Result<HardmaxParams> resolve_hardmax(const NodeInputs& node);
+
+// LRN: x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta.
+struct LrnParams {
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+  int64_t size = 0;
+};
+Result<LrnParams> resolve_lrn(const NodeInputs& node);
+
+// LpPool: (sum over the window of |x|^p)^(1/p), padding counting as zeros.
+struct LpPoolParams {
+  int64_t p = 2;
+  Shape out;
+  int64_t window_volume = 1;  // taps of one window (the kernel's)
+};
+Result<LpPoolParams> resolve_lp_pool(const NodeInputs& node);
+
+// HannWindow, HammingWindow, BlackmanWindow of the constant `size`: a0 - a1 cos(2 pi n / D)
+// + a2 cos(4 pi n / D), D = size (periodic, the default) or size - 1 (symmetric).
+struct WindowParams {
+  int64_t size = 0;
+  bool periodic = true;
+  DType dtype = DType::kF32;
+  double a0 = 0, a1 = 0, a2 = 0;
+};
+Result<WindowParams> resolve_window_function(const NodeInputs& node);
 
 void register_function_ops(std::vector<OpSchema>& ops);
 

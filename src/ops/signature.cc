@@ -53,6 +53,7 @@ struct AddedOp {
 };
 constexpr AddedOp kAddedOps[] = {
     {"Mish", 18, 1, 1, 1, {}},
+    {"CenterCropPad", 18, 2, 2, 1, {{{"axes", Attribute::Kind::kInts}}}},
     {"GroupNormalization", 18, 3, 3, 1,
      {{{"epsilon", Attribute::Kind::kFloat}, {"num_groups", Attribute::Kind::kInt}, {"stash_type", Attribute::Kind::kInt}}}},
     {"RMSNormalization", 23, 2, 2, 1,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ class BodyWriter {
       : g_(graph), original_(original), position_(position), budget_(budget),
         origin_(fmt::format("{} '{}'", original.op_type, printable(original.name))) {}
 
+  // Body nodes take the original node's opset, or `opset` if that is higher: a body that
+  // needs an op newer than the node it replaces (ReverseSequence-10's GatherElements-11).
+  void at_least_opset(int opset) { min_opset_ = opset; }
+
   // A node of the body; its output is `into` (an output of the original node) or a new value.
   Result<ValueId> op(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attributes = {},
                      ValueId into = kNoValue) {
@@ -30,7 +35,7 @@ class BodyWriter {
     Node node;
     node.name = unique_name(op_type);
     node.op_type = op_type;
-    node.opset = original_.opset;
+    node.opset = std::max(original_.opset, min_opset_);
     node.inputs = std::move(inputs);
     node.outputs = {into};
     node.attributes = std::move(attributes);
@@ -79,6 +84,7 @@ class BodyWriter {
   MemoryBudget* budget_;
   std::string origin_;
   int counter_ = 0;
+  int min_opset_ = 0;
 };
 
 inline AttributeMap ints_attr(const std::string& name, std::vector<int64_t> v) {
@@ -97,5 +103,14 @@ inline AttributeMap int_attr(const std::string& name, int64_t v) {
 Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_nll_loss(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_softmax_cross_entropy(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_reverse_sequence(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_hardmax(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_lrn(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_lp_pool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_window_function(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 
 }  // namespace strider::expansion

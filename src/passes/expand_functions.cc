@@ -314,6 +314,17 @@ constexpr FunctionOp kFunctionOps[] = {
     {"SwiGLU", expand_swiglu},
     {"NegativeLogLikelihoodLoss", expand_nll_loss},
     {"SoftmaxCrossEntropyLoss", expand_softmax_cross_entropy},
+    {"DepthToSpace", expand_depth_to_space},
+    {"SpaceToDepth", expand_space_to_depth},
+    {"CenterCropPad", expand_center_crop_pad},
+    {"ReverseSequence", expand_reverse_sequence},
+    {"Hardmax", expand_hardmax},
+    {"LRN", expand_lrn},
+    {"LpPool", expand_lp_pool},
+    {"EyeLike", expand_eye_like},
+    {"HannWindow", expand_window_function},
+    {"HammingWindow", expand_window_function},
+    {"BlackmanWindow", expand_window_function},
 };
 
 Expander expander_for(const Node& node) {
@@ -324,6 +335,8 @@ Expander expander_for(const Node& node) {
 }
 
 }  // namespace
+
+bool expands_as_function(const Node& node) { return expander_for(node) != nullptr; }
 
 Result<int> expand_functions(Graph& graph, MemoryBudget* budget) {
   int expanded = 0;

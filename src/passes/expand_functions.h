@@ -20,4 +20,9 @@ namespace strider {
 // bytes from `budget` when given, before they are built.
 Result<int> expand_functions(Graph& graph, MemoryBudget* budget = nullptr);
 
+// Whether expand_functions replaces `node` by a body. infer_and_fold leaves such a node
+// unfolded even when its inputs are constant (no device has a kernel for it); its body's
+// nodes fold in the inference that follows the expansion.
+bool expands_as_function(const Node& node);
+
 }  // namespace strider

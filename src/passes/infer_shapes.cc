@@ -8,6 +8,7 @@
 #include "hal/cpu/host_evaluator.h"
 #include "ops/op_registry.h"
 #include "ops/signature.h"
+#include "passes/expand_functions.h"
 
 namespace strider {
 namespace {
@@ -86,7 +87,7 @@ Status infer_node(Graph& graph, NodeId id, MemoryBudget* budget) {
   Status inferred = schema->infer(context);
   if (!inferred.is_ok()) return inferred.with_context(describe_node(node));
   STRIDER_RETURN_IF_ERROR(check_outputs(graph, node));
-  if (all_outputs_constant(graph, node) || !all_inputs_constant(graph, node)) return Status::ok();
+  if (all_outputs_constant(graph, node) || !all_inputs_constant(graph, node) || expands_as_function(node)) return Status::ok();
   Status folded = fold(graph, id, budget);
   if (!folded.is_ok()) return folded.with_context(describe_node(node)).with_context("while folding constants");
   return Status::ok();

@@ -1,9 +1,10 @@
-// Ops that make values rather than transform them: Constant, ConstantOfShape, Shape, Size
-// and Range.
+// Ops that make values rather than transform them: Constant, ConstantOfShape, Shape, Size,
+// Range, EyeLike and the Hann, Hamming and Blackman windows.
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "base/onnx_types.h"
 #include "base/shape.h"
 #include "reference/op_support.h"
 
@@ -142,10 +143,65 @@ Result<OpOutputs> range_op(const OpContext& ctx) {
   return OpOutputs{std::move(out)};
 }
 
+// EyeLike: input 0's 2-D shape, 1 where column - row == k; dtype the attribute's or input 0's.
+Result<OpOutputs> eye_like_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  if (x->rank() != 2) return invalid_model(fmt::format("input {} must be 2-D", describe(*x)));
+  DType dtype = x->dtype;
+  if (ctx.attributes().has("dtype")) {
+    STRIDER_ASSIGN_OR_RETURN(int64_t code, ctx.attributes().get_int("dtype", 0));
+    std::optional<DType> d = dtype_from_onnx_code(int(code));
+    if (!d) return unsupported(fmt::format("dtype {}", code));
+    dtype = *d;
+  }
+  STRIDER_ASSIGN_OR_RETURN(int64_t k, ctx.attributes().get_int("k", 0));
+  RefTensor y = RefTensor::zeros(dtype, x->shape);
+  for (int64_t r = 0; r < x->shape[0]; ++r) {
+    const int64_t c = r + k;
+    if (c < 0 || c >= x->shape[1]) continue;
+    if (y.is_floating()) y.floats[size_t(r * x->shape[1] + c)] = 1.0;
+    else y.ints[size_t(r * x->shape[1] + c)] = 1;
+  }
+  return OpOutputs{std::move(y)};
+}
+
+// The generalized cosine windows: w[n] = sum_k (-1)^k a_k cos(2 pi k n / D), D = size when
+// periodic (the default), size - 1 when symmetric.
+Result<OpOutputs> cosine_window(const OpContext& ctx, std::initializer_list<double> a) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* size_input, ctx.input(0, "size"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t size, read_scalar_int(*size_input, "input 0 (size)"));
+  if (size < 0 || size > kMaxElements) return invalid_argument(fmt::format("window size {}", size));
+  STRIDER_ASSIGN_OR_RETURN(int64_t periodic, ctx.attributes().get_int("periodic", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t code, ctx.attributes().get_int("output_datatype", 1));
+  std::optional<DType> dtype = dtype_from_onnx_code(int(code));
+  if (!dtype) return unsupported(fmt::format("output_datatype {}", code));
+  RefTensor y = RefTensor::zeros(*dtype, {size});
+  const double denominator = double(periodic != 0 ? size : size - 1), pi = 3.14159265358979323846;
+  for (int64_t n = 0; n < size; ++n) {
+    double v = 0, sign = 1;
+    int64_t k = 0;
+    for (double coefficient : a) {
+      v += sign * coefficient * std::cos(2.0 * pi * double(k) * double(n) / denominator);
+      sign = -sign;
+      ++k;
+    }
+    if (y.is_floating()) y.floats[size_t(n)] = v;
+    else y.ints[size_t(n)] = truncate_to_int(v);
+  }
+  return OpOutputs{std::move(y)};
+}
+
+Result<OpOutputs> hann_window_op(const OpContext& ctx) { return cosine_window(ctx, {0.5, 0.5}); }
+Result<OpOutputs> hamming_window_op(const OpContext& ctx) { return cosine_window(ctx, {25.0 / 46.0, 21.0 / 46.0}); }
+Result<OpOutputs> blackman_window_op(const OpContext& ctx) { return cosine_window(ctx, {0.42, 0.5, 0.08}); }
+
 constexpr OpDefinition kGeneratorOps[] = {
     {"Constant", 7, 27, constant_op}, {"ConstantOfShape", 9, 27, constant_of_shape_op},
     {"Shape", 7, 27, shape_op},       {"Size", 7, 27, size_op},
     {"Range", 11, 27, range_op},
+    {"EyeLike", 9, 27, eye_like_op},
+    {"HannWindow", 17, 27, hann_window_op}, {"HammingWindow", 17, 27, hamming_window_op},
+    {"BlackmanWindow", 17, 27, blackman_window_op},
 };
 
 }  // namespace

@@ -135,11 +135,38 @@ Result<OpOutputs> lp_normalization_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// LRN: x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta.
+Result<OpOutputs> lrn_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  if (x->rank() < 3) return invalid_model("X must be [N, C, d1, ...]");
+  STRIDER_ASSIGN_OR_RETURN(float alpha, ctx.attributes().get_float("alpha", 1e-4f));
+  STRIDER_ASSIGN_OR_RETURN(float beta, ctx.attributes().get_float("beta", 0.75f));
+  STRIDER_ASSIGN_OR_RETURN(float bias, ctx.attributes().get_float("bias", 1.0f));
+  STRIDER_ASSIGN_OR_RETURN(int64_t size, ctx.attributes().require_int("size"));
+  if (size < 1) return invalid_model("size must be positive");
+  const int64_t n = x->shape[0], c = x->shape[1], inner = product(x->shape, 2, x->shape.size());
+  RefTensor y = *x;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < inner; ++i) {
+        double sum = 0;
+        for (int64_t k = std::max<int64_t>(0, ch - (size - 1) / 2); k <= std::min(c - 1, ch + size / 2); ++k) {
+          const double v = x->floats[size_t((b * c + k) * inner + i)];
+          sum += v * v;
+        }
+        const size_t at = size_t((b * c + ch) * inner + i);
+        y.floats[at] = x->floats[at] / std::pow(double(bias) + double(alpha) / double(size) * sum, double(beta));
+      }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kNormFamilyOps[] = {
     {"GroupNormalization", 18, 27, group_normalization_op},
     {"RMSNormalization", 23, 27, rms_normalization_op},
     {"MeanVarianceNormalization", 9, 27, mean_variance_normalization_op},
     {"LpNormalization", 1, 27, lp_normalization_op},
+    {"LRN", 1, 27, lrn_op},
 };
 
 }  // namespace

@@ -191,12 +191,36 @@ Result<OpOutputs> softmax_family(const OpContext& ctx, bool log) {
 Result<OpOutputs> softmax_op(const OpContext& ctx) { return softmax_family(ctx, false); }
 Result<OpOutputs> log_softmax_op(const OpContext& ctx) { return softmax_family(ctx, true); }
 
+// Hardmax: 1 at the first maximum of each group (the softmax groups: before opset 13 the
+// input flattened to 2-D at `axis`, from 13 along `axis`), 0 elsewhere.
+Result<OpOutputs> hardmax_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (input)"));
+  const bool coerce = ctx.opset() < 13;
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", coerce ? 1 : -1));
+  if (x->rank() == 0) return invalid_argument("input must have rank >= 1");
+  STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, x->rank(), "attribute 'axis'"));
+  const size_t a = size_t(axis), r = x->shape.size();
+  const int64_t outer = product(x->shape, 0, a);
+  const int64_t dim = coerce ? product(x->shape, a, r) : x->shape[a], inner = coerce ? 1 : product(x->shape, a + 1, r);
+  RefTensor y = RefTensor::zeros(x->dtype, x->shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < dim; ++i)
+        if (x->floats[size_t((o * dim + i) * inner + in)] > x->floats[size_t((o * dim + best) * inner + in)]) best = i;
+      if (dim > 0) y.floats[size_t((o * dim + best) * inner + in)] = 1.0;
+    }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kNormalizationOps[] = {
     {"BatchNormalization", 7, 27, batch_normalization_op},
     {"InstanceNormalization", 7, 27, instance_normalization_op},
     {"LayerNormalization", 17, 27, layer_normalization_op},
     {"Softmax", 7, 27, softmax_op},
     {"LogSoftmax", 7, 27, log_softmax_op},
+    {"Hardmax", 7, 27, hardmax_op},
 };
 
 }  // namespace

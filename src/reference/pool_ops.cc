@@ -1,5 +1,5 @@
-// Pooling: MaxPool (with its optional Indices output), AveragePool, GlobalAveragePool and
-// GlobalMaxPool, over any number of spatial dims.
+// Pooling: MaxPool (with its optional Indices output), AveragePool, LpPool, GlobalAveragePool
+// and GlobalMaxPool, over any number of spatial dims.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -161,6 +161,27 @@ Result<OpOutputs> average_pool_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// LpPool: (sum over the window's taps inside the input of |x|^p)^(1/p); padding adds 0.
+Result<OpOutputs> lp_pool_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
+  STRIDER_ASSIGN_OR_RETURN(PoolSetup s, pool_setup(ctx, *x, 18));
+  STRIDER_ASSIGN_OR_RETURN(int64_t p, ctx.attributes().get_int("p", 2));
+  if (p < 1) return invalid_model("p must be positive");
+  RefTensor y = RefTensor::zeros(x->dtype, s.out_shape);
+  if (s.planes == 0) return OpOutputs{std::move(y)};
+  const int64_t out_size = num_elements(s.geometry.output);
+  for_each_index(s.geometry.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
+    PoolWindow w = pool_window(s.geometry, out_index);
+    for (int64_t plane = 0; plane < s.planes; ++plane) {
+      double sum = 0;
+      for (int64_t offset : w.row_major) sum += std::pow(std::fabs(x->floats[size_t(plane * s.plane_size + offset)]), double(p));
+      y.floats[size_t(plane * out_size + position)] = std::pow(sum, 1.0 / double(p));
+    }
+  });
+  return OpOutputs{std::move(y)};
+}
+
 Result<OpOutputs> global_pool(const OpContext& ctx, bool average) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (X)"));
@@ -189,6 +210,7 @@ Result<OpOutputs> global_max_pool_op(const OpContext& ctx) { return global_pool(
 constexpr OpDefinition kPoolOps[] = {
     {"MaxPool", 7, 27, max_pool_op},
     {"AveragePool", 7, 27, average_pool_op},
+    {"LpPool", 2, 27, lp_pool_op},
     {"GlobalAveragePool", 7, 27, global_average_pool_op},
     {"GlobalMaxPool", 7, 27, global_max_pool_op},
 };
