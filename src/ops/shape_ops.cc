@@ -195,6 +195,7 @@ Result<CumSumParams> resolve_cumsum(const NodeInputs& node) {
   STRIDER_ASSIGN_OR_RETURN(int64_t reverse, node.attributes().get_int("reverse", 0));
   p.exclusive = exclusive != 0;
   p.reverse = reverse != 0;
+  p.product = node.node().op_type == "CumProd";
   return p;
 }
 

@@ -56,11 +56,13 @@ struct ArgReduceParams {
 Result<ArgReduceParams> resolve_arg_reduce(const NodeInputs& node);
 // (Which element wins: arg_reduce_takes in ops/reduce_math.h, for every device.)
 
-// CumSum: running sums along `axis` (input 1, a constant), from the end when `reverse`,
-// each excluding its own element when `exclusive`.
+// CumSum and CumProd: running sums (products) along `axis` (input 1, a constant), from the
+// end when `reverse`, each excluding its own element when `exclusive` (the first is then 0,
+// or 1 for a product).
 struct CumSumParams {
   int64_t axis = 0;
   bool exclusive = false, reverse = false;
+  bool product = false;  // CumProd
 };
 Result<CumSumParams> resolve_cumsum(const NodeInputs& node);
 

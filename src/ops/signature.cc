@@ -40,7 +40,8 @@ constexpr NewerArity kNewerArity[] = {
 
 // Ops ONNX defined after opset 17, which libonnx 1.12 has no schema for, written from the
 // ONNX operator definitions: how many inputs (the first `required` must be present) and
-// outputs, the attributes with their kinds, and that input 0 is floating.
+// outputs, the attributes with their kinds, and that input 0 is floating (or, with
+// numeric_input, any type but bool).
 struct AttributeSpec {
   std::string_view name;
   Attribute::Kind kind;
@@ -50,10 +51,12 @@ struct AddedOp {
   int since;
   int required, max_inputs, max_outputs;
   std::array<AttributeSpec, 7> attributes;
+  bool numeric_input = false;  // input 0 may be any numeric type, not only floating
 };
 constexpr AddedOp kAddedOps[] = {
     {"Mish", 18, 1, 1, 1, {}},
-    {"CenterCropPad", 18, 2, 2, 1, {{{"axes", Attribute::Kind::kInts}}}},
+    {"CenterCropPad", 18, 2, 2, 1, {{{"axes", Attribute::Kind::kInts}}}, true},
+    {"CumProd", 26, 2, 2, 1, {{{"exclusive", Attribute::Kind::kInt}, {"reverse", Attribute::Kind::kInt}}}, true},
     {"GroupNormalization", 18, 3, 3, 1,
      {{{"epsilon", Attribute::Kind::kFloat}, {"num_groups", Attribute::Kind::kInt}, {"stash_type", Attribute::Kind::kInt}}}},
     {"RMSNormalization", 23, 2, 2, 1,
@@ -104,7 +107,7 @@ Status check_added_op(const Graph& graph, const Node& node, const AddedOp& spec)
                                        attribute_kind_name(value.kind), spec.op, spec.since, attribute_kind_name(it->kind)));
   }
   const Value& x = graph.value(node.inputs[0]);
-  if (x.has_type && !is_floating(x.dtype))
+  if (x.has_type && (spec.numeric_input ? x.dtype == DType::kBool : !is_floating(x.dtype)))
     return invalid_model(fmt::format("{} input 0 ('{}') is {}, which {}-{} does not take there", desc, printable(x.name),
                                      dtype_name(x.dtype), spec.op, spec.since));
   return Status::ok();

@@ -292,6 +292,7 @@ void register_tensor_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Trilu", infer_trilu, {}, {1}});
   ops.push_back({"ArgMax", infer_arg_reduce, {}});
   ops.push_back({"CumSum", infer_cumsum, {}, {1}});
+  ops.push_back({"CumProd", infer_cumsum, {}, {1}});
   ops.push_back({"TopK", infer_topk, {}, {1}});
   ops.push_back({"ArgMin", infer_arg_reduce, {}});
   ops.push_back({"Cast", infer_cast, {}});

@@ -197,9 +197,9 @@ Result<OpOutputs> arg_reduce(const OpContext& ctx, bool max) {
 Result<OpOutputs> arg_max_op(const OpContext& ctx) { return arg_reduce(ctx, true); }
 Result<OpOutputs> arg_min_op(const OpContext& ctx) { return arg_reduce(ctx, false); }
 
-// CumSum: running sums along `axis` (input 1), from the end with `reverse`, each without
-// its own element with `exclusive`; integers wrap to their type.
-Result<OpOutputs> cumsum_op(const OpContext& ctx) {
+// CumSum (CumProd): running sums (products) along `axis` (input 1), from the end with
+// `reverse`, each without its own element with `exclusive`; integers wrap to their type.
+Result<OpOutputs> cumulative(const OpContext& ctx, bool product) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "x"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(1, "axis"));
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_value, read_scalar_int(*a, "input 1 (axis)"));
@@ -213,23 +213,26 @@ Result<OpOutputs> cumsum_op(const OpContext& ctx) {
   const int64_t rows = n ? x->num_elements() / n : 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = (r / inner) * n * inner + r % inner;
-    double sum = 0;
-    int64_t isum = 0;
+    double sum = product ? 1 : 0;
+    int64_t isum = product ? 1 : 0;
     for (int64_t t = 0; t < n; ++t) {
       const size_t at = size_t(base + (reverse ? n - 1 - t : t) * inner);
       if (y.is_floating()) {
-        const double v = x->floats[at];
-        y.floats[at] = exclusive ? sum : sum + v;
-        sum += v;
+        const double v = x->floats[at], next = product ? sum * v : sum + v;
+        y.floats[at] = exclusive ? sum : next;
+        sum = next;
       } else {
-        const int64_t v = x->ints[at];
-        y.ints[at] = wrap_to_dtype(exclusive ? isum : wrapping_add(isum, v), y.dtype);
-        isum = wrapping_add(isum, v);
+        const int64_t v = x->ints[at], next = product ? wrapping_mul(isum, v) : wrapping_add(isum, v);
+        y.ints[at] = wrap_to_dtype(exclusive ? isum : next, y.dtype);
+        isum = next;
       }
     }
   }
   return OpOutputs{std::move(y)};
 }
+
+Result<OpOutputs> cumsum_op(const OpContext& ctx) { return cumulative(ctx, false); }
+Result<OpOutputs> cumprod_op(const OpContext& ctx) { return cumulative(ctx, true); }
 
 // TopK: per row along the axis, the k largest (or smallest) elements, a NaN the largest,
 // equal values by lower index, sorted, with their indices.
@@ -275,6 +278,7 @@ Result<OpOutputs> topk_op(const OpContext& ctx) {
 constexpr OpDefinition kPadTileOps[] = {
     {"TopK", 1, 27, topk_op},
     {"CumSum", 11, 27, cumsum_op},
+    {"CumProd", 26, 27, cumprod_op},
     {"ArgMax", 7, 27, arg_max_op},
     {"ArgMin", 7, 27, arg_min_op},
     {"Trilu", 14, 27, trilu_op},

@@ -313,8 +313,8 @@ Result<KernelPtr> make_arg_reduce(const KernelRequest& r) {
   });
 }
 
-// CumSum: a running sum along the axis per row of the other dims, in the accumulator type
-// (integers wrap).
+// CumSum (CumProd): a running sum (product) along the axis per row of the other dims, in the
+// accumulator type (integers wrap).
 template <typename T>
 class CumSumKernel final : public Kernel {
   using Acc = Accumulator<T>;
@@ -338,18 +338,18 @@ class CumSumKernel final : public Kernel {
         in_base += index[d] * in_rows_[d];
         out_base += index[d] * out_rows_[d];
       }
-      Acc acc = Acc(0);
+      Acc acc = Acc(p_.product ? 1 : 0);
       for (int64_t t = 0; t < n; ++t) {
         const int64_t j = p_.reverse ? n - 1 - t : t;
         const Acc x = Acc(load(in[in_base + j * in_step]));
-        if (!p_.exclusive) acc = wrapping_add(acc, x);
-        out[out_base + j * out_step] = store<T>(ComputeType<T>(acc));
-        if (p_.exclusive) acc = wrapping_add(acc, x);
+        const Acc next = p_.product ? wrapping_mul(acc, x) : wrapping_add(acc, x);
+        out[out_base + j * out_step] = store<T>(ComputeType<T>(p_.exclusive ? acc : next));
+        acc = next;
       }
     }
     return Status::ok();
   }
-  std::string implementation() const override { return "strider:CumSum"; }
+  std::string implementation() const override { return p_.product ? "strider:CumProd" : "strider:CumSum"; }
 
  private:
   TensorView in_, out_;
@@ -361,7 +361,7 @@ class CumSumKernel final : public Kernel {
 Result<KernelPtr> make_cumsum(const KernelRequest& r) {
   STRIDER_ASSIGN_OR_RETURN(CumSumParams p, resolve_cumsum(NodeInputs(r.graph, r.node)));
   return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
-    if constexpr (std::is_same_v<T, bool>) return unsupported("CumSum on bool");
+    if constexpr (std::is_same_v<T, bool>) return unsupported(fmt::format("{} on bool", r.node.op_type));
     else return KernelPtr(new CumSumKernel<T>(r.inputs[0], r.outputs[0], p));
   });
 }
@@ -419,6 +419,7 @@ Result<KernelPtr> make_topk(const KernelRequest& r) {
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"TopK", make_topk});
   table.push_back({"CumSum", make_cumsum});
+  table.push_back({"CumProd", make_cumsum});
   table.push_back({"ArgMax", make_arg_reduce});
   table.push_back({"ArgMin", make_arg_reduce});
 #define STRIDER_REDUCE_KERNEL(op, name) \

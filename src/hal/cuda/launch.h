@@ -182,18 +182,18 @@ Status prepare_arg_reduce(const TensorView& in, const TensorView& out, int64_t a
                           ArgReduceLaunch* launch);
 Status run_arg_reduce(const ArgReduceLaunch& launch, cudaStream_t stream);
 
-// CumSum: a thread per row of the other dims scans the axis (the CPU's order and accumulator).
+// CumSum and CumProd: a thread per row of the other dims scans the axis (the CPU's order and accumulator).
 struct CumSumLaunch {
   using Launcher = cudaError_t (*)(const CumSumLaunch&, cudaStream_t);
   Launcher launcher = nullptr;
   StridedIndexer<2> rows;  // in, out
   FastDivisor rows_div[kMaxDims];
   int64_t n = 0, in_step = 0, out_step = 0;
-  bool exclusive = false, reverse = false;
+  bool exclusive = false, reverse = false, product = false;  // product: CumProd
   const void* in = nullptr;
   void* out = nullptr;
 };
-Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse,
+Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse, bool product,
                       CumSumLaunch* launch);
 Status run_cumsum(const CumSumLaunch& launch, cudaStream_t stream);
 

@@ -282,13 +282,13 @@ __global__ void __launch_bounds__(kThreads) cumsum_kernel(const CumSumLaunch a) 
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
     int64_t row[2];
     strided_offsets(a.rows, a.rows_div, r, row);
-    A acc = A(0);
+    A acc = A(a.product ? 1 : 0);
     for (int64_t t = 0; t < a.n; ++t) {
       const int64_t j = a.reverse ? a.n - 1 - t : t;
       const A x = A(load<T>(a.in, row[0] + j * a.in_step));
-      if (!a.exclusive) acc = wrapping_add(acc, x);
-      store<T>(a.out, row[1] + j * a.out_step, Compute<T>(acc));
-      if (a.exclusive) acc = wrapping_add(acc, x);
+      const A next = a.product ? wrapping_mul(acc, x) : wrapping_add(acc, x);
+      store<T>(a.out, row[1] + j * a.out_step, Compute<T>(a.exclusive ? acc : next));
+      acc = next;
     }
   }
 }
@@ -349,7 +349,7 @@ Status run_topk(const TopKLaunch& l, cudaStream_t stream) {
   return device_error(std::string("TopK kernel launch failed: ") + cudaGetErrorString(error));
 }
 
-Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse,
+Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis, bool exclusive, bool reverse, bool product,
                       CumSumLaunch* l) {
   *l = CumSumLaunch{};
   AxisRows rows = axis_rows(axis, {&in, &out});
@@ -360,9 +360,10 @@ Status prepare_cumsum(const TensorView& in, const TensorView& out, int64_t axis,
   l->out_step = out.strides[size_t(axis)];
   l->exclusive = exclusive;
   l->reverse = reverse;
+  l->product = product;
   l->in = device_data<const std::byte>(in);
   l->out = device_data<std::byte>(out);
-  if (in.dtype == DType::kBool) return unsupported("CumSum on bool");
+  if (in.dtype == DType::kBool) return unsupported(product ? "CumProd on bool" : "CumSum on bool");
   dispatch_numeric(in.dtype, [&]<typename T>() { l->launcher = &launch_cumsum<T>; });
   return Status::ok();
 }

@@ -128,7 +128,7 @@ class CumSumKernel final : public Kernel {
  public:
   explicit CumSumKernel(CumSumLaunch launch) : launch_(launch) {}
   Status run(const QueueContext& context) override { return run_cumsum(launch_, stream_of(context)); }
-  std::string implementation() const override { return "strider-cuda:CumSum"; }
+  std::string implementation() const override { return launch_.product ? "strider-cuda:CumProd" : "strider-cuda:CumSum"; }
 
  private:
   CumSumLaunch launch_;
@@ -137,7 +137,7 @@ class CumSumKernel final : public Kernel {
 Result<KernelPtr> make_cumsum(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(CumSumParams p, resolve_cumsum(NodeInputs(r.graph, r.node)));
   CumSumLaunch launch;
-  STRIDER_RETURN_IF_ERROR(prepare_cumsum(r.inputs[0], r.outputs[0], p.axis, p.exclusive, p.reverse, &launch));
+  STRIDER_RETURN_IF_ERROR(prepare_cumsum(r.inputs[0], r.outputs[0], p.axis, p.exclusive, p.reverse, p.product, &launch));
   return KernelPtr(new CumSumKernel(launch));
 }
 
@@ -164,6 +164,7 @@ Result<KernelPtr> make_topk(const KernelRequest& r, const CudaContext&) {
 void register_reduce_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"TopK", make_topk});
   table.push_back({"CumSum", make_cumsum});
+  table.push_back({"CumProd", make_cumsum});
   table.push_back({"ArgMax", make_arg_reduce});
   table.push_back({"ArgMin", make_arg_reduce});
   table.push_back({"ReduceSum", reduce<ReduceKind::kSum>});
