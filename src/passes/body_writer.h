@@ -103,6 +103,10 @@ inline AttributeMap int_attr(const std::string& name, int64_t v) {
 Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_nll_loss(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_softmax_cross_entropy(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_dynamic_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
