@@ -65,30 +65,10 @@ Status infer_gemm(InferContext& ctx) {
 
 Status infer_conv(InferContext& ctx) {
   STRIDER_RETURN_IF_ERROR(require_float(ctx, 0));
-  const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  if (x.size() < 3 || w.size() != x.size())
-    return ctx.error("X {} and W {} must have the same rank >= 3", shape_to_string(x),
-                     shape_to_string(w));
-  STRIDER_ASSIGN_OR_RETURN(int64_t group, ctx.attributes().get_int("group", 1));
-  if (group <= 0 || checked_mul(w[1], group) != x[1] || w[0] % group != 0)
-    return ctx.error("X has {} channels but W {} with group {} does not take them", x[1],
-                     shape_to_string(w), group);
-  if (ctx.has_input(2) && ctx.input_shape(2) != Shape{w[0]})
-    return ctx.error("B has shape {}, expected [{}]", shape_to_string(ctx.input_shape(2)), w[0]);
-  std::span<const int64_t> kernel(w.begin() + 2, w.end());
-  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_attr,
-                           ctx.attributes().get_ints("kernel_shape", Shape(kernel.begin(), kernel.end())));
-  if (!std::equal(kernel.begin(), kernel.end(), kernel_attr.begin(), kernel_attr.end()))
-    return ctx.error("kernel_shape {} differs from W's {}", shape_to_string(kernel_attr),
-                     shape_to_string(kernel));
-  STRIDER_ASSIGN_OR_RETURN(WindowGeometry g,
-                           resolve_window(ctx, std::span(x).subspan(2), kernel, false));
-  Shape out = {x[0], w[0]};
-  out.insert(out.end(), g.output.begin(), g.output.end());
-  Shape work = out;  // each output: in-channels per group x kernel
-  work.insert(work.end(), w.begin() + 1, w.end());
-  STRIDER_RETURN_IF_ERROR(check_work(ctx, work, "multiply-adds"));
+  if (ctx.has_input(2) && ctx.input_shape(2) != Shape{w.empty() ? 0 : w[0]})
+    return ctx.error("B has shape {}, expected [{}]", shape_to_string(ctx.input_shape(2)), w.empty() ? 0 : w[0]);
+  STRIDER_ASSIGN_OR_RETURN(Shape out, conv_output_shape(ctx, ctx.input_shape(0), w));
   ctx.set_output(0, ctx.input_dtype(0), std::move(out));
   return Status::ok();
 }
@@ -163,6 +143,26 @@ Status infer_reduce(InferContext& ctx) {
 }
 
 }  // namespace
+
+Result<Shape> conv_output_shape(const NodeInputs& node, const Shape& x, const Shape& w) {
+  if (x.size() < 3 || w.size() != x.size())
+    return node.error("X {} and W {} must have the same rank >= 3", shape_to_string(x), shape_to_string(w));
+  STRIDER_ASSIGN_OR_RETURN(int64_t group, node.attributes().get_int("group", 1));
+  if (group <= 0 || checked_mul(w[1], group) != x[1] || w[0] % group != 0)
+    return node.error("X has {} channels but W {} with group {} does not take them", x[1], shape_to_string(w), group);
+  std::span<const int64_t> kernel(w.begin() + 2, w.end());
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_attr,
+                           node.attributes().get_ints("kernel_shape", Shape(kernel.begin(), kernel.end())));
+  if (!std::equal(kernel.begin(), kernel.end(), kernel_attr.begin(), kernel_attr.end()))
+    return node.error("kernel_shape {} differs from W's {}", shape_to_string(kernel_attr), shape_to_string(kernel));
+  STRIDER_ASSIGN_OR_RETURN(WindowGeometry g, resolve_window(node, std::span(x).subspan(2), kernel, false));
+  Shape out = {x[0], w[0]};
+  out.insert(out.end(), g.output.begin(), g.output.end());
+  Shape work = out;  // each output: in-channels per group x kernel
+  work.insert(work.end(), w.begin() + 1, w.end());
+  STRIDER_RETURN_IF_ERROR(check_work(node, work, "multiply-adds"));
+  return out;
+}
 
 void register_nn_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"MatMul", infer_matmul, {}});

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/onnx_types.h"
+#include "ops/shape_ops.h"
 
 namespace strider {
 namespace {
@@ -79,7 +80,50 @@ Status infer_qlinear_matmul(InferContext& ctx) {
   return Status::ok();
 }
 
+// QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?): Conv's shape.
+Status infer_qlinear_conv(InferContext& ctx) {
+  for (int i : {0, 2, 3, 5, 7})
+    if (!quantized_dtype(ctx.input_dtype(size_t(i)))) return ctx.error("input {} must be int8 or uint8", i);
+  if (ctx.has_input(8) && ctx.input_dtype(8) != DType::kI32) return ctx.error("B must be int32");
+  STRIDER_ASSIGN_OR_RETURN(Shape out, conv_output_shape(ctx, ctx.input_shape(0), ctx.input_shape(3)));
+  ctx.set_output(0, ctx.input_dtype(7), std::move(out));
+  return Status::ok();
+}
+
+Status infer_conv_integer(InferContext& ctx) {
+  if (!quantized_dtype(ctx.input_dtype(0)) || !quantized_dtype(ctx.input_dtype(1))) return ctx.error("x and w must be int8 or uint8");
+  const Shape& w = ctx.input_shape(1);
+  STRIDER_ASSIGN_OR_RETURN(Shape out, conv_output_shape(ctx, ctx.input_shape(0), w));
+  STRIDER_RETURN_IF_ERROR(exact_integer_terms(num_elements(Shape(w.begin() + 1, w.end()))).status());
+  ctx.set_output(0, DType::kI32, std::move(out));
+  return Status::ok();
+}
+
+Status infer_matmul_integer(InferContext& ctx) {
+  if (!quantized_dtype(ctx.input_dtype(0)) || !quantized_dtype(ctx.input_dtype(1))) return ctx.error("A and B must be int8 or uint8");
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  if (a.size() < 2 || b.size() < 2 || a.back() != b[b.size() - 2])
+    return ctx.error("A {} and B {} do not multiply", shape_to_string(a), shape_to_string(b));
+  STRIDER_RETURN_IF_ERROR(exact_integer_terms(a.back()).status());
+  Shape out;
+  if (!broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), &out))
+    return ctx.error("batch dims of A {} and B {} do not broadcast", shape_to_string(a), shape_to_string(b));
+  out.push_back(a[a.size() - 2]);
+  out.push_back(b.back());
+  ctx.set_output(0, DType::kI32, std::move(out));
+  return Status::ok();
+}
+
 }  // namespace
+
+Result<int64_t> exact_integer_terms(int64_t terms) {
+  if (terms > kExactF32Terms)
+    return unsupported(fmt::format("{} products per output; strider computes integer sums in f32, exact only up to {} "
+                                   "of them",
+                                   terms, kExactF32Terms));
+  return terms;
+}
 
 Result<QuantizeParams> resolve_quantize_linear(const NodeInputs& node) {
   QuantizeParams p;
@@ -129,6 +173,9 @@ void register_quantize_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"DequantizeLinear", infer_dequantize_linear, {1}});
   ops.push_back({"DynamicQuantizeLinear", infer_dynamic_quantize_linear, {}});
   ops.push_back({"QLinearMatMul", infer_qlinear_matmul, {1, 4, 6}});
+  ops.push_back({"QLinearConv", infer_qlinear_conv, {1, 4, 6}});
+  ops.push_back({"ConvInteger", infer_conv_integer, {}});
+  ops.push_back({"MatMulInteger", infer_matmul_integer, {}});
 }
 
 }  // namespace strider

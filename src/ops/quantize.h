@@ -37,6 +37,14 @@ struct IntegerRange {
 };
 IntegerRange quantized_range(DType dtype);
 
+// MatMulInteger and ConvInteger give exact int32 sums; strider computes them in f32, which
+// is exact while every partial sum stays below 2^24: at most kExactF32Terms products of
+// operands in [-255, 255] (after the zero points) per output. Longer sums are refused.
+inline constexpr int64_t kExactF32Terms = (int64_t(1) << 24) / (255 * 255);
+// The terms of one output of MatMulInteger (K) or ConvInteger (C / group x kernel), with
+// an UNSUPPORTED error when there are more than kExactF32Terms.
+Result<int64_t> exact_integer_terms(int64_t terms);
+
 void register_quantize_ops(std::vector<OpSchema>& ops);
 
 }  // namespace strider

@@ -105,6 +105,10 @@ inline constexpr int64_t kMaxNodeWork = int64_t(1) << 42;
 Status check_work(const NodeInputs& node, std::span<const int64_t> factors, std::string_view what);
 
 // Sliding-window geometry of Conv and pooling along the spatial dims.
+// A convolution's output shape [N, M, spatial...] for X and W (group, kernel_shape, strides,
+// pads, dilations, auto_pad from the node's attributes), or an error naming what does not fit.
+Result<Shape> conv_output_shape(const NodeInputs& node, const Shape& x, const Shape& w);
+
 struct WindowGeometry {
   std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, output;
 };

@@ -96,12 +96,82 @@ QuantizeParams matmul_operand(const Shape& x, const Shape& scale, DType quantize
   return p;
 }
 
+// (v - zero_point) as f32, the zero point one value or one per index of `axis` of v.
+Result<ValueId> centred(BodyWriter& w, const Graph& g, ValueId v, ValueId zero_point, int64_t axis) {
+  const DType t = g.value(v).dtype;
+  STRIDER_ASSIGN_OR_RETURN(ValueId vf, cast(w, v, t, DType::kF32));
+  if (zero_point == kNoValue) return vf;
+  const Shape shape = g.value(v).shape, zp_shape = g.value(zero_point).shape;
+  QuantizeParams p;
+  p.granularity = zp_shape.empty() || zp_shape == Shape{1} ? QuantGranularity::kTensor : QuantGranularity::kAxis;
+  p.axis = axis;
+  STRIDER_ASSIGN_OR_RETURN(ValueId zp, cast(w, zero_point, g.value(zero_point).dtype, DType::kF32));
+  STRIDER_ASSIGN_OR_RETURN(zp, spread(w, zp, zp_shape, shape, p));
+  return w.op("Sub", {vf, zp});
+}
+
+// The conv attributes of a node (QLinearConv, ConvInteger) for the float Conv of its body.
+AttributeMap conv_attributes(const Node& node) {
+  AttributeMap a;
+  for (const auto& [name, value] : node.attributes.all()) a.set(name, value);
+  return a;
+}
+
 }  // namespace
+
+Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  const QuantOperands x = operands_of(g, node, 0, 1, 2), wt = operands_of(g, node, 3, 4, 5);
+  const QuantOperands y{kNoValue, node.inputs[6], node.inputs[7], g.value(node.outputs[0]).shape, g.value(node.inputs[6]).shape,
+                        g.value(node.inputs[6]).dtype};
+  QuantizeParams px, pw, py;
+  px.quantized = g.value(x.x).dtype;
+  pw = matmul_operand(wt.x_shape, wt.scale_shape, g.value(wt.x).dtype, false);
+  pw.axis = 0;  // one scale per output channel
+  py.quantized = g.value(node.inputs[7]).dtype;
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
+  STRIDER_ASSIGN_OR_RETURN(ValueId xf, dequantized(w, x, px, DType::kF32));
+  STRIDER_ASSIGN_OR_RETURN(ValueId wf, dequantized(w, wt, pw, DType::kF32));
+  std::vector<ValueId> inputs{xf, wf};
+  if (node.input(8) != kNoValue) {  // int32, scaled by x_scale * w_scale
+    STRIDER_ASSIGN_OR_RETURN(ValueId xs, cast(w, x.scale, x.scale_dtype, DType::kF32));
+    STRIDER_ASSIGN_OR_RETURN(ValueId ws, cast(w, wt.scale, wt.scale_dtype, DType::kF32));
+    STRIDER_ASSIGN_OR_RETURN(ValueId bias_scale, w.op("Mul", {xs, ws}));
+    STRIDER_ASSIGN_OR_RETURN(ValueId bias, cast(w, node.inputs[8], DType::kI32, DType::kF32));
+    STRIDER_ASSIGN_OR_RETURN(bias, w.op("Mul", {bias, bias_scale}));
+    inputs.push_back(bias);
+  }
+  STRIDER_ASSIGN_OR_RETURN(ValueId conv, w.op("Conv", inputs, conv_attributes(node)));
+  return quantize_into(w, conv, y, py, DType::kF32, node.outputs[0]);
+}
+
+// conv(x - x_zp, w - w_zp) in f32 (exact: ops/quantize.h bounds the sums), cast to int32.
+Status expand_conv_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
+  STRIDER_ASSIGN_OR_RETURN(ValueId xf, centred(w, g, node.inputs[0], node.input(2), 1));
+  STRIDER_ASSIGN_OR_RETURN(ValueId wf, centred(w, g, node.inputs[1], node.input(3), 0));
+  STRIDER_ASSIGN_OR_RETURN(ValueId conv, w.op("Conv", {xf, wf}, conv_attributes(node)));
+  return w.op("Cast", {conv}, int_attr("to", onnx_type_code(DType::kI32)), node.outputs[0]).status();
+}
+
+// (A - a_zp) @ (B - b_zp) in f32 (exact, as above), cast to int32; a_zp may be one per row
+// of A, b_zp one per column of B.
+Status expand_matmul_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
+  const int64_t a_rank = int64_t(g.value(node.inputs[0]).shape.size()), b_rank = int64_t(g.value(node.inputs[1]).shape.size());
+  STRIDER_ASSIGN_OR_RETURN(ValueId af, centred(w, g, node.inputs[0], node.input(2), a_rank - 2));
+  STRIDER_ASSIGN_OR_RETURN(ValueId bf, centred(w, g, node.inputs[1], node.input(3), b_rank - 1));
+  STRIDER_ASSIGN_OR_RETURN(ValueId product, w.op("MatMul", {af, bf}));
+  return w.op("Cast", {product}, int_attr("to", onnx_type_code(DType::kI32)), node.outputs[0]).status();
+}
 
 Status expand_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(QuantizeParams p, resolve_quantize_linear(NodeInputs(g, node)));
   const QuantOperands o = operands_of(g, node, 0, 1, 2);
   BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
   return quantize_into(w, o.x, o, p, p.real, node.outputs[0]);
 }
 
@@ -109,6 +179,7 @@ Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, Mem
   STRIDER_ASSIGN_OR_RETURN(QuantizeParams p, resolve_dequantize_linear(NodeInputs(g, node)));
   const QuantOperands o = operands_of(g, node, 0, 1, 2);
   BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId y, dequantized(w, o, p, p.real));
   return w.op("Identity", {y}, {}, node.outputs[0]).status();
 }
@@ -117,6 +188,7 @@ Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, Mem
 // QuantizeLinear to uint8 with them.
 Status expand_dynamic_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
   const DType t = DType::kF32;
   const AttributeMap all = int_attr("keepdims", 0);
   STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.floats(t, {}, {0.0f}));
@@ -149,6 +221,7 @@ Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, Memory
   QuantizeParams py;
   py.quantized = g.value(node.inputs[7]).dtype;
   BodyWriter w(g, node, position, budget);
+  w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId af, dequantized(w, a, pa, DType::kF32));
   STRIDER_ASSIGN_OR_RETURN(ValueId bf, dequantized(w, b, pb, DType::kF32));
   STRIDER_ASSIGN_OR_RETURN(ValueId product, w.op("MatMul", {af, bf}));

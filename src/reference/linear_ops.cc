@@ -1,6 +1,10 @@
 // MatMul (numpy semantics), Gemm and Conv (1-D to 3-D and beyond, grouped, dilated,
-// strided, padded), accumulated in double (int64 for integer MatMul).
+// strided, padded), accumulated in double (int64 for integer MatMul); MatMulInteger,
+// ConvInteger and QLinearConv as those over centred (and scaled) operands.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "base/shape.h"
 #include "reference/op_support.h"
@@ -200,10 +204,86 @@ Result<OpOutputs> conv_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// ---- the integer and quantized forms: centred (and scaled) operands, then the float op ----
+
+// (v - zero_point) * scale as f64, the zero point and scale one value or one per index of
+// `axis` (scale may be null: 1).
+RefTensor centred(const RefTensor& v, const RefTensor* zero_point, const RefTensor* scale, int64_t axis) {
+  RefTensor out = RefTensor::zeros(DType::kF64, v.shape);
+  const int64_t inner = product(v.shape, size_t(axis) + 1, v.shape.size()), along = v.shape[size_t(axis)];
+  for (int64_t i = 0; i < v.num_elements(); ++i) {
+    const int64_t k = (i / inner) % along;
+    const double zp = zero_point ? double(zero_point->ints[size_t(zero_point->num_elements() == 1 ? 0 : k)]) : 0.0;
+    const double s = scale ? scale->floats[size_t(scale->num_elements() == 1 ? 0 : k)] : 1.0;
+    out.floats[size_t(i)] = (double(v.ints[size_t(i)]) - zp) * s;
+  }
+  return out;
+}
+
+Result<RefTensor> integer_input(const OpContext& ctx, size_t i, std::string_view name) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* t, ctx.input(i, name));
+  STRIDER_RETURN_IF_ERROR(require_integer(*t, fmt::format("input {} ({})", i, name)));
+  return *t;
+}
+
+// The exact sums as int32 (double holds them exactly: 2^53 is far above any int8 product sum).
+RefTensor as_int32(const RefTensor& y) {
+  RefTensor out = RefTensor::zeros(DType::kI32, y.shape);
+  for (size_t i = 0; i < y.floats.size(); ++i) out.ints[i] = wrap_to_dtype(int64_t(y.floats[i]), DType::kI32);
+  return out;
+}
+
+Result<OpOutputs> matmul_integer_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(RefTensor a, integer_input(ctx, 0, "A"));
+  STRIDER_ASSIGN_OR_RETURN(RefTensor b, integer_input(ctx, 1, "B"));
+  if (a.rank() < 2 || b.rank() < 2) return unsupported("MatMulInteger of vectors");
+  const RefTensor af = centred(a, ctx.optional_input(2), nullptr, a.rank() - 2);
+  const RefTensor bf = centred(b, ctx.optional_input(3), nullptr, b.rank() - 1);
+  STRIDER_ASSIGN_OR_RETURN(OpOutputs y, matmul_op(OpContext(ctx.node(), {&af, &bf})));
+  return OpOutputs{as_int32(y[0])};
+}
+
+Result<OpOutputs> conv_integer_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(RefTensor x, integer_input(ctx, 0, "x"));
+  STRIDER_ASSIGN_OR_RETURN(RefTensor w, integer_input(ctx, 1, "w"));
+  const RefTensor xf = centred(x, ctx.optional_input(2), nullptr, 1);
+  const RefTensor wf = centred(w, ctx.optional_input(3), nullptr, 0);
+  STRIDER_ASSIGN_OR_RETURN(OpOutputs y, conv_op(OpContext(ctx.node(), {&xf, &wf})));
+  return OpOutputs{as_int32(y[0])};
+}
+
+// Dequantized x and w (w per output channel), the int32 bias scaled by x_scale * w_scale,
+// the float conv, then saturate(round_half_even(y / y_scale) + y_zero_point).
+Result<OpOutputs> qlinear_conv_op(const OpContext& ctx) {
+  std::vector<const RefTensor*> in(8);
+  for (size_t i = 0; i < 8; ++i) {
+    STRIDER_ASSIGN_OR_RETURN(in[i], ctx.input(i, fmt::format("input {}", i)));
+  }
+  const RefTensor xf = centred(*in[0], in[2], in[1], 1), wf = centred(*in[3], in[5], in[4], 0);
+  std::vector<const RefTensor*> conv_inputs{&xf, &wf};
+  RefTensor bias;
+  if (const RefTensor* b = ctx.optional_input(8)) {
+    bias = RefTensor::zeros(DType::kF64, b->shape);
+    for (int64_t c = 0; c < b->num_elements(); ++c)
+      bias.floats[size_t(c)] = double(b->ints[size_t(c)]) * in[1]->floats[0] * in[4]->floats[size_t(in[4]->num_elements() == 1 ? 0 : c)];
+    conv_inputs.push_back(&bias);
+  }
+  STRIDER_ASSIGN_OR_RETURN(OpOutputs y, conv_op(OpContext(ctx.node(), conv_inputs)));
+  RefTensor q = RefTensor::zeros(in[7]->dtype, y[0].shape);
+  for (size_t i = 0; i < q.ints.size(); ++i) {
+    const double v = std::nearbyint(y[0].floats[i] / in[6]->floats[0]) + double(in[7]->ints[0]);
+    q.ints[i] = std::min(std::max(int64_t(v), integer_lowest(q.dtype)), integer_highest(q.dtype));
+  }
+  return OpOutputs{std::move(q)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
     {"MatMul", 7, 27, matmul_op},
     {"Gemm", 7, 27, gemm_op},
     {"Conv", 7, 27, conv_op},
+    {"MatMulInteger", 10, 27, matmul_integer_op},
+    {"ConvInteger", 10, 27, conv_integer_op},
+    {"QLinearConv", 10, 27, qlinear_conv_op},
 };
 
 }  // namespace

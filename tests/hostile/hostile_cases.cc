@@ -167,6 +167,14 @@ std::vector<HostileCase> budget_cases() {
          m.node("OneHot", {"i", "depth", "values"}, {"y"}, "hot").output("y");
        }, 11),
        "run {dir}/model.onnx --max-memory 1GiB", 4, "the positions of OneHot 'hot'"},
+      // MatMulInteger runs in f32, exact only up to 258 products per output: longer sums
+      // are refused by name, not returned rounded.
+      {"MatMulIntegerBeyondExactF32",
+       model([](ModelMaker& m) {
+         m.input("a", onnx::TensorProto::UINT8, {2, 300}).input("b", onnx::TensorProto::UINT8, {300, 3});
+         m.node("MatMulInteger", {"a", "b"}, {"y"}, "mmi").output("y", onnx::TensorProto::INT32);
+       }, 10),
+       "run {dir}/model.onnx --random-inputs", 3, "exact only up to 258"},
   };
 }
 
