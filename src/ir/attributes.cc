@@ -48,6 +48,12 @@ void AttributeMap::set_floats(const std::string& name, std::vector<float> v) {
   a.floats = std::move(v);
   set(name, std::move(a));
 }
+void AttributeMap::set_strings(const std::string& name, std::vector<std::string> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kStrings;
+  a.strings = std::move(v);
+  set(name, std::move(a));
+}
 void AttributeMap::set_tensor(const std::string& name, Tensor v) {
   Attribute a;
   a.kind = Attribute::Kind::kTensor;

@@ -38,6 +38,7 @@ class AttributeMap {
   void set_string(const std::string& name, std::string v);
   void set_ints(const std::string& name, std::vector<int64_t> v);
   void set_floats(const std::string& name, std::vector<float> v);
+  void set_strings(const std::string& name, std::vector<std::string> v);
   void set_tensor(const std::string& name, Tensor v);
 
   bool has(const std::string& name) const { return map_.count(name) != 0; }

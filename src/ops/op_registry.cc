@@ -3,6 +3,7 @@
 #include "ops/attention.h"
 #include "ops/function_ops.h"
 #include "ops/quantize.h"
+#include "ops/recurrent.h"
 #include "ops/index_map.h"
 #include "ops/normalization.h"
 #include "ops/scatter.h"
@@ -68,6 +69,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_attention_ops(ops);
     register_function_ops(ops);
     register_quantize_ops(ops);
+    register_recurrent_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

@@ -110,6 +110,7 @@ Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, Memory
 Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_conv_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_matmul_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_recurrent(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);

@@ -79,6 +79,7 @@ std::span<const OpDefinition> attention_op_definitions();
 std::span<const OpDefinition> loss_op_definitions();
 std::span<const OpDefinition> rearrange_op_definitions();
 std::span<const OpDefinition> quantize_op_definitions();
+std::span<const OpDefinition> recurrent_op_definitions();
 
 // ---- messages and checks --------------------------------------------------------------
 
