@@ -229,7 +229,7 @@ Result<RefTensor> integer_input(const OpContext& ctx, size_t i, std::string_view
 // The exact sums as int32 (double holds them exactly: 2^53 is far above any int8 product sum).
 RefTensor as_int32(const RefTensor& y) {
   RefTensor out = RefTensor::zeros(DType::kI32, y.shape);
-  for (size_t i = 0; i < y.floats.size(); ++i) out.ints[i] = wrap_to_dtype(int64_t(y.floats[i]), DType::kI32);
+  for (size_t i = 0; i < y.floats.size(); ++i) out.ints[i] = wrap_to_dtype(truncate_to_int(y.floats[i]), DType::kI32);
   return out;
 }
 
@@ -272,7 +272,7 @@ Result<OpOutputs> qlinear_conv_op(const OpContext& ctx) {
   RefTensor q = RefTensor::zeros(in[7]->dtype, y[0].shape);
   for (size_t i = 0; i < q.ints.size(); ++i) {
     const double v = std::nearbyint(y[0].floats[i] / in[6]->floats[0]) + double(in[7]->ints[0]);
-    q.ints[i] = std::min(std::max(int64_t(v), integer_lowest(q.dtype)), integer_highest(q.dtype));
+    q.ints[i] = saturate_to_dtype(v, q.dtype);
   }
   return OpOutputs{std::move(q)};
 }

@@ -150,6 +150,9 @@ int64_t integer_lowest(DType dtype);
 int64_t integer_highest(DType dtype);
 // Truncation toward zero, saturating at the int64 range; NaN gives 0.
 int64_t truncate_to_int(double v);
+// v clamped to an integer dtype's range (a quantized value), NaN as 0 (as the runtime's
+// Cast turns NaN into 0); v is expected to be rounded already.
+int64_t saturate_to_dtype(double v, DType dtype);
 // Converts element `i` of `from` to `to` (the Cast conversion) and stores it at `j` of `out`.
 void convert_element(const RefTensor& from, int64_t i, RefTensor& out, int64_t j);
 // Wrapping int64 arithmetic (no signed-overflow UB).

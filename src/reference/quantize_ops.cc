@@ -38,10 +38,6 @@ Result<std::vector<int64_t>> scale_index(const OpContext& ctx, const Shape& x, c
 
 double round_half_even(double v) { return std::nearbyint(v); }  // the default rounding mode
 
-double saturate(double v, DType dtype) {
-  return std::min(std::max(v, double(integer_lowest(dtype))), double(integer_highest(dtype)));
-}
-
 Result<OpOutputs> dequantize_linear_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "x"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "x_scale"));
@@ -73,7 +69,7 @@ RefTensor quantized(const RefTensor& x, const std::vector<int64_t>& index, const
     // The scale as the value of its dtype: a float64 intermediate (the expanded form
     // computes it with Div) is an f32 tensor to the op.
     const double ratio = round_to_precision(x.floats[size_t(i)] / round_to_precision(scale.floats[s], scale.dtype), x.dtype);
-    y.ints[size_t(i)] = int64_t(saturate(round_half_even(ratio) + zp, out));
+    y.ints[size_t(i)] = saturate_to_dtype(round_half_even(ratio) + zp, out);
   }
   return y;
 }
@@ -103,7 +99,7 @@ Result<OpOutputs> dynamic_quantize_linear_op(const OpContext& ctx) {
   RefTensor scale = RefTensor::zeros(DType::kF32, {});
   scale.floats[0] = round_to_precision((high - low) / 255.0, DType::kF32);
   RefTensor zero_point = RefTensor::zeros(DType::kU8, {});
-  zero_point.ints[0] = int64_t(saturate(round_half_even(round_to_precision(-low / scale.floats[0], DType::kF32)), DType::kU8));
+  zero_point.ints[0] = saturate_to_dtype(round_half_even(round_to_precision(-low / scale.floats[0], DType::kF32)), DType::kU8);
   RefTensor y = quantized(*x, std::vector<int64_t>(x->floats.size(), 0), scale, &zero_point, DType::kU8);
   return OpOutputs{std::move(y), std::move(scale), std::move(zero_point)};
 }
@@ -137,7 +133,7 @@ Result<OpOutputs> qlinear_matmul_op(const OpContext& ctx) {
           sum += av * bv;
         }
         const double q = round_half_even(sum / in[6]->floats[0]) + double(in[7]->ints[0]);
-        y.ints[size_t((batch * m + r) * n + c)] = int64_t(saturate(q, y.dtype));
+        y.ints[size_t((batch * m + r) * n + c)] = saturate_to_dtype(q, y.dtype);
       }
   return OpOutputs{std::move(y)};
 }

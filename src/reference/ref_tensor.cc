@@ -1,4 +1,5 @@
 // RefTensor, widening and narrowing, and the numeric conversions Cast is defined by.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -145,6 +146,11 @@ int64_t truncate_to_int(double v) {
   if (v >= 0x1p63) return std::numeric_limits<int64_t>::max();
   if (v < -0x1p63) return std::numeric_limits<int64_t>::min();
   return int64_t(v);
+}
+
+int64_t saturate_to_dtype(double v, DType dtype) {
+  if (std::isnan(v)) return 0;
+  return std::clamp(truncate_to_int(v), integer_lowest(dtype), integer_highest(dtype));
 }
 
 void convert_element(const RefTensor& from, int64_t i, RefTensor& out, int64_t j) {
