@@ -48,13 +48,18 @@ py::dtype numpy_dtype(DType dtype) {
     case DType::kI8: return py::dtype::of<int8_t>();
     case DType::kU8: return py::dtype::of<uint8_t>();
     case DType::kBool: return py::dtype::of<bool>();
+    case DType::kI16: return py::dtype::of<int16_t>();
+    case DType::kU16: return py::dtype::of<uint16_t>();
+    case DType::kU32: return py::dtype::of<uint32_t>();
+    case DType::kU64: return py::dtype::of<uint64_t>();
     case DType::kBF16: break;
   }
   raise(unsupported("bfloat16 tensors have no numpy dtype"));
 }
 
 DType strider_dtype(const py::dtype& dtype, const std::string& name) {
-  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kI64, DType::kI32, DType::kI8, DType::kU8, DType::kBool})
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kI64, DType::kI32, DType::kI16, DType::kI8, DType::kU64,
+                  DType::kU32, DType::kU16, DType::kU8, DType::kBool})
     if (dtype.is(numpy_dtype(d)) || dtype.equal(numpy_dtype(d))) return d;
   raise(invalid_argument("input '" + name + "': numpy dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() + " is not supported"));
 }
@@ -101,6 +106,10 @@ MemoryRef memory_of(const std::string& name, const py::capsule& capsule) {
   else if (code == kDLInt && bits == 64) m.dtype = DType::kI64;
   else if (code == kDLInt && bits == 32) m.dtype = DType::kI32;
   else if (code == kDLInt && bits == 8) m.dtype = DType::kI8;
+  else if (code == kDLInt && bits == 16) m.dtype = DType::kI16;
+  else if (code == kDLUInt && bits == 16) m.dtype = DType::kU16;
+  else if (code == kDLUInt && bits == 32) m.dtype = DType::kU32;
+  else if (code == kDLUInt && bits == 64) m.dtype = DType::kU64;
   else if ((code == kDLUInt || code == kBoolCode) && bits == 8) m.dtype = code == kBoolCode ? DType::kBool : DType::kU8;
   else raise(invalid_argument("'" + name + "': DLPack dtype code " + std::to_string(code) + " bits " + std::to_string(bits) + " is not supported"));
   if (t.strides != nullptr) {
@@ -161,6 +170,10 @@ DLDataType dlpack_dtype(DType dtype) {
     case DType::kI8: return {kDLInt, 8, 1};
     case DType::kU8: return {kDLUInt, 8, 1};
     case DType::kBool: return {6 /* kDLBool */, 8, 1};
+    case DType::kI16: return {kDLInt, 16, 1};
+    case DType::kU16: return {kDLUInt, 16, 1};
+    case DType::kU32: return {kDLUInt, 32, 1};
+    case DType::kU64: return {kDLUInt, 64, 1};
   }
   return {kDLUInt, 8, 1};
 }

@@ -1,8 +1,10 @@
 // Element types strider stores and computes with.
 //
 // bf16 and f16 are storage types: kernels load them, compute in f32 and round on store,
-// so bf16 arithmetic accumulates in f32. The enum is deliberately closed: an ONNX
-// element type outside it (string, float8, int4, ...) is reported as unsupported.
+// so bf16 arithmetic accumulates in f32. The integers of every width ONNX names (8 to 64
+// bits, signed and unsigned) compute in their own type, wrapping as two's complement. The
+// enum is deliberately closed: an ONNX element type outside it (string, float8, int4, ...)
+// is reported as unsupported.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +13,12 @@
 
 namespace strider {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool };
+enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI8, kU8, kBool, kI16, kU16, kU32, kU64 };
 
-inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
-                                       DType::kF64, DType::kI64, DType::kI32,
-                                       DType::kI8,  DType::kU8,  DType::kBool};
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,
+                                       DType::kI64, DType::kI32, DType::kI16, DType::kI8,
+                                       DType::kU64, DType::kU32, DType::kU16, DType::kU8,
+                                       DType::kBool};
 
 // Bytes per element.
 int64_t dtype_size(DType dtype);
@@ -27,8 +30,11 @@ std::optional<DType> parse_dtype(std::string_view name);
 constexpr bool is_floating(DType d) {
   return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64;
 }
+constexpr bool is_unsigned_integral(DType d) {
+  return d == DType::kU64 || d == DType::kU32 || d == DType::kU16 || d == DType::kU8;
+}
 constexpr bool is_integral(DType d) {
-  return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
+  return d == DType::kI64 || d == DType::kI32 || d == DType::kI16 || d == DType::kI8 || is_unsigned_integral(d);
 }
 
 }  // namespace strider

@@ -98,7 +98,9 @@ class Tensor {
     return reinterpret_cast<const T*>(bytes());
   }
 
-  // Element i (row-major) converted to double / int64; any dtype.
+  // Element i (row-major) converted to double / int64; any dtype. A u64 above INT64_MAX
+  // comes back from element_as_int as its bit pattern (negative), which is how the
+  // reference holds u64 values.
   double element_as_double(int64_t i) const;
   int64_t element_as_int(int64_t i) const;
 

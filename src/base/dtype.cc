@@ -7,11 +7,15 @@ namespace strider {
 int64_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kF64:
-    case DType::kI64: return 8;
+    case DType::kI64:
+    case DType::kU64: return 8;
     case DType::kF32:
-    case DType::kI32: return 4;
+    case DType::kI32:
+    case DType::kU32: return 4;
     case DType::kF16:
-    case DType::kBF16: return 2;
+    case DType::kBF16:
+    case DType::kI16:
+    case DType::kU16: return 2;
     case DType::kI8:
     case DType::kU8:
     case DType::kBool: return 1;
@@ -29,6 +33,10 @@ std::string_view dtype_name(DType dtype) {
     case DType::kI32: return "i32";
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
+    case DType::kI16: return "i16";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kU64: return "u64";
     case DType::kBool: return "bool";
   }
   STRIDER_CHECK(false, "bad dtype {}", int(dtype));

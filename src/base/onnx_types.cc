@@ -25,6 +25,10 @@ int onnx_type_code(DType dtype) {
     case DType::kF16: return 10;
     case DType::kF64: return 11;
     case DType::kBF16: return 16;
+    case DType::kU16: return 4;
+    case DType::kI16: return 5;
+    case DType::kU32: return 12;
+    case DType::kU64: return 13;
   }
   return 0;
 }
@@ -40,6 +44,10 @@ std::optional<DType> dtype_from_onnx_code(int code) {
     case 10: return DType::kF16;
     case 11: return DType::kF64;
     case 16: return DType::kBF16;
+    case 4: return DType::kU16;
+    case 5: return DType::kI16;
+    case 12: return DType::kU32;
+    case 13: return DType::kU64;
     default: return std::nullopt;
   }
 }

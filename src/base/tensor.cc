@@ -96,6 +96,10 @@ double Tensor::element_as_double(int64_t i) const {
     case DType::kI8: return data<int8_t>()[i];
     case DType::kU8: return data<uint8_t>()[i];
     case DType::kBool: return data<uint8_t>()[i] != 0;
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU16: return data<uint16_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kU64: return double(data<uint64_t>()[i]);
   }
   return 0;
 }
@@ -108,7 +112,11 @@ int64_t Tensor::element_as_int(int64_t i) const {
     case DType::kI8: return data<int8_t>()[i];
     case DType::kU8: return data<uint8_t>()[i];
     case DType::kBool: return data<uint8_t>()[i] != 0;
-    default: return int64_t(element_as_double(i));
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU16: return data<uint16_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kU64: return int64_t(data<uint64_t>()[i]);
+    default: return saturate_to_int<int64_t>(element_as_double(i));
   }
 }
 

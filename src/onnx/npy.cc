@@ -138,6 +138,10 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
   if (kind == "i4") return DType::kI32;
   if (kind == "i1") return DType::kI8;
   if (kind == "u1") return DType::kU8;
+  if (kind == "i2") return DType::kI16;
+  if (kind == "u2") return DType::kU16;
+  if (kind == "u4") return DType::kU32;
+  if (kind == "u8") return DType::kU64;
   if (kind == "b1") return DType::kBool;
   return std::nullopt;
 }
@@ -160,6 +164,14 @@ const char* descr_of(DType dtype) {
       return "|u1";
     case DType::kBool:
       return "|b1";
+    case DType::kI16:
+      return "<i2";
+    case DType::kU16:
+      return "<u2";
+    case DType::kU32:
+      return "<u4";
+    case DType::kU64:
+      return "<u8";
     case DType::kBF16:
       return nullptr;
   }

@@ -118,6 +118,14 @@ Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const st
       return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
     case DType::kBool:
       return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
+    case DType::kI16:
+      return from_field<int16_t>(layout, proto.int32_data(), "int32_data", what, -32768, 32767);
+    case DType::kU16:
+      return from_field<uint16_t>(layout, proto.int32_data(), "int32_data", what, 0, 65535);
+    case DType::kU32:
+      return from_field<uint32_t>(layout, proto.uint64_data(), "uint64_data", what, 0, 4294967295);
+    case DType::kU64:
+      return from_field<uint64_t>(layout, proto.uint64_data(), "uint64_data", what, 0, 0);
     case DType::kF16:
     case DType::kBF16:  // the 16-bit patterns, one per int32_data entry
       return from_field<uint16_t>(layout, proto.int32_data(), "int32_data", what, 0, 65535);

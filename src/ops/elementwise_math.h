@@ -34,6 +34,8 @@ enum class ElementwiseKind : uint8_t {
   kLogicUnary,     // bool -> bool
   kLogicBinary,    // bool, bool -> bool
   kFloatTest,      // T -> bool, floating T
+  kIntegerUnary,   // T -> T, integer T (not bool)
+  kIntegerBinary,  // T, T -> T, integer T (not bool; numpy broadcasting)
 };
 
 // Who makes the op's kernel: every device, from the functor (kMap), or each device by its
@@ -112,7 +114,12 @@ struct ElementwiseParams {
   X(Not, kLogicUnary, kMap, ())                                                                \
   X(And, kLogicBinary, kMap, ())                                                               \
   X(Or, kLogicBinary, kMap, ())                                                                \
-  X(Xor, kLogicBinary, kMap, ())
+  X(Xor, kLogicBinary, kMap, ())                                                               \
+  X(BitwiseNot, kIntegerUnary, kMap, ())                                                       \
+  X(BitwiseAnd, kIntegerBinary, kMap, ())                                                      \
+  X(BitwiseOr, kIntegerBinary, kMap, ())                                                       \
+  X(BitwiseXor, kIntegerBinary, kMap, ())                                                      \
+  X(BitShift, kIntegerBinary, kMap, (STRIDER_CHOICE(alpha, "direction", "LEFT", "RIGHT")))
 
 enum class ElementwiseOp : uint8_t {
 #define STRIDER_ELEMENTWISE_ENUM(name, kind, kernel, params) k##name,
@@ -126,7 +133,7 @@ inline constexpr int kElementwiseOpCount = 0 STRIDER_ELEMENTWISE_OPS(STRIDER_ELE
 
 constexpr int elementwise_arity(ElementwiseKind kind) {
   return kind == ElementwiseKind::kNumericBinary || kind == ElementwiseKind::kCompare ||
-                 kind == ElementwiseKind::kLogicBinary
+                 kind == ElementwiseKind::kLogicBinary || kind == ElementwiseKind::kIntegerBinary
              ? 2
              : 1;
 }
@@ -226,6 +233,43 @@ struct Mod {
     }
     if (p.alpha == 0 && r != C(0) && ((r < C(0)) != (b < C(0)))) r = C(r + b);
     return r;
+  }
+};
+
+// The bitwise ops are defined on integers only (their kind's kernels instantiate nothing
+// else); a float C gets its operand back so the functor compiles in generic code.
+#define STRIDER_BITWISE_BINARY(name, op)                                             \
+  struct name {                                                                      \
+    ElementwiseParams p;                                                             \
+    template <class C> STRIDER_HOST_DEVICE C operator()(C a, C b) const {            \
+      if constexpr (std::is_integral_v<C>) return C(a op b);                         \
+      else return a;                                                                 \
+    }                                                                                \
+  };
+STRIDER_BITWISE_BINARY(BitwiseAnd, &)
+STRIDER_BITWISE_BINARY(BitwiseOr, |)
+STRIDER_BITWISE_BINARY(BitwiseXor, ^)
+#undef STRIDER_BITWISE_BINARY
+struct BitwiseNot {
+  ElementwiseParams p;
+  template <class C> STRIDER_HOST_DEVICE C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) return C(~x);
+    else return x;
+  }
+};
+// BitShift (unsigned types in ONNX): direction LEFT (alpha 0) or RIGHT (1); a shift by the
+// type's width or more gives 0, where C++ would make it undefined.
+struct BitShift {
+  ElementwiseParams p;
+  template <class C> STRIDER_HOST_DEVICE C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      // The operand's own bits (a signed one is not sign-extended), as the reference shifts.
+      const uint64_t amount = uint64_t(b), value = uint64_t(std::make_unsigned_t<C>(a));
+      if (amount >= 8 * sizeof(C)) return C(0);
+      return C(p.alpha == 0 ? value << amount : value >> amount);
+    } else {
+      return a;
+    }
   }
 };
 

@@ -38,6 +38,14 @@ Status infer_binary(InferContext& ctx) {
   return Status::ok();
 }
 
+// The bitwise ops take integers only (ONNX's type constraint; the signature check of the
+// newer ops does not say so).
+Status infer_integer(InferContext& ctx) {
+  if (ctx.num_inputs() >= 1 && ctx.has_input(0) && !is_integral(ctx.input_dtype(0)))
+    return ctx.error("input 0 is {}, expected an integer type", dtype_name(ctx.input_dtype(0)));
+  return ctx.num_inputs() == 1 ? infer_unary(ctx) : infer_binary(ctx);
+}
+
 // Pow's exponent may have another type than its base; the result has the base's type.
 Status infer_pow(InferContext& ctx) {
   Shape shape;
@@ -82,6 +90,8 @@ InferFn infer_of(ElementwiseKind kind) {
     case ElementwiseKind::kLogicUnary: return infer_unary;
     case ElementwiseKind::kNumericBinary:
     case ElementwiseKind::kLogicBinary: return infer_binary;
+    case ElementwiseKind::kIntegerUnary:
+    case ElementwiseKind::kIntegerBinary: return infer_integer;
     case ElementwiseKind::kCompare: return infer_comparison;
     case ElementwiseKind::kFloatTest: return infer_test;
   }
@@ -128,7 +138,9 @@ void register_elementwise_ops(std::vector<OpSchema>& ops) {
   if (ElementwiseKernel::kernel == ElementwiseKernel::kMap) {                            \
     constexpr bool same_type = elementwise_fusable(ElementwiseKind::kind) ||              \
                                ElementwiseKind::kind == ElementwiseKind::kLogicUnary ||  \
-                               ElementwiseKind::kind == ElementwiseKind::kLogicBinary;   \
+                               ElementwiseKind::kind == ElementwiseKind::kLogicBinary || \
+                               ElementwiseKind::kind == ElementwiseKind::kIntegerUnary || \
+                               ElementwiseKind::kind == ElementwiseKind::kIntegerBinary; \
     ops.push_back({#name, infer_of(ElementwiseKind::kind), {}, {}, {.in_place = same_type}}); \
   }
   STRIDER_ELEMENTWISE_OPS(STRIDER_REGISTER)

@@ -148,6 +148,10 @@ uint64_t pad_value_bits(double value, DType dtype) {
     case DType::kI8: put(saturate_to_int<int8_t>(value)); break;
     case DType::kU8: put(saturate_to_int<uint8_t>(value)); break;
     case DType::kBool: put(uint8_t(value != 0)); break;
+    case DType::kI16: put(saturate_to_int<int16_t>(value)); break;
+    case DType::kU16: put(saturate_to_int<uint16_t>(value)); break;
+    case DType::kU32: put(saturate_to_int<uint32_t>(value)); break;
+    case DType::kU64: put(saturate_to_int<uint64_t>(value)); break;
   }
   return bits;
 }

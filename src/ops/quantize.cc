@@ -8,7 +8,10 @@
 namespace strider {
 namespace {
 
+// What the QLinear and Integer ops take; QuantizeLinear and DequantizeLinear also take the
+// 16-bit integers (every one of them is exact in f32, where strider computes).
 bool quantized_dtype(DType d) { return d == DType::kI8 || d == DType::kU8; }
+bool linear_quantized_dtype(DType d) { return quantized_dtype(d) || d == DType::kI16 || d == DType::kU16; }
 
 // The scale's granularity against x (block_size from opset 21, axis from 13).
 Status resolve_granularity(const NodeInputs& node, QuantizeParams& p) {
@@ -137,16 +140,16 @@ Result<QuantizeParams> resolve_quantize_linear(const NodeInputs& node) {
     if (!d || (p.has_zero_point && *d != p.quantized)) return node.error("output_dtype {} does not match the zero point", output_dtype);
     p.quantized = *d;
   }
-  if (!quantized_dtype(p.quantized))
-    return unsupported(fmt::format("QuantizeLinear to {}: strider quantizes to int8 and uint8", dtype_name(p.quantized)));
+  if (!linear_quantized_dtype(p.quantized))
+    return unsupported(fmt::format("QuantizeLinear to {}: strider quantizes to int8, uint8, int16 and uint16", dtype_name(p.quantized)));
   return p;
 }
 
 Result<QuantizeParams> resolve_dequantize_linear(const NodeInputs& node) {
   QuantizeParams p;
   p.quantized = node.input_dtype(0);
-  if (!quantized_dtype(p.quantized) && p.quantized != DType::kI32)
-    return unsupported(fmt::format("DequantizeLinear of {}: strider dequantizes int8, uint8 and int32", dtype_name(p.quantized)));
+  if (!linear_quantized_dtype(p.quantized) && p.quantized != DType::kI32)
+    return unsupported(fmt::format("DequantizeLinear of {}: strider dequantizes int8, uint8, int16, uint16 and int32", dtype_name(p.quantized)));
   STRIDER_RETURN_IF_ERROR(resolve_granularity(node, p));
   if (p.has_zero_point && node.input_dtype(2) != p.quantized) return node.error("x and its zero point differ in dtype");
   p.real = node.input_dtype(1);
@@ -163,6 +166,8 @@ IntegerRange quantized_range(DType dtype) {
   switch (dtype) {
     case DType::kI8: return {-128, 127};
     case DType::kU8: return {0, 255};
+    case DType::kI16: return {-32768, 32767};
+    case DType::kU16: return {0, 65535};
     case DType::kI32: return {-2147483648.0, 2147483647.0};
     default: return {0, 0};
   }

@@ -55,6 +55,10 @@ struct AddedOp {
 };
 constexpr AddedOp kAddedOps[] = {
     {"Mish", 18, 1, 1, 1, {}},
+    {"BitwiseAnd", 18, 2, 2, 1, {}, true},
+    {"BitwiseOr", 18, 2, 2, 1, {}, true},
+    {"BitwiseXor", 18, 2, 2, 1, {}, true},
+    {"BitwiseNot", 18, 1, 1, 1, {}, true},
     {"CenterCropPad", 18, 2, 2, 1, {{{"axes", Attribute::Kind::kInts}}}, true},
     {"CumProd", 26, 2, 2, 1, {{{"exclusive", Attribute::Kind::kInt}, {"reverse", Attribute::Kind::kInt}}}, true},
     {"GroupNormalization", 18, 3, 3, 1,
@@ -139,6 +143,10 @@ std::string_view onnx_tensor_type(DType dtype) {
     case DType::kI8: return "tensor(int8)";
     case DType::kU8: return "tensor(uint8)";
     case DType::kBool: return "tensor(bool)";
+    case DType::kI16: return "tensor(int16)";
+    case DType::kU16: return "tensor(uint16)";
+    case DType::kU32: return "tensor(uint32)";
+    case DType::kU64: return "tensor(uint64)";
   }
   return "";
 }

@@ -102,6 +102,10 @@ Result<OpOutputs> mod_op(const OpContext& ctx) {
           out.floats[io] = python_sign(std::fmod(a->floats[ia], b->floats[ib]), b->floats[ib]);
         } else {
           int64_t x = a->ints[ia], y = b->ints[ib];
+          if (a->dtype == DType::kU64) {  // unsigned: no sign to fix
+            out.ints[io] = unsigned_remainder(x, y);
+            return;
+          }
           int64_t r = y == -1 ? 0 : x % y;
           out.ints[io] = wrap_to_dtype(python_sign(r, y), out.dtype);
         }

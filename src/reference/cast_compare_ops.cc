@@ -55,7 +55,7 @@ Result<OpOutputs> comparison(const OpContext& ctx, Comparison op) {
       RefTensor c,
       broadcast_binary(*a, *b, DType::kBool, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
         out.ints[io] = a->is_floating() ? compare(op, a->floats[ia], b->floats[ib])
-                                        : compare(op, a->ints[ia], b->ints[ib]);
+                                        : compare(op, order_key(a->ints[ia], a->dtype), order_key(b->ints[ib], a->dtype));
       }));
   return OpOutputs{std::move(c)};
 }
@@ -103,6 +103,57 @@ Result<OpOutputs> not_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// BitwiseAnd/Or/Xor and BitShift on integers. The reference holds them as int64 (sign-
+// extended; a u64 as its bit pattern), so the bit operations act on the same low bits the
+// dtype has and narrowing afterwards gives the dtype's result.
+enum class Bitwise { kAnd, kOr, kXor, kShift };
+
+Result<OpOutputs> bitwise(const OpContext& ctx, Bitwise op) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* a, ctx.input(0, "A"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* b, ctx.input(1, "B"));
+  STRIDER_RETURN_IF_ERROR(require_integer(*a, "input 0 (A)"));
+  STRIDER_RETURN_IF_ERROR(require_same_dtype(*a, *b, "input 0 (A)", "input 1 (B)"));
+  bool left = true;
+  if (op == Bitwise::kShift) {
+    STRIDER_ASSIGN_OR_RETURN(std::string direction, ctx.attributes().get_string("direction", "LEFT"));
+    if (direction != "LEFT" && direction != "RIGHT")
+      return invalid_model("attribute 'direction' must be LEFT or RIGHT, not '" + direction + "'");
+    left = direction == "LEFT";
+  }
+  const int64_t width = 8 * dtype_size(a->dtype);
+  STRIDER_ASSIGN_OR_RETURN(
+      RefTensor c, broadcast_binary(*a, *b, a->dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
+        const uint64_t x = uint64_t(a->ints[ia]), y = uint64_t(b->ints[ib]);
+        uint64_t r = 0;
+        switch (op) {
+          case Bitwise::kAnd: r = x & y; break;
+          case Bitwise::kOr: r = x | y; break;
+          case Bitwise::kXor: r = x ^ y; break;
+          case Bitwise::kShift: {
+            // The value's own bits only (unsigned types: a narrower value has no high bits).
+            const uint64_t value = width == 64 ? x : x & ((uint64_t(1) << width) - 1);
+            r = y >= uint64_t(width) ? 0 : left ? value << y : value >> y;
+            break;
+          }
+        }
+        out.ints[io] = wrap_to_dtype(int64_t(r), out.dtype);
+      }));
+  return OpOutputs{std::move(c)};
+}
+
+Result<OpOutputs> bitwise_and_op(const OpContext& ctx) { return bitwise(ctx, Bitwise::kAnd); }
+Result<OpOutputs> bitwise_or_op(const OpContext& ctx) { return bitwise(ctx, Bitwise::kOr); }
+Result<OpOutputs> bitwise_xor_op(const OpContext& ctx) { return bitwise(ctx, Bitwise::kXor); }
+Result<OpOutputs> bit_shift_op(const OpContext& ctx) { return bitwise(ctx, Bitwise::kShift); }
+
+Result<OpOutputs> bitwise_not_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_RETURN_IF_ERROR(require_integer(*x, "input 0 (X)"));
+  RefTensor y = *x;
+  for (int64_t& v : y.ints) v = wrap_to_dtype(int64_t(~uint64_t(v)), y.dtype);
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kCastCompareOps[] = {
     {"Cast", 7, 27, cast_op},
     {"CastLike", 15, 27, cast_like_op},
@@ -115,6 +166,11 @@ constexpr OpDefinition kCastCompareOps[] = {
     {"Or", 7, 27, or_op},
     {"Xor", 7, 27, xor_op},
     {"Not", 7, 27, not_op},
+    {"BitwiseAnd", 18, 27, bitwise_and_op},
+    {"BitwiseOr", 18, 27, bitwise_or_op},
+    {"BitwiseXor", 18, 27, bitwise_xor_op},
+    {"BitwiseNot", 18, 27, bitwise_not_op},
+    {"BitShift", 11, 27, bit_shift_op},
 };
 
 }  // namespace

@@ -168,7 +168,9 @@ Result<OpOutputs> arithmetic(const OpContext& ctx, Arithmetic op) {
   STRIDER_ASSIGN_OR_RETURN(
       RefTensor c,
       broadcast_binary(*a, *b, a->dtype, [&](size_t ia, size_t ib, size_t io, RefTensor& out) {
-        out.ints[io] = wrap_to_dtype(apply_integer(op, a->ints[ia], b->ints[ib]), out.dtype);
+        out.ints[io] = op == Arithmetic::kDiv && a->dtype == DType::kU64
+                           ? unsigned_quotient(a->ints[ia], b->ints[ib])
+                           : wrap_to_dtype(apply_integer(op, a->ints[ia], b->ints[ib]), out.dtype);
       }));
   return OpOutputs{std::move(c)};
 }
@@ -194,8 +196,9 @@ Result<OpOutputs> variadic(const OpContext& ctx, Variadic op) {
     }
     return a + b;
   };
-  auto fold_int = [op](int64_t a, int64_t b) {
-    return op == Variadic::kMin ? std::min(a, b) : op == Variadic::kMax ? std::max(a, b) : wrapping_add(a, b);
+  const DType dtype = first->dtype;
+  auto fold_int = [op, dtype](int64_t a, int64_t b) {
+    return op == Variadic::kMin ? min_of(a, b, dtype) : op == Variadic::kMax ? max_of(a, b, dtype) : wrapping_add(a, b);
   };
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     STRIDER_ASSIGN_OR_RETURN(const RefTensor* next, ctx.input(i, "data"));

@@ -155,6 +155,16 @@ int64_t truncate_to_int(double v);
 int64_t saturate_to_dtype(double v, DType dtype);
 // Converts element `i` of `from` to `to` (the Cast conversion) and stores it at `j` of `out`.
 void convert_element(const RefTensor& from, int64_t i, RefTensor& out, int64_t j);
+// The reference holds every integer as int64; a u64 as its bit pattern, so one above
+// INT64_MAX is negative there. These give such values their unsigned meaning: order_key
+// orders as the value does (the top bit flipped), and u64 division and remainder.
+inline int64_t order_key(int64_t v, DType dtype) {
+  return dtype == DType::kU64 ? int64_t(uint64_t(v) ^ (uint64_t(1) << 63)) : v;
+}
+inline int64_t min_of(int64_t a, int64_t b, DType dtype) { return order_key(b, dtype) < order_key(a, dtype) ? b : a; }
+inline int64_t max_of(int64_t a, int64_t b, DType dtype) { return order_key(a, dtype) < order_key(b, dtype) ? b : a; }
+inline int64_t unsigned_quotient(int64_t a, int64_t b) { return int64_t(uint64_t(a) / uint64_t(b)); }
+inline int64_t unsigned_remainder(int64_t a, int64_t b) { return int64_t(uint64_t(a) % uint64_t(b)); }
 // Wrapping int64 arithmetic (no signed-overflow UB).
 inline int64_t wrapping_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
 inline int64_t wrapping_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }

@@ -86,7 +86,7 @@ Result<OpOutputs> quantize_linear_op(const OpContext& ctx) {
     if (!d) return unsupported(fmt::format("output_dtype {}", output_dtype));
     out = *d;
   }
-  if (out != DType::kI8 && out != DType::kU8) return unsupported(fmt::format("QuantizeLinear to {}", dtype_name(out)));
+  if (out != DType::kI8 && out != DType::kU8 && out != DType::kI16 && out != DType::kU16) return unsupported(fmt::format("QuantizeLinear to {}", dtype_name(out)));
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> index, scale_index(ctx, x->shape, *scale));
   return OpOutputs{quantized(*x, index, *scale, zero_point, out)};
 }

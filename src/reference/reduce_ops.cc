@@ -126,14 +126,14 @@ RefTensor reduce_ints(const RefTensor& x, const ReducePlan& plan, Reduction r) {
   bool via_double = r == Reduction::kL2 || r == Reduction::kLogSum || r == Reduction::kLogSumExp;
   if (via_double) {
     RefTensor as_float = RefTensor::zeros(DType::kF64, x.shape);
-    for (size_t i = 0; i < x.ints.size(); ++i) as_float.floats[i] = double(x.ints[i]);
+    for (size_t i = 0; i < x.ints.size(); ++i) as_float.floats[i] = x.element_as_double(int64_t(i));
     RefTensor reduced = reduce_floats(as_float, plan, r);
     RefTensor y = RefTensor::zeros(x.dtype, plan.out_shape);
     for (size_t o = 0; o < y.ints.size(); ++o) convert_element(reduced, int64_t(o), y, int64_t(o));
     return y;
   }
   int64_t initial = r == Reduction::kMax    ? integer_lowest(x.dtype)
-                    : r == Reduction::kMin  ? integer_highest(x.dtype)
+                    : r == Reduction::kMin  ? (x.dtype == DType::kU64 ? -1 : integer_highest(x.dtype))
                     : r == Reduction::kProd ? 1
                                             : 0;
   std::vector<int64_t> acc(size_t(plan.out_count), initial);
@@ -141,10 +141,10 @@ RefTensor reduce_ints(const RefTensor& x, const ReducePlan& plan, Reduction r) {
     int64_t v = x.ints[i];
     int64_t& a = acc[size_t(plan.output_of[i])];
     switch (r) {
-      case Reduction::kMax: a = std::max(a, v); break;
-      case Reduction::kMin: a = std::min(a, v); break;
+      case Reduction::kMax: a = max_of(a, v, x.dtype); break;
+      case Reduction::kMin: a = min_of(a, v, x.dtype); break;
       case Reduction::kProd: a = wrapping_mul(a, v); break;
-      case Reduction::kL1: a = wrapping_add(a, v < 0 ? wrapping_sub(0, v) : v); break;
+      case Reduction::kL1: a = wrapping_add(a, v < 0 && x.dtype != DType::kU64 ? wrapping_sub(0, v) : v); break;
       case Reduction::kSumSquare: a = wrapping_add(a, wrapping_mul(v, v)); break;
       default: a = wrapping_add(a, v); break;
     }

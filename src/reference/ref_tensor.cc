@@ -29,6 +29,7 @@ RefTensor RefTensor::zeros(DType dtype, Shape shape) {
 int64_t RefTensor::num_elements() const { return strider::num_elements(shape); }
 
 double RefTensor::element_as_double(int64_t i) const {
+  if (dtype == DType::kU64) return double(uint64_t(ints[size_t(i)]));  // held as its bit pattern
   return is_floating() ? floats[size_t(i)] : double(ints[size_t(i)]);
 }
 
@@ -65,6 +66,10 @@ Tensor ref_to_tensor(const RefTensor& value, DType as) {
       case DType::kI8: out.data<int8_t>()[k] = int8_t(converted.ints[k]); break;
       case DType::kU8:
       case DType::kBool: out.data<uint8_t>()[k] = uint8_t(converted.ints[k]); break;
+      case DType::kI16: out.data<int16_t>()[k] = int16_t(converted.ints[k]); break;
+      case DType::kU16: out.data<uint16_t>()[k] = uint16_t(converted.ints[k]); break;
+      case DType::kU32: out.data<uint32_t>()[k] = uint32_t(converted.ints[k]); break;
+      case DType::kU64: out.data<uint64_t>()[k] = uint64_t(converted.ints[k]); break;
     }
   }
   return out;
@@ -107,6 +112,9 @@ int64_t wrap_to_dtype(int64_t v, DType dtype) {
     case DType::kI32: return int32_t(uint32_t(uint64_t(v)));
     case DType::kI8: return int8_t(uint8_t(uint64_t(v)));
     case DType::kU8: return uint8_t(uint64_t(v));
+    case DType::kI16: return int16_t(uint16_t(uint64_t(v)));
+    case DType::kU16: return uint16_t(uint64_t(v));
+    case DType::kU32: return uint32_t(uint64_t(v));
     case DType::kBool: return v != 0;
     default: return v;
   }
@@ -125,7 +133,11 @@ int64_t integer_lowest(DType dtype) {
   switch (dtype) {
     case DType::kI32: return std::numeric_limits<int32_t>::min();
     case DType::kI8: return std::numeric_limits<int8_t>::min();
+    case DType::kI16: return std::numeric_limits<int16_t>::min();
     case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64:
     case DType::kBool: return 0;
     default: return std::numeric_limits<int64_t>::min();
   }
@@ -136,7 +148,12 @@ int64_t integer_highest(DType dtype) {
     case DType::kI32: return std::numeric_limits<int32_t>::max();
     case DType::kI8: return std::numeric_limits<int8_t>::max();
     case DType::kU8: return std::numeric_limits<uint8_t>::max();
+    case DType::kI16: return std::numeric_limits<int16_t>::max();
+    case DType::kU16: return std::numeric_limits<uint16_t>::max();
+    case DType::kU32: return std::numeric_limits<uint32_t>::max();
     case DType::kBool: return 1;
+    // u64 is held as int64 bit patterns; the largest value ordered as an int64 is the
+    // largest a saturation can give (the quantizing ops, the only users, never target u64).
     default: return std::numeric_limits<int64_t>::max();
   }
 }
@@ -156,12 +173,15 @@ int64_t saturate_to_dtype(double v, DType dtype) {
 void convert_element(const RefTensor& from, int64_t i, RefTensor& out, int64_t j) {
   size_t src = size_t(i), dst = size_t(j);
   if (out.is_floating()) {
-    double v = from.is_floating() ? from.floats[src] : double(from.ints[src]);
+    double v = from.element_as_double(i);
     out.floats[dst] = round_to_precision(v, out.dtype);
   } else if (out.dtype == DType::kBool) {
     out.ints[dst] = from.is_floating() ? from.floats[src] != 0.0 : from.ints[src] != 0;
   } else {
     int64_t v = from.is_floating() ? truncate_to_int(from.floats[src]) : from.ints[src];
+    // A u64 in [2^63, 2^64) is held as its bit pattern; int64 saturation would cap it.
+    if (out.dtype == DType::kU64 && from.is_floating() && from.floats[src] >= 0x1p63)
+      v = from.floats[src] < 0x1p64 ? int64_t(uint64_t(from.floats[src])) : -1;
     out.ints[dst] = wrap_to_dtype(v, out.dtype);
   }
 }

@@ -32,6 +32,10 @@ Tensor fill(DType dtype, const Shape& shape, std::mt19937& rng) {
       case DType::kI8: t.data<int8_t>()[i] = int8_t(v); break;
       case DType::kU8: t.data<uint8_t>()[i] = uint8_t(v & 7); break;
       case DType::kBool: t.data<uint8_t>()[i] = uint8_t(v & 1); break;
+      case DType::kI16: t.data<int16_t>()[i] = int16_t(v); break;
+      case DType::kU16: t.data<uint16_t>()[i] = uint16_t(v); break;
+      case DType::kU32: t.data<uint32_t>()[i] = uint32_t(v); break;
+      case DType::kU64: t.data<uint64_t>()[i] = uint64_t(v); break;
       default: break;  // f16/bf16 stay zero: enough to exercise their paths
     }
   }

@@ -27,6 +27,10 @@ void set_element(Tensor& t, int64_t i, double v) {
     case DType::kI8: t.data<int8_t>()[i] = int8_t(v); break;
     case DType::kU8: t.data<uint8_t>()[i] = uint8_t(v); break;
     case DType::kBool: t.data<uint8_t>()[i] = v != 0 ? 1 : 0; break;
+    case DType::kI16: t.data<int16_t>()[i] = int16_t(v); break;
+    case DType::kU16: t.data<uint16_t>()[i] = uint16_t(v); break;
+    case DType::kU32: t.data<uint32_t>()[i] = uint32_t(v); break;
+    case DType::kU64: t.data<uint64_t>()[i] = uint64_t(v); break;
   }
 }
 
@@ -159,7 +163,11 @@ Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     double v = 0;
     switch (dtype) {
-      case DType::kU8: v = double(rng() % 11); break;
+      case DType::kU8:
+      case DType::kU16:
+      case DType::kU32:
+      case DType::kU64: v = double(rng() % 11); break;
+      case DType::kI16:
       case DType::kBool: v = double(rng() & 1); break;
       case DType::kI64:
       case DType::kI32:

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/float16.h"
+#include "base/onnx_types.h"
 
 namespace strider::testing {
 namespace fs = std::filesystem;
@@ -61,6 +62,18 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed) {
       case DType::kBool:
         t.data<uint8_t>()[i] = uint8_t(byte(rng) & 1);
         break;
+      case DType::kI16:
+        t.data<int16_t>()[i] = int16_t(narrow(rng));
+        break;
+      case DType::kU16:
+        t.data<uint16_t>()[i] = uint16_t(byte(rng) * 251);
+        break;
+      case DType::kU32:
+        t.data<uint32_t>()[i] = uint32_t(wide(rng));
+        break;
+      case DType::kU64:
+        t.data<uint64_t>()[i] = uint64_t(wide(rng)) * 2654435761u;
+        break;
     }
   }
   return t;
@@ -75,11 +88,7 @@ onnx::TensorProto typed_proto(const Tensor& t, const std::string& name) {
   onnx::TensorProto p;
   p.set_name(name);
   for (int64_t d : t.shape()) p.add_dims(d);
-  const int kTypes[] = {
-      onnx::TensorProto::FLOAT,  onnx::TensorProto::FLOAT16, onnx::TensorProto::BFLOAT16,
-      onnx::TensorProto::DOUBLE, onnx::TensorProto::INT64,   onnx::TensorProto::INT32,
-      onnx::TensorProto::INT8,   onnx::TensorProto::UINT8,   onnx::TensorProto::BOOL};
-  p.set_data_type(kTypes[int(t.dtype())]);
+  p.set_data_type(onnx_type_code(t.dtype()));
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     switch (t.dtype()) {
       case DType::kF32:
@@ -104,6 +113,18 @@ onnx::TensorProto typed_proto(const Tensor& t, const std::string& name) {
       case DType::kU8:
       case DType::kBool:
         p.add_int32_data(t.data<uint8_t>()[i]);
+        break;
+      case DType::kI16:
+        p.add_int32_data(t.data<int16_t>()[i]);
+        break;
+      case DType::kU16:
+        p.add_int32_data(t.data<uint16_t>()[i]);
+        break;
+      case DType::kU32:
+        p.add_uint64_data(t.data<uint32_t>()[i]);
+        break;
+      case DType::kU64:
+        p.add_uint64_data(t.data<uint64_t>()[i]);
         break;
     }
   }

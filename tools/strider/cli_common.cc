@@ -120,6 +120,10 @@ Result<Tensor> random_tensor(const std::string& name, DType dtype, const Shape& 
       case DType::kI32: t.data<int32_t>()[i] = int32_t(small(rng)); break;
       case DType::kI8: t.data<int8_t>()[i] = int8_t(small(rng)); break;
       case DType::kU8: t.data<uint8_t>()[i] = uint8_t(small(rng)); break;
+      case DType::kI16: t.data<int16_t>()[i] = int16_t(small(rng)); break;
+      case DType::kU16: t.data<uint16_t>()[i] = uint16_t(small(rng)); break;
+      case DType::kU32: t.data<uint32_t>()[i] = uint32_t(small(rng)); break;
+      case DType::kU64: t.data<uint64_t>()[i] = uint64_t(small(rng)); break;
       case DType::kBool: t.data<uint8_t>()[i] = uint8_t(small(rng) & 1); break;
       default: f64.data<double>()[i] = normal(rng); break;
     }

@@ -45,6 +45,10 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
     case DType::kI8: return fn.template operator()<int8_t>();
     case DType::kU8: return fn.template operator()<uint8_t>();
     case DType::kBool: return fn.template operator()<bool>();
+    case DType::kI16: return fn.template operator()<int16_t>();
+    case DType::kU16: return fn.template operator()<uint16_t>();
+    case DType::kU32: return fn.template operator()<uint32_t>();
+    case DType::kU64: return fn.template operator()<uint64_t>();
   }
   return fn.template operator()<float>();
 }

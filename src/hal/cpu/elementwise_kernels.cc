@@ -55,6 +55,19 @@ Result<KernelPtr> numeric_binary(const KernelRequest& r, Fn fn) {
   });
 }
 
+// Unary and binary ops on the integer types (not bool): the bitwise ops.
+template <bool kUnary, typename Fn>
+Result<KernelPtr> integer_map(const KernelRequest& r, Fn fn) {
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if constexpr (kUnary) return make_map_kernel<T, T>(r.node.op_type, r.outputs[0], {r.inputs[0]}, fn);
+      else return make_map_kernel<T, T, T>(r.node.op_type, r.outputs[0], {r.inputs[0], r.inputs[1]}, fn);
+    } else {
+      return unsupported_dtype(r, r.inputs[0].dtype);
+    }
+  });
+}
+
 template <typename Fn>
 Result<KernelPtr> bool_unary(const KernelRequest& r, Fn fn) {
   if (r.inputs[0].dtype != DType::kBool) return unsupported_dtype(r, r.inputs[0].dtype);
@@ -114,6 +127,8 @@ Result<KernelPtr> make_table_kernel(const KernelRequest& r) {
   else if constexpr (kKind == ElementwiseKind::kCompare) return compare(r, fn);
   else if constexpr (kKind == ElementwiseKind::kLogicUnary) return bool_unary(r, fn);
   else if constexpr (kKind == ElementwiseKind::kLogicBinary) return bool_binary(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kIntegerUnary) return integer_map<true>(r, fn);
+  else if constexpr (kKind == ElementwiseKind::kIntegerBinary) return integer_map<false>(r, fn);
   else return float_test(r, fn);
 }
 

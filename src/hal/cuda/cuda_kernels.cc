@@ -24,12 +24,24 @@ const KernelTable<KernelEntry>& kernel_table() {
   return table;
 }
 
+// The CUDA kernels are instantiated for the element types a model on a GPU uses (floats,
+// i64, i32, i8, u8, bool); the 16-bit integers and the wide unsigned ones, which the CPU
+// computes, are refused here in one place rather than by each kernel's dtype switch.
+Status check_dtypes(const KernelRequest& request) {
+  for (const auto* views : {&request.inputs, &request.outputs})
+    for (const TensorView& v : *views)
+      if (v.allocation && (v.dtype == DType::kI16 || v.dtype == DType::kU16 || v.dtype == DType::kU32 || v.dtype == DType::kU64))
+        return unsupported(fmt::format("no CUDA kernel takes {} (node '{}')", dtype_name(v.dtype), request.node.name));
+  return Status::ok();
+}
+
 }  // namespace
 
 bool has_kernel(std::string_view op_type) { return kernel_table().find(op_type) != nullptr; }
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context) {
   STRIDER_ASSIGN_OR_RETURN(const KernelEntry* entry, kernel_table().entry_for(request.node, "CUDA"));
+  STRIDER_RETURN_IF_ERROR(check_dtypes(request));
   return for_node(entry->create(request, context), request.node);
 }
 

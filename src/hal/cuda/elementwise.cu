@@ -403,14 +403,17 @@ template <class F> Status float_types(DType dtype, F&& f) {
     default: return no_kernel(dtype);
   }
 }
-template <class F> Status numeric_types(DType dtype, F&& f) {
+template <class F> Status integer_types(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kI64: return f(Type<int64_t>{});
     case DType::kI32: return f(Type<int32_t>{});
     case DType::kI8: return f(Type<int8_t>{});
     case DType::kU8: return f(Type<uint8_t>{});
-    default: return float_types(dtype, f);
+    default: return no_kernel(dtype);
   }
+}
+template <class F> Status numeric_types(DType dtype, F&& f) {
+  return is_integral(dtype) ? integer_types(dtype, f) : float_types(dtype, f);
 }
 template <class F> Status all_types(DType dtype, F&& f) {
   if (dtype == DType::kBool) return f(Type<bool>{});
@@ -538,6 +541,8 @@ Status table_launcher(DType t, MapLaunch* l) {
     return t == DType::kBool ? use(l, &launch_map<Fn, bool, bool, bool>) : compare<Fn>(t, l);
   else if constexpr (kKind == ElementwiseKind::kLogicUnary) return use(l, &launch_map<Fn, bool, bool>);
   else if constexpr (kKind == ElementwiseKind::kLogicBinary) return use(l, &launch_map<Fn, bool, bool, bool>);
+  else if constexpr (kKind == ElementwiseKind::kIntegerUnary) return STRIDER_PICK(integer_types, t, launch_map<Fn, T, T>);
+  else if constexpr (kKind == ElementwiseKind::kIntegerBinary) return STRIDER_PICK(integer_types, t, launch_map<Fn, T, T, T>);
   else return STRIDER_PICK(float_types, t, launch_map<Fn, bool, T>);
 }
 

@@ -107,6 +107,7 @@ uint64_t fill_bits(double v, DType dtype) {
     case DType::kI8: put(int8_t(v)); break;
     case DType::kU8: put(uint8_t(v)); break;
     case DType::kBool: put(uint8_t(v != 0)); break;
+    default: break;  // no CUDA kernel takes the other integers (cuda_kernels.cc)
   }
   return bits;
 }
