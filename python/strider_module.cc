@@ -52,9 +52,9 @@ py::dtype numpy_dtype(DType dtype) {
     case DType::kU16: return py::dtype::of<uint16_t>();
     case DType::kU32: return py::dtype::of<uint32_t>();
     case DType::kU64: return py::dtype::of<uint64_t>();
-    case DType::kBF16: break;
+    default: break;
   }
-  raise(unsupported("bfloat16 tensors have no numpy dtype"));
+  raise(unsupported(std::string(dtype_name(dtype)) + " tensors have no numpy dtype"));
 }
 
 DType strider_dtype(const py::dtype& dtype, const std::string& name) {
@@ -174,8 +174,9 @@ DLDataType dlpack_dtype(DType dtype) {
     case DType::kU16: return {kDLUInt, 16, 1};
     case DType::kU32: return {kDLUInt, 32, 1};
     case DType::kU64: return {kDLUInt, 64, 1};
+    default: break;
   }
-  return {kDLUInt, 8, 1};
+  raise(unsupported(std::string(dtype_name(dtype)) + " tensors have no DLPack dtype strider exports"));
 }
 
 // What a capsule owns until its consumer's deleter (or the unconsumed capsule) frees it.

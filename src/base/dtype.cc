@@ -19,6 +19,7 @@ int64_t dtype_size(DType dtype) {
     case DType::kI8:
     case DType::kU8:
     case DType::kBool: return 1;
+    default: return 1;  // the storage-only types: one byte each (base/small_types.h)
   }
   STRIDER_CHECK(false, "bad dtype {}", int(dtype));
 }
@@ -37,6 +38,15 @@ std::string_view dtype_name(DType dtype) {
     case DType::kU16: return "u16";
     case DType::kU32: return "u32";
     case DType::kU64: return "u64";
+    case DType::kF8E4M3FN: return "f8e4m3fn";
+    case DType::kF8E4M3FNUZ: return "f8e4m3fnuz";
+    case DType::kF8E5M2: return "f8e5m2";
+    case DType::kF8E5M2FNUZ: return "f8e5m2fnuz";
+    case DType::kF4E2M1: return "f4e2m1";
+    case DType::kI4: return "i4";
+    case DType::kU4: return "u4";
+    case DType::kI2: return "i2";
+    case DType::kU2: return "u2";
     case DType::kBool: return "bool";
   }
   STRIDER_CHECK(false, "bad dtype {}", int(dtype));

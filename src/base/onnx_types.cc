@@ -29,6 +29,15 @@ int onnx_type_code(DType dtype) {
     case DType::kI16: return 5;
     case DType::kU32: return 12;
     case DType::kU64: return 13;
+    case DType::kF8E4M3FN: return 17;
+    case DType::kF8E4M3FNUZ: return 18;
+    case DType::kF8E5M2: return 19;
+    case DType::kF8E5M2FNUZ: return 20;
+    case DType::kU4: return 21;
+    case DType::kI4: return 22;
+    case DType::kF4E2M1: return 23;
+    case DType::kU2: return 25;
+    case DType::kI2: return 26;
   }
   return 0;
 }
@@ -48,6 +57,15 @@ std::optional<DType> dtype_from_onnx_code(int code) {
     case 5: return DType::kI16;
     case 12: return DType::kU32;
     case 13: return DType::kU64;
+    case 17: return DType::kF8E4M3FN;
+    case 18: return DType::kF8E4M3FNUZ;
+    case 19: return DType::kF8E5M2;
+    case 20: return DType::kF8E5M2FNUZ;
+    case 21: return DType::kU4;
+    case 22: return DType::kI4;
+    case 23: return DType::kF4E2M1;
+    case 25: return DType::kU2;
+    case 26: return DType::kI2;
     default: return std::nullopt;
   }
 }

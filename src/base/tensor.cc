@@ -8,6 +8,7 @@
 #include "base/checked_math.h"
 #include "base/float16.h"
 #include "base/shape.h"
+#include "base/small_types.h"
 
 namespace strider {
 
@@ -100,8 +101,8 @@ double Tensor::element_as_double(int64_t i) const {
     case DType::kU16: return data<uint16_t>()[i];
     case DType::kU32: return data<uint32_t>()[i];
     case DType::kU64: return double(data<uint64_t>()[i]);
+    default: return small_type_to_double(data<uint8_t>()[i], dtype_);
   }
-  return 0;
 }
 
 int64_t Tensor::element_as_int(int64_t i) const {
@@ -116,6 +117,10 @@ int64_t Tensor::element_as_int(int64_t i) const {
     case DType::kU16: return data<uint16_t>()[i];
     case DType::kU32: return data<uint32_t>()[i];
     case DType::kU64: return int64_t(data<uint64_t>()[i]);
+    case DType::kI4:
+    case DType::kI2: return data<int8_t>()[i];
+    case DType::kU4:
+    case DType::kU2: return data<uint8_t>()[i];
     default: return saturate_to_int<int64_t>(element_as_double(i));
   }
 }

@@ -174,6 +174,8 @@ const char* descr_of(DType dtype) {
       return "<u8";
     case DType::kBF16:
       return nullptr;
+    default:  // float8, float4 and the sub-byte integers have no numpy type
+      return nullptr;
   }
   return nullptr;
 }

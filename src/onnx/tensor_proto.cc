@@ -9,6 +9,7 @@
 
 #include "base/checked_math.h"
 #include "base/shape.h"
+#include "base/small_types.h"
 #include "onnx/file_io.h"
 
 namespace strider {
@@ -21,11 +22,14 @@ namespace {
 using TP = onnx::TensorProto;
 
 
+// `bytes` is the size in the proto: for the sub-byte types, packed (two or four elements
+// to a byte, low bits first); strider's tensor holds one element per byte.
 struct Layout {
   DType dtype;
   Shape shape;
   int64_t count = 0;
   int64_t bytes = 0;
+  int bits = 8;  // per element in the proto, for the sub-byte types
 };
 
 std::string describe(const TP& proto, const std::string& what) {
@@ -51,7 +55,8 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
     return invalid_model(fmt::format("{}: dims {} are too large (more than 2^52 bytes)", what,
                                      shape_to_string(layout.shape)));
   layout.count = *count;
-  layout.bytes = layout.count * dtype_size(*dtype);
+  layout.bits = small_type_bits(*dtype);
+  layout.bytes = layout.bits < 8 ? (layout.count * layout.bits + 7) / 8 : layout.count * dtype_size(*dtype);
   return layout;
 }
 
@@ -68,6 +73,18 @@ void normalize_bools(Tensor& t) {
   for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = p[i] != 0;
 }
 
+// Packed sub-byte elements into one byte each (a signed one sign-extended).
+void unpack(const Layout& layout, const uint8_t* packed, Tensor& t) {
+  const int per_byte = 8 / layout.bits;
+  const uint8_t mask = uint8_t((1 << layout.bits) - 1);
+  uint8_t* out = t.data<uint8_t>();
+  for (int64_t i = 0; i < layout.count; ++i) {
+    const uint8_t field = uint8_t((packed[i / per_byte] >> ((i % per_byte) * layout.bits)) & mask);
+    const bool is_signed = layout.dtype == DType::kI4 || layout.dtype == DType::kI2;
+    out[i] = is_signed ? uint8_t(int8_t(uint8_t(field << (8 - layout.bits))) >> (8 - layout.bits)) : field;
+  }
+}
+
 Result<Tensor> from_bytes(const Layout& layout, std::span<const std::byte> bytes,
                           const char* source, const std::string& what) {
   if (int64_t(bytes.size()) != layout.bytes)
@@ -75,6 +92,10 @@ Result<Tensor> from_bytes(const Layout& layout, std::span<const std::byte> bytes
                                      bytes.size(), dtype_name(layout.dtype),
                                      shape_to_string(layout.shape), layout.bytes));
   Tensor t(layout.dtype, layout.shape);
+  if (layout.bits < 8) {
+    unpack(layout, reinterpret_cast<const uint8_t*>(bytes.data()), t);
+    return t;
+  }
   if (layout.bytes > 0) std::memcpy(t.bytes(), bytes.data(), bytes.size());
   normalize_bools(t);
   return t;
@@ -126,6 +147,16 @@ Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const st
       return from_field<uint32_t>(layout, proto.uint64_data(), "uint64_data", what, 0, 4294967295);
     case DType::kU64:
       return from_field<uint64_t>(layout, proto.uint64_data(), "uint64_data", what, 0, 0);
+    default: {  // the small types: int32_data holds each byte (packed for the sub-byte ones)
+      if (layout.bits == 8)
+        return from_field<uint8_t>(layout, proto.int32_data(), "int32_data", what, 0, 255);
+      std::string packed;
+      for (int32_t v : proto.int32_data()) {
+        if (v < 0 || v > 255) return invalid_model(fmt::format("{}: int32_data value {} is not a byte", what, v));
+        packed.push_back(char(v));
+      }
+      return from_bytes(layout, std::as_bytes(std::span(packed.data(), packed.size())), "int32_data", what);
+    }
     case DType::kF16:
     case DType::kBF16:  // the 16-bit patterns, one per int32_data entry
       return from_field<uint16_t>(layout, proto.int32_data(), "int32_data", what, 0, 65535);
@@ -184,7 +215,18 @@ TP tensor_to_proto(const Tensor& tensor, const std::string& name) {
   proto.set_name(name);
   proto.set_data_type(onnx_type_from_dtype(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto.add_dims(d);
-  proto.set_raw_data(reinterpret_cast<const char*>(tensor.bytes()), tensor.byte_size());
+  const int bits = small_type_bits(tensor.dtype());
+  if (bits == 8) {
+    proto.set_raw_data(reinterpret_cast<const char*>(tensor.bytes()), tensor.byte_size());
+    return proto;
+  }
+  std::string packed(size_t((tensor.num_elements() * bits + 7) / 8), '\0');
+  const int per_byte = 8 / bits;
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+    const uint8_t field = uint8_t(tensor.data<uint8_t>()[i] & ((1 << bits) - 1));
+    packed[size_t(i / per_byte)] = char(uint8_t(packed[size_t(i / per_byte)]) | (field << ((i % per_byte) * bits)));
+  }
+  proto.set_raw_data(std::move(packed));
   return proto;
 }
 

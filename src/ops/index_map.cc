@@ -152,6 +152,7 @@ uint64_t pad_value_bits(double value, DType dtype) {
     case DType::kU16: put(saturate_to_int<uint16_t>(value)); break;
     case DType::kU32: put(saturate_to_int<uint32_t>(value)); break;
     case DType::kU64: put(saturate_to_int<uint64_t>(value)); break;
+    default: break;  // the storage-only types: no kernel pads them (hal/cpu/cpu_kernels.cc)
   }
   return bits;
 }

@@ -9,9 +9,12 @@ namespace strider {
 namespace {
 
 // What the QLinear and Integer ops take; QuantizeLinear and DequantizeLinear also take the
-// 16-bit integers (every one of them is exact in f32, where strider computes).
+// 16-bit integers (every one of them is exact in f32, where strider computes) and the
+// storage-only float8, float4, 4- and 2-bit types (Cast converts them).
 bool quantized_dtype(DType d) { return d == DType::kI8 || d == DType::kU8; }
-bool linear_quantized_dtype(DType d) { return quantized_dtype(d) || d == DType::kI16 || d == DType::kU16; }
+bool linear_quantized_dtype(DType d) {
+  return quantized_dtype(d) || d == DType::kI16 || d == DType::kU16 || is_small_type(d);
+}
 
 // The scale's granularity against x (block_size from opset 21, axis from 13).
 Status resolve_granularity(const NodeInputs& node, QuantizeParams& p) {
@@ -40,7 +43,9 @@ Status resolve_granularity(const NodeInputs& node, QuantizeParams& p) {
   }
   if (!is_floating(node.input_dtype(1))) return node.error("scale must be floating");
   p.has_zero_point = node.has_input(2);
-  if (p.has_zero_point && node.input_shape(2) != scale)
+  // A per-tensor scale may be a scalar with a [1] zero point (and the other way round).
+  const bool both_one = scalar && num_elements(node.input_shape(2)) == 1;
+  if (p.has_zero_point && node.input_shape(2) != scale && !both_one)
     return node.error("zero point {} and scale {} differ in shape", shape_to_string(node.input_shape(2)), shape_to_string(scale));
   return Status::ok();
 }
@@ -141,7 +146,10 @@ Result<QuantizeParams> resolve_quantize_linear(const NodeInputs& node) {
     p.quantized = *d;
   }
   if (!linear_quantized_dtype(p.quantized))
-    return unsupported(fmt::format("QuantizeLinear to {}: strider quantizes to int8, uint8, int16 and uint16", dtype_name(p.quantized)));
+    return unsupported(fmt::format("QuantizeLinear to {}: strider quantizes to the 2- to 16-bit integers, float8 and float4",
+                                   dtype_name(p.quantized)));
+  STRIDER_ASSIGN_OR_RETURN(int64_t saturate, node.attributes().get_int("saturate", 1));
+  p.saturate = saturate != 0;
   return p;
 }
 
@@ -149,7 +157,8 @@ Result<QuantizeParams> resolve_dequantize_linear(const NodeInputs& node) {
   QuantizeParams p;
   p.quantized = node.input_dtype(0);
   if (!linear_quantized_dtype(p.quantized) && p.quantized != DType::kI32)
-    return unsupported(fmt::format("DequantizeLinear of {}: strider dequantizes int8, uint8, int16, uint16 and int32", dtype_name(p.quantized)));
+    return unsupported(fmt::format("DequantizeLinear of {}: strider dequantizes the 2- to 32-bit integers, float8 and float4",
+                                   dtype_name(p.quantized)));
   STRIDER_RETURN_IF_ERROR(resolve_granularity(node, p));
   if (p.has_zero_point && node.input_dtype(2) != p.quantized) return node.error("x and its zero point differ in dtype");
   p.real = node.input_dtype(1);
@@ -167,6 +176,10 @@ IntegerRange quantized_range(DType dtype) {
     case DType::kI8: return {-128, 127};
     case DType::kU8: return {0, 255};
     case DType::kI16: return {-32768, 32767};
+    case DType::kI4: return {-8, 7};
+    case DType::kU4: return {0, 15};
+    case DType::kI2: return {-2, 1};
+    case DType::kU2: return {0, 3};
     case DType::kU16: return {0, 65535};
     case DType::kI32: return {-2147483648.0, 2147483647.0};
     default: return {0, 0};

@@ -25,6 +25,9 @@ struct QuantizeParams {
   DType quantized = DType::kU8;  // QuantizeLinear's output, DequantizeLinear's input
   DType real = DType::kF32;      // QuantizeLinear's input, DequantizeLinear's output
   bool has_zero_point = false;
+  // QuantizeLinear to a float8 type: beyond its largest value, that value (the default) or
+  // NaN / infinity (saturate = 0), as Cast does.
+  bool saturate = true;
 };
 
 // Inputs (x, scale, zero_point?) with x at input 0, scale at 1, zero point at 2.

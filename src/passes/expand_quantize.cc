@@ -68,11 +68,22 @@ Result<ValueId> dequantized(BodyWriter& w, const QuantOperands& o, const Quantiz
   return w.op("Mul", {xf, s});
 }
 
-// saturate(round(x / scale) + zero_point) as p.quantized, into `out`; x is `real`.
+// saturate(round(x / scale) + zero_point) as p.quantized, into `out`; x is `real`. To a
+// float8 or float4 type: x / scale + zero_point, rounded by the Cast (with `saturate`).
 Status quantize_into(BodyWriter& w, ValueId x, const QuantOperands& o, const QuantizeParams& p, DType real, ValueId out) {
   STRIDER_ASSIGN_OR_RETURN(ValueId s, cast(w, o.scale, o.scale_dtype, real));
   STRIDER_ASSIGN_OR_RETURN(s, spread(w, s, o.scale_shape, o.x_shape, p));
   STRIDER_ASSIGN_OR_RETURN(ValueId scaled, w.op("Div", {x, s}));
+  if (is_floating(p.quantized)) {
+    if (o.zero_point != kNoValue) {
+      STRIDER_ASSIGN_OR_RETURN(ValueId zp, cast(w, o.zero_point, p.quantized, real));
+      STRIDER_ASSIGN_OR_RETURN(zp, spread(w, zp, o.scale_shape, o.x_shape, p));
+      STRIDER_ASSIGN_OR_RETURN(scaled, w.op("Add", {scaled, zp}));
+    }
+    AttributeMap to = int_attr("to", onnx_type_code(p.quantized));
+    to.set_int("saturate", p.saturate ? 1 : 0);
+    return w.op("Cast", {scaled}, std::move(to), out).status();
+  }
   STRIDER_ASSIGN_OR_RETURN(ValueId q, w.op("Round", {scaled}));
   if (o.zero_point != kNoValue) {
     STRIDER_ASSIGN_OR_RETURN(ValueId zp, cast(w, o.zero_point, p.quantized, real));

@@ -2,16 +2,28 @@
 #include <fmt/format.h>
 
 #include "base/onnx_types.h"
+#include "base/small_types.h"
 #include "reference/op_support.h"
 
 namespace strider::ref {
 namespace {
 
-RefTensor cast_to(const RefTensor& x, DType to) {
+// Without `saturate` a float8 target takes out-of-range values to NaN (infinity for e5m2)
+// instead of its largest value.
+RefTensor cast_to(const RefTensor& x, DType to, bool saturate) {
   RefTensor y = RefTensor::zeros(to, x.shape);
   int64_t count = x.num_elements();
-  for (int64_t i = 0; i < count; ++i) convert_element(x, i, y, i);
+  const bool float8 = is_small_type(to) && is_floating(to);
+  for (int64_t i = 0; i < count; ++i) {
+    if (float8 && !saturate) y.floats[size_t(i)] = small_type_to_double(small_type_from_double(x.element_as_double(i), to, false), to);
+    else convert_element(x, i, y, i);
+  }
   return y;
+}
+
+Result<bool> saturates(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(int64_t saturate, ctx.attributes().get_int("saturate", 1));
+  return saturate != 0;
 }
 
 // Cast: floats round to the target's precision (nearest even), floating to integer
@@ -24,13 +36,15 @@ Result<OpOutputs> cast_op(const OpContext& ctx) {
   if (!to)
     return unsupported(fmt::format("attribute 'to' is {} ({}), which strider does not have",
                                    onnx_type_name(int(to_code)), to_code));
-  return OpOutputs{cast_to(*x, *to)};
+  STRIDER_ASSIGN_OR_RETURN(bool saturate, saturates(ctx));
+  return OpOutputs{cast_to(*x, *to, saturate)};
 }
 
 Result<OpOutputs> cast_like_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* like, ctx.input(1, "target_type"));
-  return OpOutputs{cast_to(*x, like->dtype)};
+  STRIDER_ASSIGN_OR_RETURN(bool saturate, saturates(ctx));
+  return OpOutputs{cast_to(*x, like->dtype, saturate)};
 }
 
 enum class Comparison { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "base/onnx_types.h"
+#include "base/small_types.h"
 #include "reference/op_support.h"
 
 namespace strider::ref {
@@ -41,9 +42,12 @@ double round_half_even(double v) { return std::nearbyint(v); }  // the default r
 Result<OpOutputs> dequantize_linear_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "x"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "x_scale"));
-  STRIDER_RETURN_IF_ERROR(require_integer(*x, "input 0 (x)"));
+  if (!is_integral(x->dtype) && !is_small_type(x->dtype))
+    return invalid_model(fmt::format("input 0 (x) is {}, expected an integer, float8 or float4 type", dtype_name(x->dtype)));
   STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (x_scale)"));
   const RefTensor* zero_point = ctx.optional_input(2);
+  if (zero_point && zero_point->dtype != x->dtype) return invalid_model("x and x_zero_point differ in dtype");
+  if (zero_point && zero_point->num_elements() != scale->num_elements()) return invalid_model("zero point and scale differ in size");
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> index, scale_index(ctx, x->shape, *scale));
   DType out = scale->dtype;
   STRIDER_ASSIGN_OR_RETURN(int64_t output_dtype, ctx.attributes().get_int("output_dtype", 0));
@@ -51,19 +55,25 @@ Result<OpOutputs> dequantize_linear_op(const OpContext& ctx) {
   RefTensor y = RefTensor::zeros(out, x->shape);
   for (int64_t i = 0; i < x->num_elements(); ++i) {
     const size_t s = size_t(index[size_t(i)]);
-    const double zp = zero_point ? double(zero_point->ints[s]) : 0.0;
-    y.floats[size_t(i)] = (double(x->ints[size_t(i)]) - zp) * scale->floats[s];
+    const double zp = zero_point ? zero_point->element_as_double(int64_t(s)) : 0.0;
+    y.floats[size_t(i)] = (x->element_as_double(i) - zp) * scale->floats[s];
   }
   return OpOutputs{std::move(y)};
 }
 
-// x quantized with per-element scale and zero point lookups into `out`'s dtype.
+// x quantized with per-element scale and zero point lookups into `out`'s dtype. A float8 or
+// float4 `out` takes x / scale + zero_point rounded to it (with `saturate`), no integer rounding.
 RefTensor quantized(const RefTensor& x, const std::vector<int64_t>& index, const RefTensor& scale,
-                    const RefTensor* zero_point, DType out) {
+                    const RefTensor* zero_point, DType out, bool saturate = true) {
   RefTensor y = RefTensor::zeros(out, x.shape);
   for (int64_t i = 0; i < x.num_elements(); ++i) {
     const size_t s = size_t(index[size_t(i)]);
-    const double zp = zero_point ? double(zero_point->ints[s]) : 0.0;
+    const double zp = zero_point ? zero_point->element_as_double(int64_t(s)) : 0.0;
+    if (y.is_floating()) {
+      const double ratio = round_to_precision(x.floats[size_t(i)] / round_to_precision(scale.floats[s], scale.dtype), x.dtype);
+      y.floats[size_t(i)] = small_type_to_double(small_type_from_double(ratio + zp, out, saturate), out);
+      continue;
+    }
     // x / scale rounds to x's precision first, as ONNX computes it (a tie after that
     // rounding goes to even; in float64 it might not be a tie).
     // The scale as the value of its dtype: a float64 intermediate (the expanded form
@@ -86,9 +96,12 @@ Result<OpOutputs> quantize_linear_op(const OpContext& ctx) {
     if (!d) return unsupported(fmt::format("output_dtype {}", output_dtype));
     out = *d;
   }
-  if (out != DType::kI8 && out != DType::kU8 && out != DType::kI16 && out != DType::kU16) return unsupported(fmt::format("QuantizeLinear to {}", dtype_name(out)));
+  if (out != DType::kI8 && out != DType::kU8 && out != DType::kI16 && out != DType::kU16 && !is_small_type(out))
+    return unsupported(fmt::format("QuantizeLinear to {}", dtype_name(out)));
+  if (zero_point && zero_point->num_elements() != scale->num_elements()) return invalid_model("zero point and scale differ in size");
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> index, scale_index(ctx, x->shape, *scale));
-  return OpOutputs{quantized(*x, index, *scale, zero_point, out)};
+  STRIDER_ASSIGN_OR_RETURN(int64_t saturate, ctx.attributes().get_int("saturate", 1));
+  return OpOutputs{quantized(*x, index, *scale, zero_point, out, saturate != 0)};
 }
 
 Result<OpOutputs> dynamic_quantize_linear_op(const OpContext& ctx) {

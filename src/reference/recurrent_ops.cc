@@ -4,6 +4,7 @@
 // step. The runtime unrolls them into MatMuls and gates instead (passes/expand_recurrent.cc).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/recurrent.h"
@@ -86,6 +87,22 @@ Result<OpOutputs> recurrent_op(const OpContext& ctx) {
   const RefTensor *peep = p.cell == RecurrentCell::kLstm ? ctx.optional_input(7) : nullptr;
   const int64_t T = p.steps, B = p.batch, I = p.input, H = p.hidden, G = p.gates, D = p.directions;
   const int per = p.cell == RecurrentCell::kLstm ? 3 : p.cell == RecurrentCell::kGru ? 2 : 1;
+  // The operands' sizes, as the runtime's shape function checks them (a hostile model must
+  // not make the loops below read past them).
+  auto expect = [](const RefTensor* t, int64_t elements, std::string_view what) -> Status {
+    if (t == nullptr || t->num_elements() == elements) return Status::ok();
+    return invalid_model(fmt::format("{} has {} elements, expected {}", what, t->num_elements(), elements));
+  };
+  STRIDER_RETURN_IF_ERROR(expect(w, D * G * H * I, "W"));
+  STRIDER_RETURN_IF_ERROR(expect(r, D * G * H * H, "R"));
+  STRIDER_RETURN_IF_ERROR(expect(bias, D * 2 * G * H, "B"));
+  STRIDER_RETURN_IF_ERROR(expect(lens, B, "sequence_lens"));
+  STRIDER_RETURN_IF_ERROR(expect(h0, D * B * H, "initial_h"));
+  STRIDER_RETURN_IF_ERROR(expect(c0, D * B * H, "initial_c"));
+  STRIDER_RETURN_IF_ERROR(expect(peep, D * 3 * H, "P"));
+  if (lens && lens->is_floating()) return invalid_model("sequence_lens must be integer");
+  for (const RefTensor* t : {x, w, r, bias, h0, c0, peep})
+    if (t && !t->is_floating()) return invalid_model("X, W, R, B, initial_h, initial_c and P must be floating");
   auto xs = [&](int64_t t, int64_t b, int64_t i) { return x->floats[size_t(p.layout == 0 ? (t * B + b) * I + i : (b * T + t) * I + i)]; };
   auto state_at = [&](int64_t d, int64_t b, int64_t j) { return size_t(p.layout == 0 ? (d * B + b) * H + j : (b * D + d) * H + j); };
   RefTensor y = RefTensor::zeros(x->dtype, p.layout == 0 ? Shape{T, D, B, H} : Shape{B, T, D, H});
@@ -97,7 +114,9 @@ Result<OpOutputs> recurrent_op(const OpContext& ctx) {
       return activate(p.activations[size_t(d * per + k)], v);
     };
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = lens ? lens->ints[size_t(b)] : T;
+      // A length past the sequence runs it whole, a negative one not at all, as the
+      // runtime's step masks do (ONNX requires lengths in [0, T]).
+      const int64_t len = lens ? std::clamp<int64_t>(lens->ints[size_t(b)], 0, T) : T;
       std::vector<double> h(static_cast<size_t>(H), 0.0), c(static_cast<size_t>(H), 0.0);
       for (int64_t j = 0; j < H; ++j) {
         if (h0) h[size_t(j)] = h0->floats[state_at(d, b, j)];

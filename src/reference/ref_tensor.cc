@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "base/float16.h"
 #include "base/shape.h"
+#include "base/small_types.h"
 #include "reference/op_support.h"
 #include "reference/reference.h"
 
@@ -49,9 +50,12 @@ RefTensor ref_from_tensor(const Tensor& tensor) {
 }
 
 Tensor ref_to_tensor(const RefTensor& value, DType as) {
-  RefTensor converted = RefTensor::zeros(as, value.shape);
+  // A value already of `as` is kept as it is (an e5m2 infinity stays one; Cast's
+  // saturating conversion would make it the largest finite value).
+  RefTensor converted = value.dtype == as ? value : RefTensor::zeros(as, value.shape);
   int64_t count = value.num_elements();
-  for (int64_t i = 0; i < count; ++i) ref::convert_element(value, i, converted, i);
+  if (value.dtype != as)
+    for (int64_t i = 0; i < count; ++i) ref::convert_element(value, i, converted, i);
   Tensor out(as, value.shape);
   for (int64_t i = 0; i < count; ++i) {
     size_t k = size_t(i);
@@ -70,6 +74,9 @@ Tensor ref_to_tensor(const RefTensor& value, DType as) {
       case DType::kU16: out.data<uint16_t>()[k] = uint16_t(converted.ints[k]); break;
       case DType::kU32: out.data<uint32_t>()[k] = uint32_t(converted.ints[k]); break;
       case DType::kU64: out.data<uint64_t>()[k] = uint64_t(converted.ints[k]); break;
+      default:  // the storage-only types, already rounded or wrapped to their values
+        out.data<uint8_t>()[k] = small_type_from_double(converted.element_as_double(int64_t(k)), as, false);
+        break;
     }
   }
   return out;
@@ -116,6 +123,10 @@ int64_t wrap_to_dtype(int64_t v, DType dtype) {
     case DType::kU16: return uint16_t(uint64_t(v));
     case DType::kU32: return uint32_t(uint64_t(v));
     case DType::kBool: return v != 0;
+    case DType::kI4:
+    case DType::kI2:
+    case DType::kU4:
+    case DType::kU2: return int64_t(small_type_to_double(small_type_from_double(double(v & 0xff), dtype), dtype));
     default: return v;
   }
 }
@@ -125,7 +136,7 @@ double round_to_precision(double v, DType dtype) {
     case DType::kF32: return double_to_float_nearest(v);
     case DType::kF16: return f16::from_float(double_to_float_odd(v)).to_float();
     case DType::kBF16: return bf16::from_float(double_to_float_odd(v)).to_float();
-    default: return v;
+    default: return is_small_type(dtype) ? small_type_to_double(small_type_from_double(v, dtype), dtype) : v;
   }
 }
 
@@ -134,7 +145,11 @@ int64_t integer_lowest(DType dtype) {
     case DType::kI32: return std::numeric_limits<int32_t>::min();
     case DType::kI8: return std::numeric_limits<int8_t>::min();
     case DType::kI16: return std::numeric_limits<int16_t>::min();
+    case DType::kI4: return -8;
+    case DType::kI2: return -2;
     case DType::kU8:
+    case DType::kU4:
+    case DType::kU2:
     case DType::kU16:
     case DType::kU32:
     case DType::kU64:
@@ -151,6 +166,10 @@ int64_t integer_highest(DType dtype) {
     case DType::kI16: return std::numeric_limits<int16_t>::max();
     case DType::kU16: return std::numeric_limits<uint16_t>::max();
     case DType::kU32: return std::numeric_limits<uint32_t>::max();
+    case DType::kI4: return 7;
+    case DType::kU4: return 15;
+    case DType::kI2: return 1;
+    case DType::kU2: return 3;
     case DType::kBool: return 1;
     // u64 is held as int64 bit patterns; the largest value ordered as an int64 is the
     // largest a saturation can give (the quantizing ops, the only users, never target u64).

@@ -324,8 +324,8 @@ TEST(Importer, UnsupportedInputTypesNameTheInputAndTheType) {
   EXPECT_THAT(r.status().message(), HasSubstr("graph input 'words'"));
   EXPECT_THAT(r.status().message(), HasSubstr("STRING"));
 
-  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(19);
-  EXPECT_THAT(import(m).status().message(), HasSubstr("FLOAT8E5M2"));
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(24);
+  EXPECT_THAT(import(m).status().message(), HasSubstr("FLOAT8E8M0"));
 
   g->mutable_input(0)
       ->mutable_type()

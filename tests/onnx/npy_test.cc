@@ -48,7 +48,7 @@ TEST(Npy, RoundTripsEveryNumpyDType) {
   TempDir dir;
   uint32_t seed = 300;
   for (DType d : kAllDTypes) {
-    if (d == DType::kBF16) continue;
+    if (d == DType::kBF16 || is_small_type(d)) continue;  // no numpy type
     for (const Shape& shape : {Shape{}, Shape{9}, Shape{2, 3, 4}, Shape{3, 0}}) {
       Tensor t = random_tensor(d, shape, seed++);
       std::string path = dir.file("t.npy");

@@ -9,6 +9,8 @@
 
 #include "base/float16.h"
 #include "base/onnx_types.h"
+#include "base/small_types.h"
+#include "onnx/tensor_proto.h"
 
 namespace strider::testing {
 namespace fs = std::filesystem;
@@ -34,6 +36,10 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed) {
   std::uniform_int_distribution<int32_t> narrow(-1000000, 1000000);
   std::uniform_int_distribution<int> byte(0, 255);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (is_small_type(dtype)) {  // a value of the type, in its one-byte form
+      t.data<uint8_t>()[i] = small_type_from_double(real(rng) * 4, dtype);
+      continue;
+    }
     switch (dtype) {
       case DType::kF32:
         t.data<float>()[i] = float(real(rng));
@@ -89,6 +95,11 @@ onnx::TensorProto typed_proto(const Tensor& t, const std::string& name) {
   p.set_name(name);
   for (int64_t d : t.shape()) p.add_dims(d);
   p.set_data_type(onnx_type_code(t.dtype()));
+  if (is_small_type(t.dtype())) {  // int32_data holds the bytes of the packed form
+    onnx::TensorProto packed = tensor_to_proto(t, name);
+    for (char c : packed.raw_data()) p.add_int32_data(uint8_t(c));
+    return p;
+  }
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     switch (t.dtype()) {
       case DType::kF32:

@@ -8,6 +8,7 @@
 #include "base/cache_aligned.h"
 #include "hal/cpu/copy.h"
 #include "base/checked_math.h"
+#include "base/small_types.h"
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
@@ -219,10 +220,36 @@ struct CastTo {
   }
 };
 
+// Cast to or from a storage-only type (base/small_types.h), each element through a double:
+// every value of every type converts exactly to double but the widest integers, whose
+// conversion to a small type wraps or saturates anyway.
+Result<KernelPtr> make_small_type_cast(const KernelRequest& r, bool saturate) {
+  const TensorView& in = r.inputs[0];
+  const TensorView& out = r.outputs[0];
+  const DType from = in.dtype, to = out.dtype;
+  if (is_small_type(to)) {
+    return dispatch_dtype(from, [&]<typename TIn>() -> Result<KernelPtr> {
+      return make_map_kernel<uint8_t, TIn>("Cast", out, {in}, [from, to, saturate](ComputeType<TIn> x) {
+        const double v = is_small_type(from) ? small_type_to_double(uint8_t(x), from) : double(x);
+        return small_type_from_double(v, to, saturate);
+      });
+    });
+  }
+  return dispatch_dtype(to, [&]<typename TOut>() -> Result<KernelPtr> {
+    return make_map_kernel<TOut, uint8_t>("Cast", out, {in}, [from](uint8_t x) {
+      return CastTo<TOut>{}(small_type_to_double(x, from));
+    });
+  });
+}
+
 Result<KernelPtr> make_cast(const KernelRequest& r) {
   const TensorView& in = r.inputs[0];
   const TensorView& out = r.outputs[0];
   if (in.dtype == out.dtype) return single_copy(r, in);
+  if (is_small_type(in.dtype) || is_small_type(out.dtype)) {
+    STRIDER_ASSIGN_OR_RETURN(int64_t saturate, r.node.attributes.get_int("saturate", 1));
+    return make_small_type_cast(r, saturate != 0);
+  }
   return dispatch_dtype(out.dtype, [&]<typename TOut>() -> Result<KernelPtr> {
     return dispatch_dtype(in.dtype, [&]<typename TIn>() -> Result<KernelPtr> {
       return make_map_kernel<TOut, TIn>("Cast", out, {in}, CastTo<TOut>{});

@@ -49,7 +49,11 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
     case DType::kU16: return fn.template operator()<uint16_t>();
     case DType::kU32: return fn.template operator()<uint32_t>();
     case DType::kU64: return fn.template operator()<uint64_t>();
+    default: break;
   }
+  // The storage-only types (one byte each) as their bytes: only the kernels that move bytes
+  // see them (cpu_kernels.cc refuses them to every other kernel).
+  if (is_small_type(dtype)) return fn.template operator()<uint8_t>();
   return fn.template operator()<float>();
 }
 

@@ -26,11 +26,13 @@ const KernelTable<KernelEntry>& kernel_table() {
 
 // The CUDA kernels are instantiated for the element types a model on a GPU uses (floats,
 // i64, i32, i8, u8, bool); the 16-bit integers and the wide unsigned ones, which the CPU
-// computes, are refused here in one place rather than by each kernel's dtype switch.
+// computes, and the storage-only float8, float4, 4- and 2-bit types (the CPU's Cast converts
+// them), are refused here in one place rather than by each kernel's dtype switch.
 Status check_dtypes(const KernelRequest& request) {
   for (const auto* views : {&request.inputs, &request.outputs})
     for (const TensorView& v : *views)
-      if (v.allocation && (v.dtype == DType::kI16 || v.dtype == DType::kU16 || v.dtype == DType::kU32 || v.dtype == DType::kU64))
+      if (v.allocation && (v.dtype == DType::kI16 || v.dtype == DType::kU16 || v.dtype == DType::kU32 ||
+                           v.dtype == DType::kU64 || is_small_type(v.dtype)))
         return unsupported(fmt::format("no CUDA kernel takes {} (node '{}')", dtype_name(v.dtype), request.node.name));
   return Status::ok();
 }
