@@ -1,6 +1,11 @@
 // MapKernel: out[i] = fn(in0[i], in1[i], ...) over arbitrary strides, with every input
 // broadcast (stride 0) to the output's sizes. The building block of all elementwise ops.
 // Each input has its own storage type (Where reads bool and T; Pow a base and exponent).
+//
+// Everything but the row loop lives in MapKernelBase (map_kernel.cc): the elementwise
+// table and Cast instantiate this template for hundreds of functor x dtype pairs, and
+// each copy of the operand bookkeeping and the strided loop nest cost compile time (the
+// sanitizer builds spent minutes here) without making any run faster.
 #pragma once
 
 #include <array>
@@ -8,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/strided_loop.h"
@@ -15,35 +21,49 @@
 
 namespace strider::cpu {
 
-template <typename Fn, typename TOut, typename... TIns>
-class MapKernel final : public Kernel {
-  static constexpr size_t kArity = sizeof...(TIns);
-
+// The operands and the loop; `row_` computes one innermost run (the typed part).
+class MapKernelBase : public Kernel {
  public:
-  MapKernel(std::string name, TensorView out, std::array<TensorView, kArity> ins, Fn fn)
-      : name_(std::move(name)), out_(std::move(out)), ins_(std::move(ins)), fn_(fn) {}
-
-  Status run(const QueueContext& context) override {
-    StridedOperands<kArity + 1> ops;
-    ops.base[0] = out_.host_data();
-    ops.strides[0] = out_.strides.data();
-    ops.element_size = {int64_t(sizeof(TOut)), int64_t(sizeof(TIns))...};
-    for (size_t k = 0; k < kArity; ++k) {
-      ops.base[k + 1] = ins_[k].host_data();
-      ops.strides[k + 1] = ins_[k].strides.data();
-    }
-    // Elements are independent (an in-place map reads each element before writing it).
-    parallel_for_each_strided(out_.sizes, ops, 1, [this](const auto& p, int64_t n, const auto& s, int) {
-      apply(p, n, s, std::index_sequence_for<TIns...>{});
-    });
-    return Status::ok();
-  }
-  std::string implementation() const override { return "strider:" + name_; }
+  // A StridedRow<N> for some N, cast to one function pointer type (and back before the call).
+  using AnyRow = void (*)();
+  // row: a StridedRow<ins.size() + 1> called with `this` as its context.
+  MapKernelBase(std::string name, TensorView out, std::vector<TensorView> ins, std::vector<int64_t> element_sizes,
+                AnyRow row);
+  Status run(const QueueContext& context) final;
+  std::string implementation() const final;
 
  private:
+  template <size_t N>
+  void run_with() const;
+
+  std::string name_;
+  TensorView out_;
+  std::vector<TensorView> ins_;
+  std::vector<int64_t> element_sizes_;  // output first
+  AnyRow row_;
+};
+
+template <typename Fn, typename TOut, typename... TIns>
+class MapKernel final : public MapKernelBase {
+  static constexpr size_t kOperands = sizeof...(TIns) + 1;
+
+ public:
+  MapKernel(std::string name, TensorView out, std::vector<TensorView> ins, Fn fn)
+      : MapKernelBase(std::move(name), std::move(out), std::move(ins),
+                      {int64_t(sizeof(TOut)), int64_t(sizeof(TIns))...},
+                      reinterpret_cast<AnyRow>(&MapKernel::row)),
+        fn_(fn) {}
+
+ private:
+  static void row(const void* self, const std::array<std::byte*, kOperands>& p, int64_t n,
+                  const std::array<int64_t, kOperands>& s) {
+    static_cast<const MapKernel*>(static_cast<const MapKernelBase*>(self))
+        ->apply(p, n, s, std::index_sequence_for<TIns...>{});
+  }
+
   template <size_t... K>
-  void apply(const std::array<std::byte*, kArity + 1>& p, int64_t n,
-             const std::array<int64_t, kArity + 1>& s, std::index_sequence<K...>) const {
+  void apply(const std::array<std::byte*, kOperands>& p, int64_t n, const std::array<int64_t, kOperands>& s,
+             std::index_sequence<K...>) const {
     TOut* out = reinterpret_cast<TOut*>(p[0]);
     bool dense = s[0] == int64_t(sizeof(TOut)) && ((s[K + 1] == int64_t(sizeof(TIns))) && ...);
     if (dense) {
@@ -58,21 +78,19 @@ class MapKernel final : public Kernel {
     }
   }
 
-  std::string name_;
-  TensorView out_;
-  std::array<TensorView, kArity> ins_;
   Fn fn_;
 };
+
+// Broadcasts each input view to `out`'s sizes (INVALID_ARGUMENT naming the kernel when
+// one does not broadcast).
+Result<std::vector<TensorView>> broadcast_map_inputs(std::span<const TensorView> ins, const TensorView& out);
 
 // Broadcasts each input view to `out`'s sizes and makes the kernel.
 template <typename TOut, typename... TIns, typename Fn>
 Result<std::unique_ptr<Kernel>> make_map_kernel(std::string name, const TensorView& out,
                                                 const std::array<TensorView, sizeof...(TIns)>& ins,
                                                 Fn fn) {
-  std::array<TensorView, sizeof...(TIns)> broadcast;
-  for (size_t k = 0; k < ins.size(); ++k) {
-    STRIDER_ASSIGN_OR_RETURN(broadcast[k], broadcast_view(ins[k], out.sizes));
-  }
+  STRIDER_ASSIGN_OR_RETURN(std::vector<TensorView> broadcast, broadcast_map_inputs(ins, out));
   return std::unique_ptr<Kernel>(
       new MapKernel<Fn, TOut, TIns...>(std::move(name), out, std::move(broadcast), fn));
 }

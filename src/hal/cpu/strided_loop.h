@@ -179,4 +179,34 @@ void parallel_for_each_strided(std::span<const int64_t> sizes, const StridedOper
   }, cap);
 }
 
+// parallel_for_each_strided with the row function behind a plain function pointer:
+// `row(context, pointers, count, byte_strides)`. Kernel templates instantiated for many
+// functor x dtype pairs (the elementwise maps, Cast) call this, so the loop nest and its
+// OpenMP region are compiled once per operand count (strided_loop.cc), not once per
+// kernel: 400 copies of them made the elementwise kernels take minutes to compile under
+// the sanitizers. One indirect call per innermost run costs nothing next to the run.
+template <size_t N>
+using StridedRow = void (*)(const void* context, const std::array<std::byte*, N>& pointers, int64_t count,
+                            const std::array<int64_t, N>& byte_strides);
+
+inline constexpr size_t kMaxStridedRowOperands = 6;
+
+template <size_t N>
+void parallel_for_each_strided_row(std::span<const int64_t> sizes, const StridedOperands<N>& ops,
+                                   int64_t work_per_element, StridedRow<N> row, const void* context) {
+  static_assert(N >= 2 && N <= kMaxStridedRowOperands, "instantiated in strided_loop.cc for 2..6 operands");
+  parallel_for_each_strided(sizes, ops, work_per_element,
+                            [row, context](const std::array<std::byte*, N>& p, int64_t n,
+                                           const std::array<int64_t, N>& s, int) { row(context, p, n, s); });
+}
+#define STRIDER_STRIDED_ROW(N)                                                                         \
+  extern template void parallel_for_each_strided_row<N>(std::span<const int64_t>, const StridedOperands<N>&, \
+                                                        int64_t, StridedRow<N>, const void*);
+STRIDER_STRIDED_ROW(2)
+STRIDER_STRIDED_ROW(3)
+STRIDER_STRIDED_ROW(4)
+STRIDER_STRIDED_ROW(5)
+STRIDER_STRIDED_ROW(6)
+#undef STRIDER_STRIDED_ROW
+
 }  // namespace strider::cpu

@@ -11,6 +11,10 @@
 //    (4-element) loads and stores (dense tensors, and channel slices in channels-last);
 //  - linear: the index space collapsed to one dim: offset = i * stride per operand;
 //  - strided: the general case through the collapsed StridedIndexer.
+// Only kernels of the types models spend their time in (f32, f16, bf16, bool and the
+// words Where selects) have the vector mode and the unrolled loop: the integer and f64
+// kernels (shape arithmetic, tests) take one element per thread step. The vector
+// variants of all ~400 instantiations made this file take four minutes to compile.
 #include <cuda/std/limits>
 #include <cuda/std/tuple>
 #include <utility>
@@ -259,8 +263,11 @@ __device__ __forceinline__ Vec4<T> load4(const void* base, int64_t i, bool broad
   return *reinterpret_cast<const Vec4<T>*>(p);
 }
 
-// Elements per thread and loop step on the linear and strided paths.
-constexpr int kUnroll = 4;
+// Whether type T is one whose kernels are vectorized and unrolled (the top of this file).
+template <typename T>
+constexpr bool kHotType = std::is_same_v<T, float> || std::is_same_v<T, __half> ||
+                          std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, bool> ||
+                          std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t>;
 
 template <typename T>
 using Loaded = decltype(Operand<T>::load(std::declval<const MapParams&>(), nullptr, 0));
@@ -279,6 +286,9 @@ template <class Fn, class TOut, class... TIns>
 struct Map {
   static constexpr int N = sizeof...(TIns) + 1;
   static constexpr bool kDynamic = (Operand<TIns>::kDynamic || ...);
+  static constexpr bool kVector = !kDynamic && kHotType<TOut> && (kHotType<TIns> && ...);
+  // Elements per thread and loop step on the linear and strided paths.
+  static constexpr int kUnroll = kVector ? 4 : 1;
   using Args = MapArgs<N>;
 
   // Elements first, first + step, ... (kUnroll of them, those below the count): every load
@@ -317,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) map_kernel(const __grid_constant__ M
   const Fn fn(a.params);
   const auto seq = std::index_sequence_for<TIns...>{};
   const int64_t first = global_thread(), step = grid_threads();
-  if constexpr (!M::kDynamic) {
+  if constexpr (M::kVector) {
     if (a.mode == kModeVector) {
       for (int64_t v = first; v < a.ix.count; v += step) {
         int64_t off[M::N];
@@ -332,7 +342,7 @@ __global__ void __launch_bounds__(kThreads) map_kernel(const __grid_constant__ M
       return;
     }
   }
-  for (int64_t i = first; i < a.ix.count; i += step * kUnroll) M::some(fn, a, i, step, seq);
+  for (int64_t i = first; i < a.ix.count; i += step * M::kUnroll) M::some(fn, a, i, step, seq);
 }
 
 // Sum, Mean, Min, Max over params.inputs inputs (at most kMaxMapOperands - 1), folded in
@@ -373,10 +383,19 @@ MapArgs<N> args_of(const MapLaunch& l) {
 
 template <class Fn, class TOut, class... TIns>
 cudaError_t launch_map(const MapLaunch& l, cudaStream_t stream) {
+  constexpr int kUnroll = Map<Fn, TOut, TIns...>::kUnroll;
   int64_t work = l.mode == kModeVector ? l.ix.count : (l.ix.count + kUnroll - 1) / kUnroll;
   map_kernel<Fn, TOut, TIns...><<<grid_for(work, kThreads), kThreads, 0, stream>>>(args_of<sizeof...(TIns) + 1>(l));
   return cudaGetLastError();
 }
+
+// A map kernel's launcher and whether it has the vector mode.
+struct MapKernelRef {
+  MapLaunch::Launcher launch;
+  bool vectorizes;
+};
+template <class Fn, class TOut, class... TIns>
+constexpr MapKernelRef kMap{&launch_map<Fn, TOut, TIns...>, Map<Fn, TOut, TIns...>::kVector};
 
 template <class Fn, class T>
 cudaError_t launch_variadic(const MapLaunch& l, cudaStream_t stream) {
@@ -386,8 +405,14 @@ cudaError_t launch_variadic(const MapLaunch& l, cudaStream_t stream) {
 
 template <typename T> struct Type { using type = T; };
 
-Status use(MapLaunch* l, MapLaunch::Launcher launcher) {
+Status use(MapLaunch* l, MapKernelRef kernel) {
+  l->launcher = kernel.launch;
+  l->vectorizes = kernel.vectorizes;
+  return Status::ok();
+}
+Status use_variadic(MapLaunch* l, MapLaunch::Launcher launcher) {
   l->launcher = launcher;
+  l->vectorizes = false;
   return Status::ok();
 }
 
@@ -432,28 +457,28 @@ template <class F> Status word_types(DType dtype, F&& f) {
 #define STRIDER_PICK(dispatch, dtype, ...)                                      \
   dispatch(dtype, [&](auto tag) {                                               \
     using T = typename decltype(tag)::type;                                     \
-    l->launcher = &__VA_ARGS__;                                                 \
-    return Status::ok();                                                        \
+    return use(l, __VA_ARGS__);                                                 \
   })
 
-template <class Fn> Status unary_float(DType t, MapLaunch* l) { return STRIDER_PICK(float_types, t, launch_map<Fn, T, T>); }
-template <class Fn> Status unary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, T, T>); }
-template <class Fn> Status binary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, T, T, T>); }
-template <class Fn> Status compare(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_map<Fn, bool, T, T>); }
-template <class Fn> Status variadic(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, launch_variadic<Fn, T>); }
+template <class Fn> Status unary_float(DType t, MapLaunch* l) { return STRIDER_PICK(float_types, t, kMap<Fn, T, T>); }
+template <class Fn> Status unary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, kMap<Fn, T, T>); }
+template <class Fn> Status binary_numeric(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, kMap<Fn, T, T, T>); }
+template <class Fn> Status compare(DType t, MapLaunch* l) { return STRIDER_PICK(numeric_types, t, kMap<Fn, bool, T, T>); }
+template <class Fn> Status variadic(DType t, MapLaunch* l) {
+  return numeric_types(t, [&](auto tag) { return use_variadic(l, &launch_variadic<Fn, typename decltype(tag)::type>); });
+}
 
-// launch_map<Fused, T, T x inputs>: one instantiation per operand count and float type.
+// kMap<Fused, T, T x inputs>: one instantiation per operand count and float type.
 template <class T, size_t> using Same = T;
 template <class T, size_t... I>
-constexpr MapLaunch::Launcher fused_launcher(std::index_sequence<I...>) {
-  return &launch_map<Fused, T, Same<T, I>...>;
+constexpr MapKernelRef fused_launcher(std::index_sequence<I...>) {
+  return kMap<Fused, T, Same<T, I>...>;
 }
 template <class T, size_t... N>
 Status pick_fused_arity(size_t inputs, MapLaunch* l, std::index_sequence<N...>) {
-  static constexpr MapLaunch::Launcher kByArity[] = {fused_launcher<T>(std::make_index_sequence<N + 1>{})...};
+  static constexpr MapKernelRef kByArity[] = {fused_launcher<T>(std::make_index_sequence<N + 1>{})...};
   if (inputs < 1 || inputs > sizeof...(N)) return unsupported("fused program with " + std::to_string(inputs) + " inputs");
-  l->launcher = kByArity[inputs - 1];
-  return Status::ok();
+  return use(l, kByArity[inputs - 1]);
 }
 bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
 // Instruction j reads registers r1 and r2, in either order.
@@ -493,10 +518,10 @@ Status pick_fused_typed(size_t inputs, MapLaunch* l) {
   FusedCode& code = l->params.fused;
   code.pattern = match_pattern(code, int(inputs));
   switch (code.pattern) {
-    case kSilu: return use(l, &launch_map<FusedSilu, T, T>);
-    case kResidualSilu: return use(l, &launch_map<FusedResidualSilu, T, T, T>);
-    case kGated: return use(l, &launch_map<FusedGated<false>, T, T, T>);
-    case kResidualGated: return use(l, &launch_map<FusedGated<true>, T, T, T, T>);
+    case kSilu: return use(l, kMap<FusedSilu, T, T>);
+    case kResidualSilu: return use(l, kMap<FusedResidualSilu, T, T, T>);
+    case kGated: return use(l, kMap<FusedGated<false>, T, T, T>);
+    case kResidualGated: return use(l, kMap<FusedGated<true>, T, T, T, T>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }
@@ -516,15 +541,14 @@ Status pick_cast(const MapSpec& s, MapLaunch* l) {
   bool float_source = is_floating(s.inputs[0].dtype);
   return all_types(s.out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    l->launcher = float_source ? &launch_map<CastTo<T>, T, AnyAsDouble> : &launch_map<CastTo<T>, T, AnyAsInt>;
-    return Status::ok();
+    return use(l, float_source ? kMap<CastTo<T>, T, AnyAsDouble> : kMap<CastTo<T>, T, AnyAsInt>);
   });
 }
 
 Status pick_pow(const MapSpec& s, MapLaunch* l) {
   DType base = s.inputs[0].dtype;
   if (base == DType::kI8 || base == DType::kU8 || s.inputs[1].dtype == DType::kBool) return no_kernel(base);
-  return STRIDER_PICK(numeric_types, base, launch_map<Pow<T>, T, T, AnyAsDouble>);
+  return STRIDER_PICK(numeric_types, base, kMap<Pow<T>, T, T, AnyAsDouble>);
 }
 
 // The launcher of a table row for input dtype t, over the dtypes of the row's kind.
@@ -538,12 +562,12 @@ Status table_launcher(DType t, MapLaunch* l) {
   else if constexpr (kKind == ElementwiseKind::kNumericUnary) return unary_numeric<Fn>(t, l);
   else if constexpr (kKind == ElementwiseKind::kNumericBinary) return binary_numeric<Fn>(t, l);
   else if constexpr (kKind == ElementwiseKind::kCompare)
-    return t == DType::kBool ? use(l, &launch_map<Fn, bool, bool, bool>) : compare<Fn>(t, l);
-  else if constexpr (kKind == ElementwiseKind::kLogicUnary) return use(l, &launch_map<Fn, bool, bool>);
-  else if constexpr (kKind == ElementwiseKind::kLogicBinary) return use(l, &launch_map<Fn, bool, bool, bool>);
-  else if constexpr (kKind == ElementwiseKind::kIntegerUnary) return STRIDER_PICK(integer_types, t, launch_map<Fn, T, T>);
-  else if constexpr (kKind == ElementwiseKind::kIntegerBinary) return STRIDER_PICK(integer_types, t, launch_map<Fn, T, T, T>);
-  else return STRIDER_PICK(float_types, t, launch_map<Fn, bool, T>);
+    return t == DType::kBool ? use(l, kMap<Fn, bool, bool, bool>) : compare<Fn>(t, l);
+  else if constexpr (kKind == ElementwiseKind::kLogicUnary) return use(l, kMap<Fn, bool, bool>);
+  else if constexpr (kKind == ElementwiseKind::kLogicBinary) return use(l, kMap<Fn, bool, bool, bool>);
+  else if constexpr (kKind == ElementwiseKind::kIntegerUnary) return STRIDER_PICK(integer_types, t, kMap<Fn, T, T>);
+  else if constexpr (kKind == ElementwiseKind::kIntegerBinary) return STRIDER_PICK(integer_types, t, kMap<Fn, T, T, T>);
+  else return STRIDER_PICK(float_types, t, kMap<Fn, bool, T>);
 }
 
 Status select_table_launcher(ElementwiseOp op, DType t, MapLaunch* l) {
@@ -560,11 +584,11 @@ Status select_launcher(const MapSpec& s, MapLaunch* l) {
   const DType t = s.inputs[0].dtype;
   switch (s.op) {
     case MapOp::kElementwise: return select_table_launcher(s.params.elementwise, t, l);
-    case MapOp::kWhere: return STRIDER_PICK(word_types, s.out.dtype, launch_map<Select, T, bool, T, T>);
-    case MapOp::kClip: return STRIDER_PICK(numeric_types, t, launch_map<Clip<T>, T, T>);
+    case MapOp::kWhere: return STRIDER_PICK(word_types, s.out.dtype, kMap<Select, T, bool, T, T>);
+    case MapOp::kClip: return STRIDER_PICK(numeric_types, t, kMap<Clip<T>, T, T>);
     case MapOp::kPow: return pick_pow(s, l);
     case MapOp::kCast: return pick_cast(s, l);
-    case MapOp::kBatchNorm: return STRIDER_PICK(float_types, t, launch_map<BatchNorm, T, T, T, T, T, T>);
+    case MapOp::kBatchNorm: return STRIDER_PICK(float_types, t, kMap<BatchNorm, T, T, T, T, T, T>);
     case MapOp::kSum:
     case MapOp::kMean: return variadic<FromTable<elementwise::Add>>(t, l);
     case MapOp::kMin: return variadic<FromTable<elementwise::Min>>(t, l);
@@ -575,15 +599,12 @@ Status select_launcher(const MapSpec& s, MapLaunch* l) {
 }
 #undef STRIDER_PICK
 
-bool is_variadic(MapOp op) { return op == MapOp::kSum || op == MapOp::kMean || op == MapOp::kMin || op == MapOp::kMax; }
-
 // Vector mode (see the top of this file): turns `l->ix` into the index space of groups of
 // 4 innermost elements. Otherwise linear (one dim) or strided.
 int choose_mode(const MapSpec& s, MapLaunch* l) {
   StridedIndexer<kMaxMapOperands>& ix = l->ix;
   const int inner = ix.rank - 1;
-  bool vector = ix.rank >= 1 && ix.sizes[inner] % 4 == 0 && s.op != MapOp::kPow && s.op != MapOp::kCast &&
-                !is_variadic(s.op);
+  bool vector = l->vectorizes && ix.rank >= 1 && ix.sizes[inner] % 4 == 0;
   uint32_t broadcast = 0;
   for (size_t k = 0; k <= s.inputs.size() && vector; ++k) {
     const int64_t stride = ix.strides[k][inner];
@@ -623,9 +644,10 @@ Status prepare_map(const MapSpec& s, MapLaunch* l) {
   for (size_t k = 0; k < s.inputs.size(); ++k) l->data[k + 1] = device_data<std::byte>(s.inputs[k]);
   l->params = s.params;
   l->params.inputs = int(s.inputs.size());
+  STRIDER_RETURN_IF_ERROR(select_launcher(s, l));
   l->mode = choose_mode(s, l);
   make_fast_divisors(l->ix, l->div);
-  return select_launcher(s, l);
+  return Status::ok();
 }
 
 Status run_map(const MapLaunch& l, cudaStream_t stream) {

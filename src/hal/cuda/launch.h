@@ -121,6 +121,7 @@ struct MapSpec {
 struct MapLaunch {
   using Launcher = cudaError_t (*)(const MapLaunch&, cudaStream_t);
   Launcher launcher = nullptr;
+  bool vectorizes = false;  // whether the launcher's kernel has the vector mode
   int mode = 0;  // how elements are addressed (elementwise.cu: vector, linear, strided)
   uint32_t inner_broadcast = 0;        // vector mode: operands broadcast along the innermost dim
   StridedIndexer<kMaxMapOperands> ix;  // dims in the output's memory order
