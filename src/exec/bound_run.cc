@@ -192,6 +192,9 @@ Result<Session::Impl::BoundVariant*> Session::Impl::variant_for(const std::vecto
 }
 
 Status Session::Impl::run_bound(IoBinding& binding) {
+  if (staged)
+    return unsupported(fmt::format("running on bound memory needs one plan, and this model is split where a value "
+                                   "decides a shape ({})", staged->describe()[1]));
   std::lock_guard lock(running);
   const int ordinal = device_ordinal(options.device);
   // Outputs strider allocates join the caller's as bound memory for this run.

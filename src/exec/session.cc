@@ -31,9 +31,22 @@ namespace strider {
 
 namespace {
 
+// Values after a split are not inferred yet: their dtype is the model's declared one, if
+// any, and their shape has -1 for every dim (or no dims, when even the rank is unknown).
 std::vector<ValueInfo> describe(const Graph& graph, const std::vector<ValueId>& ids) {
   std::vector<ValueInfo> infos;
-  for (ValueId id : ids) infos.push_back({graph.value(id).name, graph.value(id).dtype, graph.value(id).shape});
+  for (ValueId id : ids) {
+    const Value& v = graph.value(id);
+    ValueInfo info{v.name, v.dtype, v.shape};
+    if (!v.has_shape) {
+      auto declared = std::find_if(graph.declared_outputs().begin(), graph.declared_outputs().end(),
+                                   [&](const Value& d) { return d.name == v.name; });
+      if (!v.has_type && declared != graph.declared_outputs().end() && declared->has_type) info.dtype = declared->dtype;
+      info.shape = declared != graph.declared_outputs().end() && declared->has_shape ? declared->shape : Shape{};
+      std::fill(info.shape.begin(), info.shape.end(), -1);
+    }
+    infos.push_back(std::move(info));
+  }
   return infos;
 }
 
@@ -142,7 +155,7 @@ Result<std::vector<Tensor>> Session::Impl::check_inputs(const std::vector<Tensor
       if (t.shape()[d] != info.shape[d])
         return invalid_argument(fmt::format("input '{}' dim {}: got {}, expected {}", info.name, d,
                                             t.shape()[d], info.shape[d]));
-    const DType planned = bound.plan.view(graph.inputs()[i]).dtype;
+    const DType planned = staged ? t.dtype() : bound.plan.view(graph.inputs()[i]).dtype;
     if (planned == t.dtype()) {  // a view of the caller's bytes, read only by the upload
       STRIDER_ASSIGN_OR_RETURN(Tensor view, Tensor::borrow(t.dtype(), t.shape(), const_cast<std::byte*>(t.bytes()),
                                                            t.byte_size()));
@@ -174,6 +187,7 @@ Status Session::Impl::check_outputs(const std::vector<Tensor>& given) const {
 Status Session::Impl::run_into(const std::vector<Tensor>& given, std::vector<Tensor>& results, bool into_caller) {
   std::lock_guard lock(running);
   STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, check_inputs(given));
+  if (staged) return run_split(converted, results, into_caller);
   if (into_caller) STRIDER_RETURN_IF_ERROR(check_outputs(results));
   else results.assign(outputs.size(), Tensor());
   std::vector<Tensor> staged(outputs.size());
@@ -192,6 +206,26 @@ Status Session::Impl::run_into(const std::vector<Tensor>& given, std::vector<Ten
     if (into_caller) std::memcpy(results[i].bytes(), value.bytes(), value.byte_size());
     else results[i] = std::move(value);
   }
+  return Status::ok();
+}
+
+// The outputs' shapes are known only once the run has computed them: a caller's tensor
+// must match what came out, and is written only after every output is known.
+Status Session::Impl::run_split(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool into_caller) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> computed, staged->run(inputs));
+  if (!into_caller) {
+    results = std::move(computed);
+    return Status::ok();
+  }
+  if (results.size() != computed.size())
+    return invalid_argument(fmt::format("got {} output tensors, the model has {} outputs", results.size(), computed.size()));
+  for (size_t i = 0; i < computed.size(); ++i)
+    if (!results[i].has_layout(computed[i].dtype(), computed[i].shape()))
+      return invalid_argument(fmt::format("output '{}': got a tensor {}{}, the run made {}{}", printable(outputs[i].name),
+                                          dtype_name(results[i].dtype()), shape_to_string(results[i].shape()),
+                                          dtype_name(computed[i].dtype()), shape_to_string(computed[i].shape())));
+  for (size_t i = 0; i < computed.size(); ++i)
+    if (computed[i].byte_size() > 0) std::memcpy(results[i].bytes(), computed[i].bytes(), computed[i].byte_size());
   return Status::ok();
 }
 
@@ -217,9 +251,11 @@ Status check_session_options(const SessionOptions& options) {
   return Status::ok();
 }
 
-// Shape inference with constant folding, and function bodies expanded.
-Status prepare_graph(Graph& graph, MemoryBudget* budget) {
-  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));
+// Shape inference with constant folding, and function bodies expanded; or, when inference
+// stops at a node whose output shape depends on values, that node in *split.
+Status prepare_graph(Graph& graph, MemoryBudget* budget, NodeId* split) {
+  STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget, split));
+  if (*split != kNoNode) return Status::ok();
   STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, budget));
   if (expanded > 0) STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));  // types the bodies' values
   return Status::ok();
@@ -255,9 +291,15 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->device = resources->device;
   impl->budget = std::make_shared<MemoryBudget>(resources->budget->limit(), resources->budget);
   STRIDER_RETURN_IF_ERROR(reserve_constants(graph, *resources, *impl->budget));
-  STRIDER_RETURN_IF_ERROR(prepare_graph(graph, impl->budget.get()));
+  NodeId split = kNoNode;
+  STRIDER_RETURN_IF_ERROR(prepare_graph(graph, impl->budget.get(), &split));
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
+  impl->debug = debug;
+  if (split != kNoNode) {
+    STRIDER_ASSIGN_OR_RETURN(impl->staged, StagedRun::create(graph, split, options, plan_options, resources));
+    return SessionAccess::make(std::move(impl));
+  }
   STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources->bf16_constants));
   STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
   impl->debug = debug;
@@ -317,10 +359,23 @@ Result<std::unique_ptr<Session>> create_session(Graph graph, const SessionOption
   return create_session(std::move(graph), options, plan_options);
 }
 
-Result<double> time_device_steps(Session& session) { return SessionAccess::impl(session).executor->time_steps(); }
+namespace {
+Status needs_one_plan(const Session::Impl& impl, std::string_view what) {
+  if (!impl.staged) return Status::ok();
+  return unsupported(fmt::format("{} needs one plan, and this model is split where a value decides a shape ({})", what,
+                                 impl.staged->describe()[1]));
+}
+}  // namespace
+
+Result<double> time_device_steps(Session& session) {
+  Session::Impl& impl = SessionAccess::impl(session);
+  STRIDER_RETURN_IF_ERROR(needs_one_plan(impl, "timing the device steps"));
+  return impl.executor->time_steps();
+}
 
 Result<std::vector<StepTime>> time_each_step(Session& session) {
   Session::Impl& impl = SessionAccess::impl(session);
+  STRIDER_RETURN_IF_ERROR(needs_one_plan(impl, "timing each step"));
   std::lock_guard lock(impl.running);
   STRIDER_ASSIGN_OR_RETURN(std::vector<double> ms, impl.executor->time_each_step());
   std::vector<StepTime> steps;
@@ -335,6 +390,7 @@ Result<std::vector<StepTime>> time_each_step(Session& session) {
 
 Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs) {
   Session::Impl& impl = SessionAccess::impl(session);
+  STRIDER_RETURN_IF_ERROR(needs_one_plan(impl, "reading every intermediate value"));
   std::lock_guard lock(impl.running);
   STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, impl.check_inputs(inputs));
   std::map<ValueId, Tensor> taps;
@@ -356,6 +412,10 @@ Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vect
 
 SessionPlanView inspect_session(const Session& session) {
   const Session::Impl& impl = SessionAccess::impl(session);
+  if (impl.staged) {  // the plan before the split (an empty one when nothing runs there)
+    if (const Session* before = impl.staged->before()) return inspect_session(*before);
+    return SessionPlanView{&impl.graph, &impl.plan, {}};
+  }
   SessionPlanView view{&impl.graph, &impl.plan, {}};
   for (const auto& kernel : impl.kernels) view.kernel_names.push_back(kernel ? kernel->implementation() : "");
   view.queue_of_step = impl.executor->queue_of_step();

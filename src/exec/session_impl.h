@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/staged_session.h"
 #include "exec/session_internal.h"
 #include "strider/io_binding.h"
 
@@ -41,6 +42,9 @@ struct Session::Impl {
   BoundPlan bound;                          // the plan on real memory (what runs)
   std::vector<std::unique_ptr<Kernel>> kernels;  // per plan step; null where nothing runs
   std::unique_ptr<Executor> executor;
+  // Set instead of the plan, kernels and executor when the graph is split at a node whose
+  // output shape depends on values (exec/staged_session.h).
+  std::unique_ptr<StagedRun> staged;
   std::mutex running;  // run() is not reentrant: concurrent calls take turns
 
   Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
@@ -49,6 +53,7 @@ struct Session::Impl {
   // Runs into `results`: with `into_caller`, the caller's tensors (checked), written in
   // place; otherwise filled with new tensors.
   Status run_into(const std::vector<Tensor>& given, std::vector<Tensor>& results, bool into_caller);
+  Status run_split(const std::vector<Tensor>& inputs, std::vector<Tensor>& results, bool into_caller);
 
   // Plans bound to a caller's memory (IoBinding), by the addresses they were bound to, each
   // with its kernels and executor; most recently used first (bound_run.cc).

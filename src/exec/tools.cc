@@ -23,7 +23,10 @@ Result<std::unique_ptr<Session>> create_tool_session(const Model& model, const S
 
 std::string plan_text(const Session& session) {
   SessionPlanView view = inspect_session(session);
-  return plan_to_text(*view.graph, *view.plan, view.kernel_names);
+  std::string text;
+  if (const StagedRun* staged = SessionAccess::impl(session).staged.get())
+    for (const std::string& line : staged->describe()) text += "# " + line + "\n";
+  return text + plan_to_text(*view.graph, *view.plan, view.kernel_names);
 }
 
 std::string plan_json(const Session& session) {

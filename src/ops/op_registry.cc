@@ -1,5 +1,7 @@
 #include "ops/op_registry.h"
 
+#include "ops/data_dependent.h"
+
 #include "ops/attention.h"
 #include "ops/function_ops.h"
 #include "ops/quantize.h"
@@ -70,6 +72,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_function_ops(ops);
     register_quantize_ops(ops);
     register_recurrent_ops(ops);
+    register_data_dependent_ops(ops);
     std::sort(ops.begin(), ops.end(),
               [](const OpSchema& a, const OpSchema& b) { return a.op_type < b.op_type; });
     return ops;

@@ -6,6 +6,7 @@
 #include "base/exception_guard.h"
 #include "strider/printable.h"
 #include "hal/cpu/host_evaluator.h"
+#include "ops/data_dependent.h"
 #include "ops/op_registry.h"
 #include "ops/signature.h"
 #include "passes/expand_functions.h"
@@ -95,9 +96,18 @@ Status infer_node(Graph& graph, NodeId id, MemoryBudget* budget) {
 
 }  // namespace
 
-Status infer_and_fold(Graph& graph, MemoryBudget* budget) {
-  for (NodeId id = 0; id < graph.num_nodes(); ++id)
-    STRIDER_RETURN_IF_ERROR(guard(describe_node(graph.node(id)), [&] { return infer_node(graph, id, budget); }));
+Status infer_and_fold(Graph& graph, MemoryBudget* budget, NodeId* split_at) {
+  if (split_at) *split_at = kNoNode;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    if (has_data_dependent_shape(node) && !all_inputs_constant(graph, node)) {
+      if (!split_at)
+        return unsupported(fmt::format("{}: its output shape depends on values known only when it runs", describe_node(node)));
+      *split_at = id;
+      return check_inputs_typed(graph, node);
+    }
+    STRIDER_RETURN_IF_ERROR(guard(describe_node(node), [&] { return infer_node(graph, id, budget); }));
+  }
   graph.remove_nodes_if([&](const Node& node) { return all_outputs_constant(graph, node); });
   remove_dead_nodes(graph);
   return Status::ok();

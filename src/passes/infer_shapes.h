@@ -21,7 +21,12 @@
 
 namespace strider {
 
-Status infer_and_fold(Graph& graph, MemoryBudget* budget = nullptr);
+// A node whose output shapes depend on its input values (ops/data_dependent.h) is folded
+// when its inputs are constants; otherwise, with `split_at`, inference stops there: the
+// node's id is stored, the nodes before it are inferred and folded and none is removed (the
+// session splits the graph at it, exec/staged_session.h). Without `split_at` that node is
+// an UNSUPPORTED error naming it. *split_at is kNoNode when inference went through.
+Status infer_and_fold(Graph& graph, MemoryBudget* budget = nullptr, NodeId* split_at = nullptr);
 
 // Removes nodes none of whose outputs reaches a graph output.
 void remove_dead_nodes(Graph& graph);

@@ -28,7 +28,7 @@ const OpTable& op_table() {
           ref::activation_op_definitions(), ref::norm_family_op_definitions(),
           ref::pad_tile_op_definitions(), ref::scatter_op_definitions(), ref::attention_op_definitions(),
           ref::loss_op_definitions(), ref::rearrange_op_definitions(),
-          ref::quantize_op_definitions(), ref::recurrent_op_definitions()})
+          ref::quantize_op_definitions(), ref::recurrent_op_definitions(), ref::selection_op_definitions()})
       for (const OpDefinition& d : family) t[std::string(d.op_type)].push_back(&d);
     return t;
   }();

@@ -66,6 +66,7 @@ std::span<const OpDefinition> elementwise_op_definitions();
 std::span<const OpDefinition> cast_compare_op_definitions();
 std::span<const OpDefinition> tensor_op_definitions();
 std::span<const OpDefinition> generator_op_definitions();
+std::span<const OpDefinition> selection_op_definitions();
 std::span<const OpDefinition> linear_op_definitions();
 std::span<const OpDefinition> normalization_op_definitions();
 std::span<const OpDefinition> pool_op_definitions();
