@@ -24,6 +24,7 @@
 #include "passes/lower_precision.h"
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
+#include "ops/op_registry.h"
 #include "ops/signature.h"
 #include "plan/bind.h"
 
@@ -62,7 +63,8 @@ bool all_packed(const PlanStep& step) {
 // Creates every step's kernel, in one sweep: every node that refuses its non-packed views
 // is collected (so one more plan serves them all), and unsupported nodes are listed
 // together in one error.
-Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device) {
+Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device,
+                                     RefusedNode* first_unsupported) {
   KernelAttempt attempt;
   std::map<std::string, std::vector<std::string>> unsupported_nodes;
   std::string first_message;
@@ -89,7 +91,10 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
       attempt.refused_nodes.insert(node.name);
       continue;
     }
-    if (first_message.empty()) first_message = kernel.status().message();
+    if (first_message.empty()) {
+      first_message = kernel.status().message();
+      if (first_unsupported) *first_unsupported = {node.name, first_message};
+    }
     unsupported_nodes[node.op_type].push_back(node.name);
   }
   if (unsupported_nodes.empty()) return attempt;
@@ -105,7 +110,8 @@ Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Devic
 // all at once, and the planner runs again: an optimization a kernel cannot honour is
 // simply not made. Constants are uploaded once, whatever the number of rounds (the
 // device-constant store keeps what the previous round's binding uploaded).
-Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options) {
+Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options,
+                                              RefusedNode* first_unsupported) {
   const DeviceCapabilities capabilities = capabilities_of(*device);
   for (int round = 0; round <= prepared.num_nodes(); ++round) {
     kernels.clear();
@@ -114,7 +120,7 @@ Status Session::Impl::plan_and_create_kernels(const Graph& prepared, PlanOptions
     graph = std::move(planned.graph);
     plan = std::move(planned.plan);
     STRIDER_ASSIGN_OR_RETURN(bound, bind_plan(plan, graph, *device, *resources->constants));
-    STRIDER_ASSIGN_OR_RETURN(KernelAttempt made, create_kernels(graph, bound.plan, *device));
+    STRIDER_ASSIGN_OR_RETURN(KernelAttempt made, create_kernels(graph, bound.plan, *device, first_unsupported));
     if (made.refused_nodes.empty()) {
       kernels = std::move(made.kernels);
       return Status::ok();
@@ -273,6 +279,41 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   return Status::ok();
 }
 
+// The first node of `fused` (the graph as the device would run it) that the device
+// declines, as its id in `unfused` (the same graph before precision lowering and fusion:
+// a declined node was fused into nothing, so it keeps its name), with the device's reason.
+// View ops run no kernel and are not asked about.
+// Where a session's graph is split, and why (exec/staged_session.h).
+struct Split {
+  NodeId at = kNoNode;
+  std::string why;
+};
+
+Result<std::unique_ptr<Session>> split_session(std::unique_ptr<Session::Impl> impl, const Graph& graph,
+                                               const Split& split, const PlanOptions& plan_options) {
+  STRIDER_ASSIGN_OR_RETURN(impl->staged,
+                           StagedRun::create(graph, split.at, split.why, impl->options, plan_options, impl->resources));
+  return SessionAccess::make(std::move(impl));
+}
+
+NodeId node_named(const Graph& graph, const std::string& name) {
+  for (NodeId at = 0; at < graph.num_nodes(); ++at)
+    if (!name.empty() && graph.node(at).name == name) return at;
+  return kNoNode;
+}
+
+Split first_declined(const Graph& unfused, const Graph& fused, const Device& device) {
+  for (NodeId id = 0; id < fused.num_nodes(); ++id) {
+    const Node& node = fused.node(id);
+    const OpSchema* schema = find_op_schema(node.domain, node.op_type);
+    if (schema && schema->traits.view != ViewKind::kNone) continue;
+    std::string why = device.declines(fused, node);
+    if (why.empty()) continue;
+    if (NodeId at = node_named(unfused, node.name); at != kNoNode) return {at, why};
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const SessionOptions& options,
                                                           const PlanOptions& plan_options,
                                                           std::shared_ptr<SessionResources> resources,
@@ -296,13 +337,23 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   impl->debug = debug;
-  if (split != kNoNode) {
-    STRIDER_ASSIGN_OR_RETURN(impl->staged, StagedRun::create(graph, split, options, plan_options, resources));
-    return SessionAccess::make(std::move(impl));
-  }
+  const char* kDataDependent = "its output shape depends on its input values";
+  if (split != kNoNode) return split_session(std::move(impl), graph, {split, kDataDependent}, plan_options);
+  Graph unfused = graph;
   STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources->bf16_constants));
-  STRIDER_RETURN_IF_ERROR(impl->plan_and_create_kernels(graph, plan_options));
-  impl->debug = debug;
+  if (Split declined = first_declined(unfused, graph, *impl->device); declined.at != kNoNode)
+    return split_session(std::move(impl), unfused, declined, plan_options);
+  RefusedNode refused;
+  Status planned = impl->plan_and_create_kernels(graph, plan_options, &refused);
+  // A kernel the device's capability query did not foresee (MatMul on f64 on cuda): split
+  // at that node too, if the graph before fusion has it and the device is not the host.
+  NodeId at = planned.code() == StatusCode::kUnsupported ? node_named(unfused, refused.node) : kNoNode;
+  if (at != kNoNode && !impl->device->computes_on_host()) {
+    impl->kernels.clear();
+    impl->bound = BoundPlan();
+    return split_session(std::move(impl), unfused, {at, refused.why}, plan_options);
+  }
+  STRIDER_RETURN_IF_ERROR(planned);
   impl->executor =
       std::make_unique<Executor>(impl->graph, impl->bound.plan, impl->kernels, *impl->device, impl->executor_options());
   return SessionAccess::make(std::move(impl));

@@ -26,6 +26,12 @@ struct SessionAccess {
   }
 };
 
+// A node the device had no kernel for, and the device's reason (the session then splits
+// the graph there and runs it on the host: staged_session.h).
+struct RefusedNode {
+  std::string node, why;
+};
+
 struct Session::Impl {
   SessionOptions options;
   SessionDebugOptions debug;
@@ -47,7 +53,7 @@ struct Session::Impl {
   std::unique_ptr<StagedRun> staged;
   std::mutex running;  // run() is not reentrant: concurrent calls take turns
 
-  Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options);
+  Status plan_and_create_kernels(const Graph& prepared, PlanOptions plan_options, RefusedNode* first_unsupported);
   Result<std::vector<Tensor>> check_inputs(const std::vector<Tensor>& given) const;
   Status check_outputs(const std::vector<Tensor>& given) const;
   // Runs into `results`: with `into_caller`, the caller's tensors (checked), written in
@@ -94,6 +100,8 @@ struct KernelAttempt {
 // Creates every step's kernel, in one sweep: every node that refuses its non-packed views
 // is collected (so one more plan serves them all), and unsupported nodes are listed
 // together in one error.
-Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device);
+// `first_unsupported`, when given, receives the first node the device had no kernel for.
+Result<KernelAttempt> create_kernels(const Graph& graph, const Plan& plan, Device& device,
+                                     RefusedNode* first_unsupported = nullptr);
 
 }  // namespace strider

@@ -77,7 +77,8 @@ SessionOptions part_options(const SessionOptions& options) {
 
 }  // namespace
 
-Result<std::unique_ptr<StagedRun>> StagedRun::create(const Graph& graph, NodeId split, const SessionOptions& options,
+Result<std::unique_ptr<StagedRun>> StagedRun::create(const Graph& graph, NodeId split, std::string why,
+                                                     const SessionOptions& options,
                                                      const PlanOptions& plan_options,
                                                      std::shared_ptr<SessionResources> resources) {
   auto run = std::unique_ptr<StagedRun>(new StagedRun());
@@ -126,6 +127,7 @@ Result<std::unique_ptr<StagedRun>> StagedRun::create(const Graph& graph, NodeId 
   }
   STRIDER_ASSIGN_OR_RETURN(run->node_graph_, node_alone(graph, split));
   run->node_description_ = describe_node(graph.node(split));
+  run->why_ = std::move(why);
   std::vector<ValueId> outputs_after;
   for (ValueId v : graph.outputs())
     if (graph.value(v).producer > split) outputs_after.push_back(v);
@@ -222,8 +224,7 @@ std::vector<std::string> StagedRun::describe() const {
   lines.push_back(before_session_ ? fmt::format("before the split: a plan of {} input(s) and {} output(s)",
                                                 before_inputs_.size(), before_outputs_.size())
                                   : "before the split: nothing");
-  lines.push_back(fmt::format("split at {}: its output shape depends on its input values; evaluated on the host",
-                              node_description_));
+  lines.push_back(fmt::format("split at {}: {}; evaluated on the host", node_description_, why_));
   lines.push_back(after_graph_.num_nodes() > 0
                       ? fmt::format("after the split: {} node(s), planned per shape on first use ({} plan(s) cached)",
                                     after_graph_.num_nodes(), afters_.size())

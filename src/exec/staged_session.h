@@ -19,6 +19,11 @@
 // Everything a plan promises holds inside each part; the cost is a synchronization and
 // a round trip through host memory at each split, once per run.
 //
+// The same split serves a node the session's device declines (Device::declines: CUDA has
+// no kernel for its op or its dtypes): the node runs on the host with the CPU kernels, the
+// rest on the device. A per-node host fallback inside one plan would need host and device
+// memory spaces in the plan; the split keeps every plan single-device.
+//
 // Thread safety: as Session (run() calls take turns: the caller holds Session::Impl's lock).
 #pragma once
 
@@ -34,9 +39,11 @@ namespace strider {
 
 class StagedRun {
  public:
-  // `graph`: inferred and folded up to node `split` (infer_and_fold's split_at), nothing
-  // removed. `resources` are shared with the parts' sessions.
-  static Result<std::unique_ptr<StagedRun>> create(const Graph& graph, NodeId split, const SessionOptions& options,
+  // `graph`: inferred and folded at least up to node `split` (infer_and_fold's split_at),
+  // no node before it removed. `why`: the reason it is split there, for inspect.
+  // `resources` are shared with the parts' sessions.
+  static Result<std::unique_ptr<StagedRun>> create(const Graph& graph, NodeId split, std::string why,
+                                                   const SessionOptions& options,
                                                    const PlanOptions& plan_options,
                                                    std::shared_ptr<SessionResources> resources);
 
@@ -68,7 +75,7 @@ class StagedRun {
   std::unique_ptr<Session> before_session_;
   std::vector<std::string> before_inputs_, before_outputs_;
   Graph node_graph_;  // the split node alone; its inputs are graph inputs (or constants)
-  std::string node_description_;
+  std::string node_description_, why_;
   Graph after_graph_;  // empty of nodes when nothing follows the split
   std::vector<std::string> after_inputs_, after_shape_inputs_;
   std::list<After> afters_;  // most recently used first

@@ -19,7 +19,7 @@ Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOpti
 
 // Bumped whenever what crosses into the plugin changes (DeviceOptions, Device, Kernel,
 // KernelRequest, Graph, TensorView, Status): a plugin of another ABI is refused.
-inline constexpr int kCudaPluginAbi = 1;
+inline constexpr int kCudaPluginAbi = 2;  // 2: Device::declines
 inline constexpr const char* kCudaPluginName = "libstrider_cuda.so";
 
 }  // namespace strider

@@ -36,6 +36,9 @@ struct DeviceOptions {
   // work (0: hal/cpu/parallel.h's default); 1 splits every kernel with two items or more.
   int64_t min_parallel_work = 0;
   uint64_t sim_seed = 0;   // sim: the seed of its execution order
+  // sim, for tests: ops it declines (Device::declines) as if it had no kernel for them, so
+  // the host fallback's split is tested on machines without a GPU.
+  std::vector<std::string> sim_declined_ops;
   // cuda: where allocations live (a performance policy, never a correctness knob).
   StorageMode storage_mode = StorageMode::kDevice;
   bool allow_tf32 = false;  // cuda: f32 matmuls may use TF32 (off: results match the reference)
@@ -91,6 +94,14 @@ class Device {
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;
+  // Why the device cannot run `node` (its op, or the dtypes of its operands in `graph`), or
+  // an empty string when it can. A session splits its graph at the first node its device
+  // declines and computes that node on the host with the CPU kernels
+  // (exec/staged_session.h). The host devices (cpu, sim) decline nothing.
+  virtual std::string declines(const Graph& graph, const Node& node) const { return {}; }
+  // Whether its kernels are the host's CPU kernels (cpu, sim): a node it has no kernel
+  // for has none on the host either, so there is nothing to fall back to.
+  virtual bool computes_on_host() const { return true; }
 
   // Copies between a host tensor and a view of the same dtype and sizes (any strides).
   // download writes into `destination` when it already has the view's dtype and sizes

@@ -3,10 +3,13 @@
 // it, a graph input read only after it), two splits in a row, a run whose counts differ
 // from the last one's, a split node on constants (folded, no split), and the tools that
 // need one plan saying so. Every output is checked against the float64 reference, on cpu
-// and on sim (random interleavings of its queues).
+// on sim (random interleavings of its queues) and on cuda (skipped without a GPU).
 #include <gtest/gtest.h>
 
 #include "exec/session_internal.h"
+#include "base/memory_budget.h"
+#include "hal/cuda_device_factory.h"
+#include "plan/bind.h"
 #include "ir/builder.h"
 #include "reference/reference.h"
 #include "strider/io_binding.h"
@@ -70,6 +73,10 @@ void expect_matches_reference(const Graph& graph, Session& session, const std::v
 
 class StagedSession : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !create_cuda_device(0, DeviceOptions{}).is_ok())
+      GTEST_SKIP() << "no CUDA device: the cuda rows run on a GPU only";
+  }
   std::unique_ptr<Session> open(const Graph& graph) {
     SessionOptions options;
     options.device = GetParam();
@@ -146,7 +153,63 @@ TEST_P(StagedSession, ASplitNodeOnConstantsFoldsAndNothingSplits) {
   expect_matches_reference(graph, *session, {Tensor::from_values<int64_t>(DType::kI64, {3}, std::vector<int64_t>{10, 20, 30})});
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, StagedSession, ::testing::Values("cpu", "sim"));
+// A device that declines a node's op: sim told to decline Softmax and Erf (a test setting).
+// The nodes run on the host, everything else on the device, and the outputs match the
+// reference; inspect names each split and its reason.
+TEST(HostFallback, DeclinedNodesRunOnTheHostAndTheRestOnTheDevice) {
+  GraphBuilder b(17);
+  ValueId x = b.input("x", DType::kF32, {3, 8}), w = b.input("w", DType::kF32, {8, 8});
+  ValueId h = b.op("MatMul", {x, w}, {}, "project");
+  ValueId p = b.op("Softmax", {h}, int_attribute("axis", 1), "softmax");
+  ValueId e = b.op("Erf", {b.op("Mul", {p, h})}, {}, "erf");
+  b.output(b.op("Add", {e, h}, {}, "out"));
+  b.output(p);
+  const Graph graph = b.build();
+  SessionOptions options;
+  options.device = "sim";
+  options.queues = 2;
+  auto resources = std::make_shared<SessionResources>();
+  resources->budget = std::make_shared<MemoryBudget>(default_host_memory_budget());
+  DeviceOptions device_options;
+  device_options.queues = 2;
+  device_options.budget = resources->budget;
+  device_options.sim_declined_ops = {"Softmax", "Erf"};
+  auto device = create_device("sim", device_options);
+  ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+  resources->device = std::move(device).value();
+  resources->constants = std::make_shared<DeviceConstants>(resources->device);
+  auto session = create_session(graph, options, PlanOptions{}, resources);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  const std::string text = plan_text(**session);
+  EXPECT_NE(text.find("split at node 'softmax' (Softmax): sim declines Softmax"), std::string::npos) << text;
+  for (uint32_t seed : {3u, 4u})
+    expect_matches_reference(graph, **session, {testing::random_tensor(DType::kF32, {3, 8}, seed),
+                                                testing::random_tensor(DType::kF32, {8, 8}, seed + 10)});
+}
+
+// On cuda: int16 has no CUDA kernel, so its three nodes run on the host (three splits in a
+// row), the f32 ones before and after them on the GPU.
+TEST(HostFallback, CudaRunsInt16NodesOnTheHost) {
+  if (!create_cuda_device(0, DeviceOptions{}).is_ok()) GTEST_SKIP() << "no CUDA device: the cuda rows run on a GPU only";
+  GraphBuilder b(17);
+  ValueId x = b.input("x", DType::kF32, {4, 5});
+  ValueId scaled = b.op("Mul", {x, b.constant("hundred", f32_scalar(100.0f))});
+  AttributeMap to_i16 = int_attribute("to", 5), to_f32 = int_attribute("to", 1);  // ONNX INT16, FLOAT
+  ValueId wide = b.op("Cast", {scaled}, to_i16, "to_i16");
+  ValueId offset = b.op("Add", {wide, b.constant("seven", Tensor::from_values<int16_t>(DType::kI16, {}, std::vector<int16_t>{7}))});
+  ValueId back = b.op("Cast", {offset}, to_f32, "to_f32");
+  b.output(b.op("Sigmoid", {b.op("Mul", {back, x})}));
+  const Graph graph = b.build();
+  SessionOptions options;
+  options.device = "cuda";
+  auto session = create_session(graph, options);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  EXPECT_NE(plan_text(**session).find("split at node 'to_i16' (Cast): no cuda kernel takes i16"), std::string::npos)
+      << plan_text(**session);
+  expect_matches_reference(graph, **session, {testing::random_tensor(DType::kF32, {4, 5}, 21)});
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, StagedSession, ::testing::Values("cpu", "sim", "cuda"));
 
 }  // namespace
 }  // namespace strider

@@ -126,6 +126,7 @@ Status CudaDevice::wait_for_outside_work() {
 }
 
 bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }
+std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {
   cudaSetDevice(ordinal_);

@@ -42,6 +42,8 @@ class CudaDevice final : public Device {
   // 1024: 21.9 vs 1.16 ms), so cuda runs attention unfused until a tiled kernel replaces it.
   bool fuses_attention() const override { return false; }
   bool has_kernel(std::string_view op_type) const override;
+  std::string declines(const Graph& graph, const Node& node) const override;
+  bool computes_on_host() const override { return false; }
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;

@@ -28,11 +28,15 @@ const KernelTable<KernelEntry>& kernel_table() {
 // i64, i32, i8, u8, bool); the 16-bit integers and the wide unsigned ones, which the CPU
 // computes, and the storage-only float8, float4, 4- and 2-bit types (the CPU's Cast converts
 // them), are refused here in one place rather than by each kernel's dtype switch.
+bool no_kernel_takes(DType dtype) {
+  return dtype == DType::kI16 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64 ||
+         is_small_type(dtype);
+}
+
 Status check_dtypes(const KernelRequest& request) {
   for (const auto* views : {&request.inputs, &request.outputs})
     for (const TensorView& v : *views)
-      if (v.allocation && (v.dtype == DType::kI16 || v.dtype == DType::kU16 || v.dtype == DType::kU32 ||
-                           v.dtype == DType::kU64 || is_small_type(v.dtype)))
+      if (v.allocation && no_kernel_takes(v.dtype))
         return unsupported(fmt::format("no CUDA kernel takes {} (node '{}')", dtype_name(v.dtype), request.node.name));
   return Status::ok();
 }
@@ -40,6 +44,15 @@ Status check_dtypes(const KernelRequest& request) {
 }  // namespace
 
 bool has_kernel(std::string_view op_type) { return kernel_table().find(op_type) != nullptr; }
+
+std::string declines(const Graph& graph, const Node& node) {
+  if (!has_kernel(node.op_type)) return fmt::format("cuda has no {} kernel", node.op_type);
+  for (const auto* ids : {&node.inputs, &node.outputs})
+    for (ValueId id : *ids)
+      if (id != kNoValue && no_kernel_takes(graph.value(id).dtype))
+        return fmt::format("no cuda kernel takes {}", dtype_name(graph.value(id).dtype));
+  return {};
+}
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context) {
   STRIDER_ASSIGN_OR_RETURN(const KernelEntry* entry, kernel_table().entry_for(request.node, "CUDA"));

@@ -33,6 +33,8 @@ struct KernelEntry {
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context);
 bool has_kernel(std::string_view op_type);
+// Device::declines: an op with no kernel here, or an operand of a dtype none takes.
+std::string declines(const Graph& graph, const Node& node);
 
 inline cudaStream_t stream_of(const QueueContext& context) { return static_cast<cudaStream_t>(context.native_stream); }
 

@@ -1,6 +1,7 @@
 #include "hal/sim/sim_device.h"
 #include "base/exception_guard.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -30,7 +31,8 @@ class SimDevice::SimQueue final : public Queue {
   uint64_t submitted_ = 0;
 };
 
-SimDevice::SimDevice(const DeviceOptions& options) : CpuDevice(options.budget), rng_(options.sim_seed) {
+SimDevice::SimDevice(const DeviceOptions& options)
+    : CpuDevice(options.budget), rng_(options.sim_seed), declined_ops_(options.sim_declined_ops) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i) queues_.push_back(std::make_unique<SimQueue>(i, *this));
@@ -104,6 +106,11 @@ void SimDevice::release(Allocation* allocation, std::span<const Timepoint> last_
   pool_.emplace(rounded, allocation->address());
   return_memory(allocation->size());
   delete allocation;
+}
+
+std::string SimDevice::declines(const Graph&, const Node& node) const {
+  if (std::find(declined_ops_.begin(), declined_ops_.end(), node.op_type) == declined_ops_.end()) return {};
+  return "sim declines " + node.op_type + " (a test setting)";
 }
 
 }  // namespace strider::sim

@@ -26,6 +26,7 @@ class SimDevice final : public cpu::CpuDevice {
   void release(Allocation* allocation, std::span<const Timepoint> last_uses) override;
   Status synchronize() override;
   bool poisons_memory() const override { return true; }
+  std::string declines(const Graph& graph, const Node& node) const override;
 
   // Runs every pending command (see above). Errors: the first a command returned, or a
   // deadlock when pending commands wait for timepoints nothing will reach.
@@ -42,6 +43,7 @@ class SimDevice final : public cpu::CpuDevice {
   std::mt19937_64 rng_;
   Status first_error_;
   std::multimap<int64_t, std::byte*> pool_;  // released blocks by size, reused poisoned
+  std::vector<std::string> declined_ops_;
 };
 
 }  // namespace strider::sim
