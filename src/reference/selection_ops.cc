@@ -147,7 +147,8 @@ Result<OpOutputs> non_max_suppression_op(const OpContext& ctx) {
       scores->shape[2] != boxes->shape[1])
     return invalid_model(fmt::format("boxes {} and scores {} do not match", describe(*boxes), describe(*scores)));
   STRIDER_ASSIGN_OR_RETURN(int64_t center, ctx.attributes().get_int("center_point_box", 0));
-  const int64_t per_class = int64_t(optional_scalar(ctx, 2, 0));
+  const RefTensor* limit = ctx.optional_input(2);  // torch exports INT64_MAX: read it as an integer
+  const int64_t per_class = limit && limit->num_elements() > 0 ? limit->element_as_int(0) : 0;
   const double iou_threshold = optional_scalar(ctx, 3, 0);
   const RefTensor* score_threshold = ctx.optional_input(4);
   const int64_t batches = boxes->shape[0], classes = scores->shape[1], n = boxes->shape[1];
