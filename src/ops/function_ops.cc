@@ -255,6 +255,67 @@ Result<LpPoolParams> resolve_lp_pool(const NodeInputs& node) {
   return p;
 }
 
+namespace {
+// attribute `name` with one entry per spatial dim, `fallback` each when absent.
+Result<std::vector<int64_t>> per_spatial(const NodeInputs& node, const std::string& name, size_t dims, int64_t fallback,
+                                         int64_t minimum) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> v, node.attributes().get_ints(name, std::vector<int64_t>(dims, fallback)));
+  if (v.size() != dims) return node.error("{} has {} entries for {} spatial dims", name, v.size(), dims);
+  for (int64_t e : v)
+    if (e < minimum || e > (int64_t(1) << 32)) return node.error("{} entry {} is out of range", name, e);
+  return v;
+}
+}  // namespace
+
+Result<ConvTransposeParams> resolve_conv_transpose(const NodeInputs& node) {
+  ConvTransposeParams p;
+  const Shape& x = node.input_shape(0);
+  const Shape& w = node.input_shape(1);
+  if (x.size() < 3 || w.size() != x.size())
+    return node.error("X {} and W {} must be [N, C, d1...] and [C, M / group, k1...]", shape_to_string(x), shape_to_string(w));
+  if (!is_floating(node.input_dtype(0))) return node.error("X must be floating");
+  const size_t dims = x.size() - 2;
+  STRIDER_ASSIGN_OR_RETURN(p.group, node.attributes().get_int("group", 1));
+  if (p.group < 1 || w[0] != x[1] || x[1] % p.group != 0)
+    return node.error("W {} and group {} do not fit X {}'s channels", shape_to_string(w), p.group, shape_to_string(x));
+  if (node.has_input(2) && node.input_shape(2) != Shape{w[1] * p.group}) return node.error("B must be [{}]", w[1] * p.group);
+  p.kernel.assign(w.begin() + 2, w.end());
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, per_spatial(node, "kernel_shape", dims, 0, 0));
+  for (size_t i = 0; i < dims; ++i)
+    if (kernel[i] != 0 && kernel[i] != p.kernel[i]) return node.error("kernel_shape does not match W {}", shape_to_string(w));
+  STRIDER_ASSIGN_OR_RETURN(p.strides, per_spatial(node, "strides", dims, 1, 1));
+  STRIDER_ASSIGN_OR_RETURN(p.dilations, per_spatial(node, "dilations", dims, 1, 1));
+  STRIDER_ASSIGN_OR_RETURN(p.output_padding, per_spatial(node, "output_padding", dims, 0, 0));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, per_spatial(node, "pads", 2 * dims, 0, 0));
+  STRIDER_ASSIGN_OR_RETURN(std::string auto_pad, node.attributes().get_string("auto_pad", "NOTSET"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, node.attributes().get_ints("output_shape", {}));
+  if (output_shape.size() == dims + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  if (!output_shape.empty() && output_shape.size() != dims) return node.error("output_shape has {} entries", output_shape.size());
+  p.out = {x[0], w[1] * p.group};
+  for (size_t i = 0; i < dims; ++i) {
+    if (p.output_padding[i] >= std::max(p.strides[i], p.dilations[i]))
+      return node.error("output_padding {} must be below the stride or the dilation", p.output_padding[i]);
+    const int64_t full = p.strides[i] * (x[i + 2] - 1) + p.output_padding[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
+    int64_t begin = pads[i], end = pads[i + dims];
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      const int64_t total = full - (output_shape.empty() ? x[i + 2] * p.strides[i] : output_shape[i]);
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2), as ONNX writes it
+      begin = auto_pad == "SAME_UPPER" ? half : total - half;
+      end = total - begin;
+    } else if (auto_pad == "VALID") {
+      begin = end = 0;
+    } else if (auto_pad != "NOTSET") {
+      return node.error("auto_pad '{}' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", printable(auto_pad));
+    }
+    p.pads_begin.push_back(begin);
+    p.pads_end.push_back(end);
+    p.out.push_back(full - begin - end);
+    if (p.out.back() < 1) return node.error("spatial dim {} of the output would be {}", i, p.out.back());
+  }
+  return p;
+}
+
 Result<WindowParams> resolve_window_function(const NodeInputs& node) {
   WindowParams p;
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> size, node.constant_ints(0, "size"));
@@ -407,6 +468,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"Hardmax", infer_hardmax, {}});
   ops.push_back({"LRN", infer_lrn, {}});
   ops.push_back({"LpPool", infer_shaped<LpPoolParams, resolve_lp_pool>, {}});
+  ops.push_back({"ConvTranspose", infer_shaped<ConvTransposeParams, resolve_conv_transpose>, {}});
   for (const char* window : {"HannWindow", "HammingWindow", "BlackmanWindow"})
     ops.push_back({window, infer_window_function, {}, {0}});
 }

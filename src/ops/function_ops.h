@@ -124,6 +124,17 @@ struct WindowParams {
 };
 Result<WindowParams> resolve_window_function(const NodeInputs& node);
 
+// ConvTranspose over [N, C_in, d1..dk] with W [C_in, C_out / group, k1..kk]: per spatial
+// dim the full size s (in - 1) + output_padding + (k - 1) dilation + 1 less the pads, which
+// come from `pads`, auto_pad (SAME_*: out = in * s) or `output_shape` (total padding split
+// by auto_pad's rule: SAME_UPPER puts the smaller half first, otherwise the larger).
+struct ConvTransposeParams {
+  int64_t group = 1;
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, output_padding;
+  Shape out;
+};
+Result<ConvTransposeParams> resolve_conv_transpose(const NodeInputs& node);
+
 void register_function_ops(std::vector<OpSchema>& ops);
 
 }  // namespace strider

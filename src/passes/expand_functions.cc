@@ -332,6 +332,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"LRN", expand_lrn},
     {"LpPool", expand_lp_pool},
     {"EyeLike", expand_eye_like},
+    {"ConvTranspose", expand_conv_transpose},
     {"HannWindow", expand_window_function},
     {"HammingWindow", expand_window_function},
     {"BlackmanWindow", expand_window_function},

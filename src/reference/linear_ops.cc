@@ -277,7 +277,76 @@ Result<OpOutputs> qlinear_conv_op(const OpContext& ctx) {
   return OpOutputs{std::move(q)};
 }
 
+// ConvTranspose by scattering: input position p of a spatial dim feeds output position
+// p s + k d - pad_begin through tap k. Pads from `pads`, auto_pad (SAME_*: out = in s) or
+// output_shape (the total split with floor division, as the ONNX definition writes it).
+Result<OpOutputs> conv_transpose_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* w, ctx.input(1, "W"));
+  const RefTensor* b = ctx.optional_input(2);
+  const AttributeMap& attrs = ctx.attributes();
+  const int64_t dims = x->rank() - 2;
+  STRIDER_ASSIGN_OR_RETURN(int64_t group, attrs.get_int("group", 1));
+  if (dims < 1 || w->rank() != x->rank() || group < 1 || w->shape[0] != x->shape[1] || x->shape[1] % group != 0)
+    return invalid_model(fmt::format("X {}, W {} and group {} do not fit", describe(*x), describe(*w), group));
+  const size_t n = size_t(dims);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attrs.get_ints("strides", std::vector<int64_t>(n, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, attrs.get_ints("dilations", std::vector<int64_t>(n, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> extra, attrs.get_ints("output_padding", std::vector<int64_t>(n, 0)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attrs.get_ints("pads", std::vector<int64_t>(2 * n, 0)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> wanted, attrs.get_ints("output_shape", {}));
+  STRIDER_ASSIGN_OR_RETURN(std::string auto_pad, attrs.get_string("auto_pad", "NOTSET"));
+  if (wanted.size() == n + 2) wanted.erase(wanted.begin(), wanted.begin() + 2);
+  if (strides.size() != n || dilations.size() != n || extra.size() != n || pads.size() != 2 * n ||
+      (!wanted.empty() && wanted.size() != n))
+    return invalid_model("ConvTranspose attributes do not match the spatial dims");
+  const int64_t c_in = x->shape[1], c_out_group = w->shape[1], c_in_group = c_in / group;
+  Shape out_shape{x->shape[0], c_out_group * group};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = x->shape[2 + i], k = w->shape[2 + i];
+    const int64_t full = strides[i] * (in - 1) + extra[i] + (k - 1) * dilations[i] + 1;
+    if (!wanted.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = full - (wanted.empty() ? in * strides[i] : wanted[i]);
+      const int64_t half = int64_t(std::floor(double(total) / 2));
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[i + n] = total - pads[i];
+    } else if (auto_pad == "VALID") {
+      pads[i] = pads[i + n] = 0;
+    }
+    out_shape.push_back(full - pads[i] - pads[i + n]);
+    if (out_shape.back() < 1) return invalid_model("ConvTranspose output would be empty");
+  }
+  RefTensor y = RefTensor::zeros(x->dtype, out_shape);
+  const int64_t in_volume = x->num_elements() / (x->shape[0] * c_in), taps = w->num_elements() / (c_in * c_out_group);
+  const int64_t out_volume = y.num_elements() / (out_shape[0] * out_shape[1]);
+  for (int64_t batch = 0; batch < x->shape[0]; ++batch)
+    for (int64_t ci = 0; ci < c_in; ++ci)
+      for (int64_t p = 0; p < in_volume; ++p)
+        for (int64_t co = 0; co < c_out_group; ++co)
+          for (int64_t t = 0; t < taps; ++t) {
+            int64_t at = 0, rest_p = p, rest_t = t, scale_out = 1;
+            bool inside = true;
+            for (size_t i = n; i-- > 0;) {  // the output position of input p through tap t
+              const int64_t pi = rest_p % x->shape[2 + i], ti = rest_t % w->shape[2 + i];
+              rest_p /= x->shape[2 + i];
+              rest_t /= w->shape[2 + i];
+              const int64_t o = pi * strides[i] + ti * dilations[i] - pads[i];
+              inside = inside && o >= 0 && o < out_shape[2 + i];
+              at += o * scale_out;
+              scale_out *= out_shape[2 + i];
+            }
+            if (!inside) continue;
+            const int64_t channel = (ci / c_in_group) * c_out_group + co;
+            y.floats[size_t((batch * out_shape[1] + channel) * out_volume + at)] +=
+                x->floats[size_t((batch * c_in + ci) * in_volume + p)] * w->floats[size_t((ci * c_out_group + co) * taps + t)];
+          }
+  if (b)
+    for (size_t e = 0; e < y.floats.size(); ++e) y.floats[e] += b->floats[size_t(int64_t(e) / out_volume % out_shape[1])];
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
+    {"ConvTranspose", 1, 27, conv_transpose_op},
     {"MatMul", 7, 27, matmul_op},
     {"Gemm", 7, 27, gemm_op},
     {"Conv", 7, 27, conv_op},
