@@ -92,7 +92,8 @@ Result<RecurrentParams> resolve_recurrent(const NodeInputs& node) {
   p.input = x[2];
   const Shape& w = node.input_shape(1);
   if (p.hidden <= 0 && w.size() == 3) p.hidden = w[1] / p.gates;
-  if (p.hidden <= 0) return node.error("hidden_size must be positive");
+  // Bounded like every size (2^52), so that gates x hidden and its double cannot overflow.
+  if (p.hidden <= 0 || p.hidden > (int64_t(1) << 52)) return node.error("hidden_size {} is not in [1, 2^52]", p.hidden);
   const int64_t rows = p.gates * p.hidden;
   STRIDER_RETURN_IF_ERROR(expect_shape(node, 1, {p.directions, rows, p.input}, "W"));
   STRIDER_RETURN_IF_ERROR(expect_shape(node, 2, {p.directions, rows, p.hidden}, "R"));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/checked_math.h"
 #include "ops/recurrent.h"
 #include "reference/op_support.h"
 
@@ -89,17 +90,20 @@ Result<OpOutputs> recurrent_op(const OpContext& ctx) {
   const int per = p.cell == RecurrentCell::kLstm ? 3 : p.cell == RecurrentCell::kGru ? 2 : 1;
   // The operands' sizes, as the runtime's shape function checks them (a hostile model must
   // not make the loops below read past them).
-  auto expect = [](const RefTensor* t, int64_t elements, std::string_view what) -> Status {
-    if (t == nullptr || t->num_elements() == elements) return Status::ok();
-    return invalid_model(fmt::format("{} has {} elements, expected {}", what, t->num_elements(), elements));
+  // (The expected counts are multiplied with overflow checks: hidden_size is the model's.)
+  auto expect = [](const RefTensor* t, std::initializer_list<int64_t> dims, std::string_view what) -> Status {
+    std::optional<int64_t> elements = strider::checked_element_count(std::vector<int64_t>(dims), 1);
+    if (t == nullptr || (elements && t->num_elements() == *elements)) return Status::ok();
+    return invalid_model(fmt::format("{} has {} elements, not the {} the other operands imply", what,
+                                     t ? t->num_elements() : 0, elements ? fmt::format("{}", *elements) : "too many"));
   };
-  STRIDER_RETURN_IF_ERROR(expect(w, D * G * H * I, "W"));
-  STRIDER_RETURN_IF_ERROR(expect(r, D * G * H * H, "R"));
-  STRIDER_RETURN_IF_ERROR(expect(bias, D * 2 * G * H, "B"));
-  STRIDER_RETURN_IF_ERROR(expect(lens, B, "sequence_lens"));
-  STRIDER_RETURN_IF_ERROR(expect(h0, D * B * H, "initial_h"));
-  STRIDER_RETURN_IF_ERROR(expect(c0, D * B * H, "initial_c"));
-  STRIDER_RETURN_IF_ERROR(expect(peep, D * 3 * H, "P"));
+  STRIDER_RETURN_IF_ERROR(expect(w, {D, G, H, I}, "W"));
+  STRIDER_RETURN_IF_ERROR(expect(r, {D, G, H, H}, "R"));
+  STRIDER_RETURN_IF_ERROR(expect(bias, {D, 2, G, H}, "B"));
+  STRIDER_RETURN_IF_ERROR(expect(lens, {B}, "sequence_lens"));
+  STRIDER_RETURN_IF_ERROR(expect(h0, {D, B, H}, "initial_h"));
+  STRIDER_RETURN_IF_ERROR(expect(c0, {D, B, H}, "initial_c"));
+  STRIDER_RETURN_IF_ERROR(expect(peep, {D, 3, H}, "P"));
   if (lens && lens->is_floating()) return invalid_model("sequence_lens must be integer");
   for (const RefTensor* t : {x, w, r, bias, h0, c0, peep})
     if (t && !t->is_floating()) return invalid_model("X, W, R, B, initial_h, initial_c and P must be floating");
