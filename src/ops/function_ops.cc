@@ -1,5 +1,7 @@
 #include "ops/function_ops.h"
 
+#include "base/shape.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -316,6 +318,51 @@ Result<ConvTransposeParams> resolve_conv_transpose(const NodeInputs& node) {
   return p;
 }
 
+Result<DftParams> resolve_dft(const NodeInputs& node) {
+  DftParams p;
+  const Shape& x = node.input_shape(0);
+  const int64_t rank = int64_t(x.size());
+  if (rank < 2 || (x.back() != 1 && x.back() != 2)) return node.error("input {} must be [..., 1] or [..., 2]", shape_to_string(x));
+  if (!is_floating(node.input_dtype(0))) return node.error("input must be floating");
+  p.complex_input = x.back() == 2;
+  STRIDER_ASSIGN_OR_RETURN(int64_t inverse, node.attributes().get_int("inverse", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t onesided, node.attributes().get_int("onesided", 0));
+  p.inverse = inverse != 0;
+  p.onesided = onesided != 0;
+  int64_t axis = 1;
+  if (node.opset() >= 20) {
+    axis = -2;
+    if (node.has_input(2)) {
+      STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> a, node.constant_ints(2, "axis"));
+      if (a.size() != 1) return node.error("axis must be a scalar");
+      axis = a[0];
+    }
+  } else {
+    STRIDER_ASSIGN_OR_RETURN(axis, node.attributes().get_int("axis", 1));
+  }
+  if (!normalize_axis(axis, rank, &p.axis) || p.axis == rank - 1 || p.axis == 0)
+    return node.error("axis {} must be a signal dim (not the batch or the last)", axis);
+  const int64_t n = x[size_t(p.axis)];
+  p.length = p.inverse && p.onesided ? 2 * (n - 1) : n;
+  if (node.has_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> l, node.constant_ints(1, "dft_length"));
+    if (l.size() != 1) return node.error("dft_length must be a scalar");
+    p.length = l[0];
+  }
+  if (p.length < 1 || p.length > (int64_t(1) << 24)) return node.error("dft_length {} is not in [1, 2^24]", p.length);
+  if (p.inverse && p.onesided) {
+    p.bins = p.length;
+    p.used = std::min(n, p.length / 2 + 1);
+  } else {
+    p.bins = p.onesided ? p.length / 2 + 1 : p.length;
+    p.used = std::min(n, p.length);
+  }
+  p.out = x;
+  p.out[size_t(p.axis)] = p.bins;
+  p.out.back() = p.inverse && p.onesided ? 1 : 2;
+  return p;
+}
+
 Result<WindowParams> resolve_window_function(const NodeInputs& node) {
   WindowParams p;
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> size, node.constant_ints(0, "size"));
@@ -469,6 +516,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"LRN", infer_lrn, {}});
   ops.push_back({"LpPool", infer_shaped<LpPoolParams, resolve_lp_pool>, {}});
   ops.push_back({"ConvTranspose", infer_shaped<ConvTransposeParams, resolve_conv_transpose>, {}});
+  ops.push_back({"DFT", infer_shaped<DftParams, resolve_dft>, {}, {1, 2}});
   for (const char* window : {"HannWindow", "HammingWindow", "BlackmanWindow"})
     ops.push_back({window, infer_window_function, {}, {0}});
 }

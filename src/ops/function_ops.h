@@ -135,6 +135,19 @@ struct ConvTransposeParams {
 };
 Result<ConvTransposeParams> resolve_conv_transpose(const NodeInputs& node);
 
+// DFT of a real ([..., 1]) or complex ([..., 2]) signal along `axis` (an attribute before
+// opset 20, a constant input from 20; never the last dim), over `length` samples (the
+// dft_length input, else the signal's, else for a one-sided inverse 2 (n - 1)): the signal
+// cut or zero-padded to it. Forward: `bins` = length, or length / 2 + 1 one-sided. Inverse:
+// scaled by 1 / length; one-sided, its input is the first bins of a Hermitian spectrum and
+// its output real ([..., 1]).
+struct DftParams {
+  int64_t axis = 1, length = 0, bins = 0, used = 0;  // used: input samples (or bins) that count
+  bool inverse = false, onesided = false, complex_input = false;
+  Shape out;
+};
+Result<DftParams> resolve_dft(const NodeInputs& node);
+
 void register_function_ops(std::vector<OpSchema>& ops);
 
 }  // namespace strider

@@ -121,5 +121,6 @@ Status expand_lp_pool(Graph& g, const Node& node, NodeId position, MemoryBudget*
 Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_window_function(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 
 }  // namespace strider::expansion

@@ -333,6 +333,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"LpPool", expand_lp_pool},
     {"EyeLike", expand_eye_like},
     {"ConvTranspose", expand_conv_transpose},
+    {"DFT", expand_dft},
     {"HannWindow", expand_window_function},
     {"HammingWindow", expand_window_function},
     {"BlackmanWindow", expand_window_function},

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
+#include <numbers>
 
 #include "base/shape.h"
 #include "reference/op_support.h"
@@ -345,7 +347,64 @@ Result<OpOutputs> conv_transpose_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// DFT by the definition, in double: X_k = sum_j x_j e^{-+ 2 pi i j k / L} over the signal
+// cut or zero-padded to L; the inverse divides by L; a one-sided inverse rebuilds the
+// mirrored half of its Hermitian input and returns the real part.
+Result<OpOutputs> dft_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  const int64_t rank = x->rank();
+  if (rank < 2 || (x->shape.back() != 1 && x->shape.back() != 2)) return invalid_model("input must be [..., 1|2]");
+  STRIDER_ASSIGN_OR_RETURN(int64_t inverse, ctx.attributes().get_int("inverse", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t onesided, ctx.attributes().get_int("onesided", 0));
+  int64_t axis = ctx.opset() >= 20 ? -2 : 1;
+  if (ctx.opset() < 20) {
+    STRIDER_ASSIGN_OR_RETURN(axis, ctx.attributes().get_int("axis", 1));
+  } else if (const RefTensor* a = ctx.optional_input(2)) {
+    axis = a->element_as_int(0);
+  }
+  if (axis < 0) axis += rank;
+  if (axis <= 0 || axis >= rank - 1) return invalid_model("axis must be a signal dim");
+  const int64_t n = x->shape[size_t(axis)];
+  int64_t length = inverse && onesided ? 2 * (n - 1) : n;
+  if (const RefTensor* l = ctx.optional_input(1)) length = l->element_as_int(0);
+  if (length < 1 || length > (int64_t(1) << 24)) return invalid_model("dft_length out of range");
+  const bool real_out = inverse && onesided;
+  const int64_t bins = real_out || !onesided ? length : length / 2 + 1, parts = x->shape.back();
+  Shape out_shape = x->shape;
+  out_shape[size_t(axis)] = bins;
+  out_shape.back() = real_out ? 1 : 2;
+  RefTensor y = RefTensor::zeros(x->dtype, out_shape);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x->shape[size_t(d)];
+  for (int64_t d = axis + 1; d < rank - 1; ++d) inner *= x->shape[size_t(d)];
+  const double sign = inverse ? 1.0 : -1.0, scale = inverse ? 1.0 / double(length) : 1.0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      // The full spectrum (or signal) of length L this line stands for.
+      std::vector<std::complex<double>> line(static_cast<size_t>(length));
+      const int64_t given = std::min(n, real_out ? length / 2 + 1 : length);
+      for (int64_t j = 0; j < given; ++j) {
+        const size_t at = size_t(((o * n + j) * inner + i) * parts);
+        line[size_t(j)] = {x->floats[at], parts == 2 ? x->floats[at + 1] : 0.0};
+      }
+      if (real_out)  // Hermitian: bin L - j is the conjugate of bin j
+        for (int64_t j = 1; j < given; ++j)
+          if (length - j != j) line[size_t(length - j)] = std::conj(line[size_t(j)]);
+      for (int64_t k = 0; k < bins; ++k) {
+        std::complex<double> sum = 0;
+        for (int64_t j = 0; j < length; ++j)
+          sum += line[size_t(j)] * std::polar(1.0, sign * 2 * std::numbers::pi * double((j * k) % length) / double(length));
+        sum *= scale;
+        const size_t at = size_t(((o * bins + k) * inner + i) * out_shape.back());
+        y.floats[at] = sum.real();
+        if (!real_out) y.floats[at + 1] = sum.imag();
+      }
+    }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
+    {"DFT", 17, 27, dft_op},
     {"ConvTranspose", 1, 27, conv_transpose_op},
     {"MatMul", 7, 27, matmul_op},
     {"Gemm", 7, 27, gemm_op},
