@@ -84,6 +84,7 @@ Result<OpOutputs> compress_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* condition, ctx.input(1, "condition"));
   STRIDER_ASSIGN_OR_RETURN(Slicing s, slicing_of(ctx, *x));
+  if (condition->is_floating()) return invalid_model(fmt::format("condition {} must be bool", describe(*condition)));
   if (condition->rank() != 1 || condition->num_elements() > s.count)
     return invalid_model(fmt::format("condition {} does not fit the {} slices", describe(*condition), s.count));
   std::vector<int64_t> picked;
@@ -143,6 +144,8 @@ double optional_scalar(const OpContext& ctx, size_t i, double fallback) {
 Result<OpOutputs> non_max_suppression_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* boxes, ctx.input(0, "boxes"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scores, ctx.input(1, "scores"));
+  if (!boxes->is_floating() || !scores->is_floating())
+    return invalid_model(fmt::format("boxes {} and scores {} must be floating", describe(*boxes), describe(*scores)));
   if (boxes->rank() != 3 || boxes->shape[2] != 4 || scores->rank() != 3 || scores->shape[0] != boxes->shape[0] ||
       scores->shape[2] != boxes->shape[1])
     return invalid_model(fmt::format("boxes {} and scores {} do not match", describe(*boxes), describe(*scores)));
