@@ -363,6 +363,39 @@ Result<DftParams> resolve_dft(const NodeInputs& node) {
   return p;
 }
 
+Result<StftParams> resolve_stft(const NodeInputs& node) {
+  StftParams p;
+  const Shape& x = node.input_shape(0);
+  if (x.size() != 3 || (x[2] != 1 && x[2] != 2)) return node.error("signal {} must be [batch, length, 1|2]", shape_to_string(x));
+  if (!is_floating(node.input_dtype(0))) return node.error("signal must be floating");
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> step, node.constant_ints(1, "frame_step"));
+  if (step.size() != 1 || step[0] < 1) return node.error("frame_step must be one positive integer");
+  p.step = step[0];
+  p.windowed = node.has_input(2);
+  int64_t length = 0;
+  if (p.windowed) {
+    if (node.input_rank(2) != 1 || node.input_dtype(2) != node.input_dtype(0)) return node.error("window must be 1-D of the signal's dtype");
+    length = node.input_shape(2)[0];
+  }
+  if (node.has_input(3)) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> l, node.constant_ints(3, "frame_length"));
+    if (l.size() != 1) return node.error("frame_length must be a scalar");
+    if (p.windowed && l[0] != length) return node.error("frame_length {} differs from the window's {}", l[0], length);
+    length = l[0];
+  }
+  if (length < 1 || length > x[1] || length > (int64_t(1) << 24))
+    return node.error("frame length {} must be in [1, the signal's {}]", length, x[1]);
+  STRIDER_ASSIGN_OR_RETURN(int64_t onesided, node.attributes().get_int("onesided", 1));
+  p.frames = (x[1] - length) / p.step + 1;
+  p.dft.axis = 2;
+  p.dft.length = p.dft.used = length;
+  p.dft.onesided = onesided != 0;
+  p.dft.bins = p.dft.onesided ? length / 2 + 1 : length;
+  p.dft.complex_input = x[2] == 2;
+  p.out = {x[0], p.frames, p.dft.bins, 2};
+  return p;
+}
+
 Result<WindowParams> resolve_window_function(const NodeInputs& node) {
   WindowParams p;
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> size, node.constant_ints(0, "size"));
@@ -517,6 +550,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"LpPool", infer_shaped<LpPoolParams, resolve_lp_pool>, {}});
   ops.push_back({"ConvTranspose", infer_shaped<ConvTransposeParams, resolve_conv_transpose>, {}});
   ops.push_back({"DFT", infer_shaped<DftParams, resolve_dft>, {}, {1, 2}});
+  ops.push_back({"STFT", infer_shaped<StftParams, resolve_stft>, {}, {1, 3}});
   for (const char* window : {"HannWindow", "HammingWindow", "BlackmanWindow"})
     ops.push_back({window, infer_window_function, {}, {0}});
 }

@@ -148,6 +148,17 @@ struct DftParams {
 };
 Result<DftParams> resolve_dft(const NodeInputs& node);
 
+// STFT of signal [batch, length, 1|2]: frames of frame_length samples (the constant input
+// 3, else the window's length) every frame_step (constant input 1), each multiplied by the
+// window (input 2, optional) and transformed (one-sided by default): [batch, frames, bins, 2].
+struct StftParams {
+  int64_t step = 1, frames = 0;
+  DftParams dft;  // of one frame: axis 2 of [batch, frames, frame_length, parts]
+  bool windowed = false;
+  Shape out;
+};
+Result<StftParams> resolve_stft(const NodeInputs& node);
+
 void register_function_ops(std::vector<OpSchema>& ops);
 
 }  // namespace strider

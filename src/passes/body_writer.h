@@ -122,5 +122,6 @@ Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget
 Status expand_window_function(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_stft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 
 }  // namespace strider::expansion

@@ -1,4 +1,4 @@
-// DFT as MatMuls with constant cosine and sine tables (ops/function_ops.h has its meaning):
+// DFT and STFT as MatMuls with constant cosine and sine tables (ops/function_ops.h has its meaning):
 // the signal axis moved last among the signal dims, the real and imaginary parts taken
 // apart, re = x_re C_re + x_im S_re and im = x_re C_im + x_im S_im with [used, bins] tables
 // that also cut or zero-pad the signal to dft_length (rows past `used` are left out) and
@@ -37,6 +37,8 @@ Tables dft_tables(const DftParams& p) {
   return t;
 }
 
+Result<ValueId> transform_last_signal_axis(BodyWriter& w, ValueId y, const DftParams& p, DType dtype, ValueId into);
+
 }  // namespace
 
 Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
@@ -58,6 +60,39 @@ Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* bud
   STRIDER_ASSIGN_OR_RETURN(ValueId used, w.ints({p.used}));
   STRIDER_ASSIGN_OR_RETURN(ValueId axis, w.ints({last_signal}));
   STRIDER_ASSIGN_OR_RETURN(y, w.op("Slice", {y, zero, used, axis}));
+  const bool moved = p.axis != last_signal;
+  STRIDER_ASSIGN_OR_RETURN(y, transform_last_signal_axis(w, y, p, dtype, moved ? kNoValue : node.outputs[0]));
+  if (!moved) return Status::ok();
+  return w.op("Transpose", {y}, ints_attr("perm", perm), node.outputs[0]).status();
+}
+
+// Frames gathered by a constant index table, windowed, then transformed along axis 2.
+Status expand_stft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  STRIDER_ASSIGN_OR_RETURN(StftParams p, resolve_stft(NodeInputs(g, node)));
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(13);
+  const DType dtype = g.value(node.inputs[0]).dtype;
+  const int64_t length = p.dft.length;
+  STRIDER_RETURN_IF_ERROR(w.reserve(p.frames * length, DType::kI64, "the frame positions"));
+  STRIDER_RETURN_IF_ERROR(w.reserve(4 * length * p.dft.bins, dtype, "the DFT tables"));
+  std::vector<int64_t> positions;
+  for (int64_t f = 0; f < p.frames; ++f)
+    for (int64_t j = 0; j < length; ++j) positions.push_back(f * p.step + j);
+  STRIDER_ASSIGN_OR_RETURN(ValueId at, w.constant(Tensor::from_values<int64_t>(DType::kI64, {p.frames, length}, positions)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId y, w.op("Gather", {node.inputs[0], at}, int_attr("axis", 1)));
+  if (p.windowed) {
+    STRIDER_ASSIGN_OR_RETURN(ValueId column, w.ints({length, 1}));
+    STRIDER_ASSIGN_OR_RETURN(ValueId window, w.op("Reshape", {node.inputs[2], column}));
+    STRIDER_ASSIGN_OR_RETURN(y, w.op("Mul", {y, window}));
+  }
+  return transform_last_signal_axis(w, y, p.dft, dtype, node.outputs[0]).status();
+}
+
+namespace {
+
+// y: [..., used, parts] with the signal axis last but one: the transform, into `into`
+// (or a new value).
+Result<ValueId> transform_last_signal_axis(BodyWriter& w, ValueId y, const DftParams& p, DType dtype, ValueId into) {
   const Tables t = dft_tables(p);
   const Shape table{p.used, p.bins};
   auto part = [&](int64_t index) -> Result<ValueId> {
@@ -69,11 +104,14 @@ Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* bud
     return w.op("MatMul", {signal, matrix});
   };
   STRIDER_ASSIGN_OR_RETURN(ValueId x_re, part(0));
+  ValueId x_im = kNoValue;
+  if (p.complex_input) {
+    STRIDER_ASSIGN_OR_RETURN(x_im, part(1));
+  }
   std::vector<ValueId> parts;
   for (int which = 0; which < (p.inverse && p.onesided ? 1 : 2); ++which) {
     STRIDER_ASSIGN_OR_RETURN(ValueId sum, times(x_re, which == 0 ? t.re_from_re : t.im_from_re));
     if (p.complex_input) {
-      STRIDER_ASSIGN_OR_RETURN(ValueId x_im, part(1));
       STRIDER_ASSIGN_OR_RETURN(ValueId from_im, times(x_im, which == 0 ? t.re_from_im : t.im_from_im));
       STRIDER_ASSIGN_OR_RETURN(sum, w.op("Add", {sum, from_im}));
     }
@@ -81,15 +119,10 @@ Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* bud
     STRIDER_ASSIGN_OR_RETURN(ValueId unsqueezed, w.op("Unsqueeze", {sum, minus_one}));
     parts.push_back(unsqueezed);
   }
-  const bool moved = p.axis != last_signal;
-  const ValueId into = moved ? kNoValue : node.outputs[0];
-  if (parts.size() == 1) {
-    STRIDER_ASSIGN_OR_RETURN(y, w.op("Identity", {parts[0]}, {}, into));
-  } else {
-    STRIDER_ASSIGN_OR_RETURN(y, w.op("Concat", parts, int_attr("axis", -1), into));
-  }
-  if (!moved) return Status::ok();
-  return w.op("Transpose", {y}, ints_attr("perm", perm), node.outputs[0]).status();
+  if (parts.size() == 1) return w.op("Identity", {parts[0]}, {}, into);
+  return w.op("Concat", parts, int_attr("axis", -1), into);
 }
+
+}  // namespace
 
 }  // namespace strider::expansion

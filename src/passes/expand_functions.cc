@@ -334,6 +334,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"EyeLike", expand_eye_like},
     {"ConvTranspose", expand_conv_transpose},
     {"DFT", expand_dft},
+    {"STFT", expand_stft},
     {"HannWindow", expand_window_function},
     {"HammingWindow", expand_window_function},
     {"BlackmanWindow", expand_window_function},

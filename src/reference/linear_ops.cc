@@ -403,7 +403,43 @@ Result<OpOutputs> dft_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// STFT by the definition: frame f is samples [f step, f step + L) times the window, and
+// bin k of it sum_j frame_j e^{-2 pi i j k / L}, k < L / 2 + 1 when one-sided.
+Result<OpOutputs> stft_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "signal"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* step_input, ctx.input(1, "frame_step"));
+  const RefTensor* window = ctx.optional_input(2);
+  const RefTensor* length_input = ctx.optional_input(3);
+  if (x->rank() != 3 || (x->shape[2] != 1 && x->shape[2] != 2) || !x->is_floating())
+    return invalid_model("signal must be floating [batch, length, 1|2]");
+  if (window && (window->rank() != 1 || !window->is_floating())) return invalid_model("window must be floating 1-D");
+  const int64_t step = step_input->element_as_int(0);
+  const int64_t length = length_input ? length_input->element_as_int(0) : window ? window->shape[0] : 0;
+  if (step < 1 || length < 1 || length > x->shape[1] || (window && window->shape[0] != length))
+    return invalid_model("frame_step, frame_length and the window do not fit the signal");
+  STRIDER_ASSIGN_OR_RETURN(int64_t onesided, ctx.attributes().get_int("onesided", 1));
+  const int64_t batches = x->shape[0], samples = x->shape[1], parts = x->shape[2];
+  const int64_t frames = (samples - length) / step + 1, bins = onesided ? length / 2 + 1 : length;
+  RefTensor y = RefTensor::zeros(x->dtype, {batches, frames, bins, 2});
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t k = 0; k < bins; ++k) {
+        std::complex<double> sum = 0;
+        for (int64_t j = 0; j < length; ++j) {
+          const size_t at = size_t((b * samples + f * step + j) * parts);
+          const double w = window ? window->floats[size_t(j)] : 1.0;
+          const std::complex<double> v{x->floats[at] * w, parts == 2 ? x->floats[at + 1] * w : 0.0};
+          sum += v * std::polar(1.0, -2 * std::numbers::pi * double((j * k) % length) / double(length));
+        }
+        const size_t at = size_t(((b * frames + f) * bins + k) * 2);
+        y.floats[at] = sum.real();
+        y.floats[at + 1] = sum.imag();
+      }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
+    {"STFT", 17, 27, stft_op},
     {"DFT", 17, 27, dft_op},
     {"ConvTranspose", 1, 27, conv_transpose_op},
     {"MatMul", 7, 27, matmul_op},
