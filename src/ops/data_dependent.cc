@@ -113,8 +113,10 @@ Status infer_nms(InferContext& ctx) {
 
 }  // namespace
 
-bool has_data_dependent_shape(const Node& node) {
+bool has_data_dependent_shape(const Graph& graph, const Node& node) {
   if (!node.domain.empty() && node.domain != "ai.onnx") return false;
+  if (node.op_type == "TopK")  // k is an input from opset 10 (an attribute before)
+    return node.input(1) != kNoValue && !graph.value(node.inputs[1]).is_constant();
   return node.op_type == "NonZero" || node.op_type == "Compress" || node.op_type == "Unique" ||
          node.op_type == "NonMaxSuppression";
 }

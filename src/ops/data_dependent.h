@@ -1,5 +1,5 @@
 // Ops whose output shapes depend on their input values: NonZero, Compress, Unique and
-// NonMaxSuppression.
+// NonMaxSuppression, and TopK with a k known only at run time.
 //
 // Their shape is known only once they ran, so no device has kernels for them and no plan
 // holds them. Shape inference computes them whenever their inputs are constants (folding,
@@ -20,8 +20,9 @@
 
 namespace strider {
 
-// Whether the op's output shapes depend on input values (one of the ops above).
-bool has_data_dependent_shape(const Node& node);
+// Whether the node's output shapes depend on input values: one of the ops above, or TopK
+// whose k is not a constant (computed by the model, or a graph input not bound as one).
+bool has_data_dependent_shape(const Graph& graph, const Node& node);
 
 // NonZero: int64 [rank, count], the indices of the nonzero elements in row-major order.
 Tensor nonzero(const Tensor& x);

@@ -100,7 +100,7 @@ Status infer_and_fold(Graph& graph, MemoryBudget* budget, NodeId* split_at) {
   if (split_at) *split_at = kNoNode;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
-    if (has_data_dependent_shape(node) && !all_inputs_constant(graph, node)) {
+    if (has_data_dependent_shape(graph, node) && !all_inputs_constant(graph, node)) {
       if (!split_at)
         return unsupported(fmt::format("{}: its output shape depends on values known only when it runs", describe_node(node)));
       *split_at = id;

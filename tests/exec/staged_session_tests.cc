@@ -112,6 +112,25 @@ TEST_P(StagedSession, TwoSplitsInARow) {
   for (uint32_t seed : {11u, 12u}) expect_matches_reference(graph, *session, {testing::random_tensor(DType::kF32, {5, 3}, seed)});
 }
 
+// TopK whose k is a graph input not bound as a constant: its output size is the run's.
+TEST_P(StagedSession, TopKWithARuntimeK) {
+  GraphBuilder b(17);
+  ValueId x = b.input("x", DType::kF32, {3, 9}), k = b.input("k", DType::kI64, {1});
+  std::vector<ValueId> top = b.ops("TopK", {b.op("Relu", {x}), k}, 2, int_attribute("axis", 1), "topk");
+  b.output(b.op("Neg", {top[0]}));
+  b.output(top[1]);
+  const Graph graph = b.build();
+  auto session = open(graph);
+  ASSERT_NE(session, nullptr);
+  EXPECT_NE(plan_text(*session).find("split at node 'topk' (TopK)"), std::string::npos) << plan_text(*session);
+  for (int64_t kept : {2, 7, 2}) {
+    const std::vector<Tensor> inputs{testing::random_tensor(DType::kF32, {3, 9}, uint32_t(kept)),
+                                     Tensor::from_values<int64_t>(DType::kI64, {1}, std::vector<int64_t>{kept})};
+    expect_matches_reference(graph, *session, inputs);
+    EXPECT_EQ((*session->run(inputs))[1].shape(), (Shape{3, kept}));
+  }
+}
+
 TEST_P(StagedSession, CallerTensorsMustHaveTheShapesTheRunMade) {
   const Graph graph = one_split();
   auto session = open(graph);
