@@ -27,22 +27,9 @@ void expect_matches_reference(const Case& c, const std::string& layout) {
   std::vector<ValueId> in{x, b.constant("w", random_f32(c.w, 2))};
   if (c.bias) in.push_back(b.constant("b", random_f32({c.w[1] * c.attributes.get_int("group", 1).value()}, 3)));
   b.output(b.op("ConvTranspose", in, c.attributes, "up"));
-  Graph g = b.build();
   SessionOptions options;
   options.layout = *parse_layout(layout);
-  auto p = testing::plan_in_session(g, testing::verified(), options);
-  ASSERT_NE(p.session, nullptr);
-  const Tensor input = random_f32(c.x, 1);
-  auto actual = p.session->run({input});
-  ASSERT_TRUE(actual.is_ok()) << actual.status().to_string();
-  auto expected = evaluate_reference(g, {{"x", input}});
-  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
-  ASSERT_EQ((*actual)[0].shape(), expected->outputs[0].shape);
-  std::vector<double> a, e;
-  for (int64_t k = 0; k < (*actual)[0].num_elements(); ++k) a.push_back((*actual)[0].element_as_double(k));
-  for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k) e.push_back(expected->outputs[0].element_as_double(k));
-  Comparison cmp = compare_values(a, e, default_tolerance(DType::kF32), false);
-  EXPECT_TRUE(cmp.passed) << cmp.reason;
+  testing::expect_session_matches_reference(b.build(), options, random_f32(c.x, 1), DType::kF32);
 }
 
 AttributeMap attributes(std::initializer_list<std::pair<const char*, std::vector<int64_t>>> ints, int64_t group = 1,

@@ -29,20 +29,8 @@ void expect_matches_reference(const Case& c) {
   attributes.set_int("inverse", c.inverse);
   attributes.set_int("onesided", c.onesided);
   b.output(b.op("DFT", in, attributes, "dft"));
-  Graph g = b.build();
-  auto p = testing::plan_in_session(g, testing::verified(), SessionOptions{});
-  ASSERT_NE(p.session, nullptr);
-  const Tensor input = *convert_float_tensor(testing::random_f32(c.x, 5), c.dtype);
-  auto actual = p.session->run({input});
-  ASSERT_TRUE(actual.is_ok()) << actual.status().to_string();
-  auto expected = evaluate_reference(g, {{"x", input}});
-  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
-  ASSERT_EQ((*actual)[0].shape(), expected->outputs[0].shape);
-  std::vector<double> a, e;
-  for (int64_t k = 0; k < (*actual)[0].num_elements(); ++k) a.push_back((*actual)[0].element_as_double(k));
-  for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k) e.push_back(expected->outputs[0].element_as_double(k));
-  Comparison cmp = compare_values(a, e, default_tolerance(c.dtype), false);
-  EXPECT_TRUE(cmp.passed) << cmp.reason;
+  testing::expect_session_matches_reference(b.build(), SessionOptions{},
+                                            *convert_float_tensor(testing::random_f32(c.x, 5), c.dtype), c.dtype);
 }
 
 TEST(Dft, LengthThatPadsAndLengthThatCuts) {

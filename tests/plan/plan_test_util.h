@@ -13,6 +13,8 @@
 #include "exec/session_internal.h"
 #include "ir/builder.h"
 #include "passes/infer_shapes.h"
+#include "reference/reference.h"
+#include "strider/compare.h"
 
 namespace strider::testing {
 
@@ -77,6 +79,24 @@ inline PlannedGraph plan_in_session(Graph graph, PlanOptions options, const Sess
   planned.graph = view.graph;
   planned.plan = view.plan;
   return planned;
+}
+
+// Runs the one-input graph `g` planned in a session on `input` and checks its first output
+// against the float64 reference within `dtype`'s tolerance (shapes equal).
+inline void expect_session_matches_reference(const Graph& g, const SessionOptions& options, const Tensor& input,
+                                             DType dtype) {
+  auto p = plan_in_session(g, verified(), options);
+  ASSERT_NE(p.session, nullptr);
+  auto actual = p.session->run({input});
+  ASSERT_TRUE(actual.is_ok()) << actual.status().to_string();
+  auto expected = evaluate_reference(g, {{g.value(g.inputs()[0]).name, input}});
+  ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+  ASSERT_EQ((*actual)[0].shape(), expected->outputs[0].shape);
+  std::vector<double> a, e;
+  for (int64_t k = 0; k < (*actual)[0].num_elements(); ++k) a.push_back((*actual)[0].element_as_double(k));
+  for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k) e.push_back(expected->outputs[0].element_as_double(k));
+  Comparison cmp = compare_values(a, e, default_tolerance(dtype), false);
+  EXPECT_TRUE(cmp.passed) << cmp.reason;
 }
 
 inline Tensor random_f32(const Shape& shape, uint32_t seed) {
