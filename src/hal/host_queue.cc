@@ -12,12 +12,17 @@ Timepoint HostQueue::submit(Command command) {
     if (!waited.is_ok() && status.is_ok()) status = waited;
   }
   if (status.is_ok() && command.work) status = guard(command.label, [&] { return command.work(QueueContext{kHostQueue, nullptr}); });
-  if (!status.is_ok() && first_error_.is_ok()) first_error_ = status;
-  return {kHostQueue, ++completed_};
+  if (!status.is_ok()) {
+    std::lock_guard lock(error_mutex_);
+    if (first_error_.is_ok()) first_error_ = status;
+  }
+  return {kHostQueue, completed_.fetch_add(1, std::memory_order_acq_rel) + 1};
 }
 
 Status HostQueue::wait(uint64_t value) {
-  if (value > completed_) return internal_error(fmt::format("wait for host timepoint {} of {}", value, completed_));
+  const uint64_t completed = completed_.load(std::memory_order_acquire);
+  if (value > completed) return internal_error(fmt::format("wait for host timepoint {} of {}", value, completed));
+  std::lock_guard lock(error_mutex_);
   return first_error_;
 }
 
