@@ -9,6 +9,7 @@
 #include "strider/printable.h"
 #include "exec/session_internal.h"
 #include "ops/op_registry.h"
+#include "passes/inline_control_flow.h"
 
 namespace strider {
 namespace {
@@ -96,14 +97,49 @@ Status bind_constant_inputs(Graph& graph, const SessionOptions& options) {
   return Status::ok();
 }
 
-std::vector<std::string> shape_determining_inputs(const Graph& graph) {
+namespace {
+
+std::vector<bool> values_deciding_shapes(const Graph& graph);
+
+// A control-flow node's inputs that decide the shapes inside its bodies (their outer
+// references are the node's implicit inputs; Loop's and Scan's formal states start as the
+// node's state inputs). Not If's condition or Loop's count: a decision known only at run
+// time splits the session there (exec/staged_session.h); marking them would make a
+// dynamic session compile a plan per input value.
+void mark_control_inputs(const Node& node, std::vector<bool>& needed) {
+  const std::vector<std::string> implicit = implicit_input_names(node);
+  const size_t explicit_count = node.inputs.size() - implicit.size();
+  for (const auto& [name, attribute] : node.attributes.all()) {
+    if (!attribute.graph) continue;
+    const Graph& body = attribute.graph->graph;
+    std::vector<bool> body_needed = values_deciding_shapes(body);
+    for (ValueId v = 0; v < body.num_values(); ++v) {
+      if (!body_needed[size_t(v)]) continue;
+      auto outer = std::find(implicit.begin(), implicit.end(), body.value(v).name);
+      if (body.value(v).producer == kNoNode && outer != implicit.end())
+        needed[size_t(node.inputs[explicit_count + size_t(outer - implicit.begin())])] = true;
+    }
+    // Loop's body reads (iteration, condition, states...), Scan-9's (states..., elements...).
+    const size_t first_state = node.op_type == "Loop" ? 2 : 0;
+    for (size_t k = first_state; k < body.inputs().size(); ++k)
+      if (body_needed[size_t(body.inputs()[k])] && k < explicit_count)
+        if (ValueId in = node.input(k); in != kNoValue) needed[size_t(in)] = true;
+  }
+}
+
+std::vector<bool> values_deciding_shapes(const Graph& graph) {
   std::vector<bool> needed(size_t(graph.num_values()), false);
   for (NodeId id = graph.num_nodes(); id-- > 0;) {
     const Node& node = graph.node(id);
     const OpSchema* schema = find_op_schema(node.domain, node.op_type);
-    if (schema == nullptr) continue;
-    for (int i : schema->shape_inputs)
-      if (ValueId in = node.input(size_t(i)); in != kNoValue) needed[size_t(in)] = true;
+    if (is_control_flow(node)) {
+      mark_control_inputs(node, needed);
+    } else if (schema == nullptr) {
+      continue;
+    } else {
+      for (int i : schema->shape_inputs)
+        if (ValueId in = node.input(size_t(i)); in != kNoValue) needed[size_t(in)] = true;
+    }
     // A node whose output must be known needs all its inputs known, except Shape and Size,
     // which need only their input's shape.
     bool output_needed = false;
@@ -112,20 +148,41 @@ std::vector<std::string> shape_determining_inputs(const Graph& graph) {
     for (ValueId in : node.inputs)
       if (in != kNoValue) needed[size_t(in)] = true;
   }
+  return needed;
+}
+
+}  // namespace
+
+std::vector<std::string> shape_determining_inputs(const Graph& graph) {
+  std::vector<bool> needed = values_deciding_shapes(graph);
   std::vector<std::string> names;
   for (ValueId id : graph.inputs())
     if (needed[size_t(id)]) names.push_back(graph.value(id).name);
   return names;
 }
 
-Status check_ops_known(const Graph& graph) {
-  std::map<std::string, std::vector<std::string>> unknown;
+namespace {
+
+// The ops of `graph` and of every body in it that strider does not know, by op.
+void collect_unknown_ops(const Graph& graph, std::map<std::string, std::vector<std::string>>& unknown) {
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
+    if (is_control_flow(node)) {
+      for (const auto& [name, attribute] : node.attributes.all())
+        if (attribute.graph) collect_unknown_ops(attribute.graph->graph, unknown);
+      continue;
+    }
     if (find_op_schema(node.domain, node.op_type)) continue;
     std::string op = node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type;
     unknown[op].push_back(node.name);
   }
+}
+
+}  // namespace
+
+Status check_ops_known(const Graph& graph) {
+  std::map<std::string, std::vector<std::string>> unknown;
+  collect_unknown_ops(graph, unknown);
   if (unknown.empty()) return Status::ok();
   return unsupported(fmt::format("the model uses {} unsupported op{}: {}", unknown.size(),
                                  unknown.size() > 1 ? "s" : "", list_by_op(unknown)));

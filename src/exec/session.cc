@@ -14,6 +14,7 @@
 #include "strider/printable.h"
 #include "exec/model_impl.h"
 #include "exec/session_impl.h"
+#include "passes/inline_control_flow.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
@@ -337,8 +338,11 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
   impl->inputs = describe(graph, graph.inputs());
   impl->outputs = describe(graph, graph.outputs());
   impl->debug = debug;
-  const char* kDataDependent = "its output shape depends on its input values";
-  if (split != kNoNode) return split_session(std::move(impl), graph, {split, kDataDependent}, plan_options);
+  if (split != kNoNode) {
+    const char* why = is_control_flow(graph.node(split)) ? "what it runs depends on its input values"
+                                                         : "its output shape depends on its input values";
+    return split_session(std::move(impl), graph, {split, why}, plan_options);
+  }
   Graph unfused = graph;
   STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources->bf16_constants));
   if (Split declined = first_declined(unfused, graph, *impl->device); declined.at != kNoNode)

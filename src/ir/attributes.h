@@ -16,6 +16,8 @@
 
 namespace strider {
 
+struct Subgraph;  // ir/graph.h
+
 struct Attribute {
   enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph };
   Kind kind = Kind::kInt;
@@ -26,6 +28,9 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<std::string> strings;
   std::shared_ptr<const Tensor> tensor;
+  // A GRAPH attribute's body (If's branches, Loop's and Scan's body); null for the other
+  // graph-like kinds (GRAPHS, TYPE_PROTO, ...), which no supported op reads.
+  std::shared_ptr<const Subgraph> graph;
 };
 
 std::string_view attribute_kind_name(Attribute::Kind kind);

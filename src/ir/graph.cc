@@ -48,6 +48,21 @@ Result<NodeId> Graph::insert_node(NodeId position, Node node) {
   return position;
 }
 
+Status Graph::replace_with_appended(NodeId id, NodeId first_appended) {
+  if (id < 0 || id >= first_appended || first_appended > num_nodes())
+    return internal_error(fmt::format("replace node {} by nodes {}.. of {}", id, first_appended, num_nodes()));
+  std::rotate(nodes_.begin() + id + 1, nodes_.begin() + first_appended, nodes_.end());
+  nodes_.erase(nodes_.begin() + id);
+  relink_producers();
+  return Status::ok();
+}
+
+void Graph::release_outputs(NodeId id) {
+  for (ValueId& out : nodes_.at(size_t(id)).outputs)
+    if (out != kNoValue) values_[size_t(out)].producer = kNoNode;
+  nodes_.at(size_t(id)).outputs.clear();
+}
+
 std::optional<ValueId> Graph::find_value(const std::string& name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;
@@ -78,6 +93,21 @@ std::string Graph::describe_value(ValueId id) const {
   if (!v.has_type) return fmt::format("value '{}'", printable(v.name));
   return fmt::format("value '{}' ({}{})", printable(v.name), dtype_name(v.dtype),
                      v.has_shape ? shape_to_string(v.shape) : "[?]");
+}
+
+std::vector<std::string> implicit_input_names(const Node& node) {
+  std::vector<std::string> names;
+  for (const auto& [name, attribute] : node.attributes.all()) {
+    if (!attribute.graph) continue;
+    for (const std::string& outer : attribute.graph->outer)
+      if (std::find(names.begin(), names.end(), outer) == names.end()) names.push_back(outer);
+  }
+  return names;
+}
+
+size_t explicit_input_count(const Node& node) {
+  const size_t implicit = implicit_input_names(node).size();
+  return node.inputs.size() >= implicit ? node.inputs.size() - implicit : 0;
 }
 
 }  // namespace strider

@@ -106,6 +106,12 @@ class Graph {
   // Inserts `node` before node `position` (its inputs must be defined before it) and
   // renumbers the nodes after it.
   Result<NodeId> insert_node(NodeId position, Node node);
+  // Replaces node `id` by the nodes from `first_appended` to the end (appended after its
+  // outputs were released with release_outputs): they move to its position, in order, in
+  // one pass. They may read only values defined before `id` and each other's outputs.
+  Status replace_with_appended(NodeId id, NodeId first_appended);
+  // Detaches node `id` from its outputs (they have no producer until another node writes them).
+  void release_outputs(NodeId id);
   // "value 'x' (f32[1, 3])" for messages.
   std::string describe_value(ValueId id) const;
 
@@ -120,5 +126,25 @@ class Graph {
   std::map<std::string, ValueId> by_name_;
   std::map<std::string, int> opsets_;
 };
+
+// The body of a graph attribute (If's then_branch and else_branch, Loop's and Scan's body).
+// Its graph's inputs() are the formal inputs (they may be untyped); its other values with
+// no producer and no constant are outer references: values of an enclosing graph, read by
+// name (ONNX's lexical scoping). `outer` lists those names in first-use order.
+//
+// A node with subgraphs reads its outer references as ordinary inputs, after its own
+// (implicit inputs, as ONNX Runtime calls them): the union of its subgraphs' `outer`, in
+// attribute-name order, first occurrence kept (implicit_input_names). So every pass that
+// orders, plans or splits by node inputs sees what a body reads, and a body's names are
+// bound positionally, which survives any renaming of the enclosing graph's values.
+struct Subgraph {
+  Graph graph;
+  std::vector<std::string> outer;
+};
+
+// The names of `node`'s implicit inputs, in the order they follow its explicit inputs.
+std::vector<std::string> implicit_input_names(const Node& node);
+// How many of `node`'s inputs are its own (not implicit).
+size_t explicit_input_count(const Node& node);
 
 }  // namespace strider

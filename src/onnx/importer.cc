@@ -32,16 +32,42 @@ std::string why_not_a_model(const onnx::ModelProto& model) {
   return {};
 }
 
+// How deep graph attributes may nest (an If in a Loop body is 2): deeper is refused before
+// it is read, so a hostile model cannot recurse the importer off its stack.
+constexpr int kMaxSubgraphDepth = 16;
+
 class Importer {
  public:
   Importer(const onnx::ModelProto& model, std::string base_dir, const ImportOptions& options)
       : model_(model),
         graph_proto_(model.graph()),
         base_dir_(std::move(base_dir)),
-        options_(options) {}
+        options_(options),
+        constant_bytes_(&own_constant_bytes_) {}
+
+  // A graph attribute's body, inside `parent` (whose values it may read by name).
+  Importer(const onnx::GraphProto& body, Importer& parent)
+      : model_(parent.model_),
+        graph_proto_(body),
+        base_dir_(parent.base_dir_),
+        options_(parent.options_),
+        parent_(&parent),
+        depth_(parent.depth_ + 1),
+        constant_bytes_(parent.constant_bytes_) {}
 
   Result<Graph> run() {
     STRIDER_RETURN_IF_ERROR(import_opsets());
+    return import_graph();
+  }
+
+  Result<Subgraph> run_subgraph() {
+    graph_.opsets() = parent_->graph_.opsets();
+    STRIDER_ASSIGN_OR_RETURN(Graph graph, import_graph());
+    return Subgraph{std::move(graph), std::move(outer_)};
+  }
+
+ private:
+  Result<Graph> import_graph() {
     STRIDER_RETURN_IF_ERROR(import_initializers());
     STRIDER_RETURN_IF_ERROR(import_inputs());
     STRIDER_RETURN_IF_ERROR(name_nodes());
@@ -51,7 +77,6 @@ class Importer {
     return std::move(graph_);
   }
 
- private:
   std::string describe_node(int index) const {
     return fmt::format("node '{}' ({})", printable(node_names_[size_t(index)]),
                        printable(graph_proto_.node(index).op_type()));
@@ -65,17 +90,34 @@ class Importer {
   Status name_nodes();
   Result<std::vector<int>> node_order();
   Status import_node(int index);
+  Status import_attributes(const onnx::NodeProto& proto, const std::string& desc, Node& node);
   Status import_outputs();
+  // The value named `name` here, or (in a body) an outer reference to an enclosing graph's
+  // value, added here as a value with no producer; nullopt if no scope has it.
+  std::optional<ValueId> lookup(const std::string& name);
 
   const onnx::ModelProto& model_;
   const onnx::GraphProto& graph_proto_;
   std::string base_dir_;
   ImportOptions options_;
+  Importer* parent_ = nullptr;  // the enclosing graph's importer, for a body
+  int depth_ = 0;
   Graph graph_;
   std::set<std::string> initializer_names_;
-  int64_t constant_bytes_ = 0;
+  int64_t own_constant_bytes_ = 0;
+  int64_t* constant_bytes_;  // the whole model's, bodies included
   std::vector<std::string> node_names_;
+  std::vector<std::string> outer_;  // a body's outer references, in first-use order
 };
+
+std::optional<ValueId> Importer::lookup(const std::string& name) {
+  if (std::optional<ValueId> id = graph_.find_value(name)) return id;
+  if (parent_ == nullptr || !parent_->lookup(name)) return std::nullopt;
+  Result<ValueId> id = graph_.add_value(name);
+  if (!id.is_ok()) return std::nullopt;
+  outer_.push_back(name);
+  return *id;
+}
 
 // Sizes are checked before the bytes are read, so weights beyond the budget are never
 // loaded (a 2^40-element initializer in external data would otherwise be read first).
@@ -85,8 +127,8 @@ Status Importer::reserve_constant(const onnx::TensorProto& proto, const std::str
   std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
   std::optional<int64_t> count = checked_element_count(dims, dtype_size(*dtype));
   if (!count) return Status::ok();  // and the dims it refuses
-  constant_bytes_ += *count * dtype_size(*dtype);
-  if (constant_bytes_ > options_.max_constant_bytes)
+  *constant_bytes_ += *count * dtype_size(*dtype);
+  if (*constant_bytes_ > options_.max_constant_bytes)
     return resource_exhausted(fmt::format("{}: the initializers need more than the memory budget of {} ({} bytes)",
                                           what, format_bytes(options_.max_constant_bytes),
                                           options_.max_constant_bytes));
@@ -131,9 +173,12 @@ Status Importer::import_inputs() {
   for (const auto& info : graph_proto_.input()) {
     if (info.name().empty()) return invalid_model("a graph input has no name");
     if (initializer_names_.count(info.name())) continue;  // IR < 4: a constant, not an input
-    STRIDER_ASSIGN_OR_RETURN(ValueId id, graph_.add_value(info.name()));
-    STRIDER_RETURN_IF_ERROR(set_input_type(graph_.value(id), info));
-    graph_.inputs().push_back(id);
+    Result<ValueId> id = graph_.add_value(info.name());
+    if (!id.is_ok()) return invalid_model(fmt::format("graph input '{}' is listed twice", printable(info.name())));
+    // A body's formal inputs may leave their type out (the node's operands give it).
+    if (parent_ == nullptr || info.type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
+      STRIDER_RETURN_IF_ERROR(set_input_type(graph_.value(*id), info));
+    graph_.inputs().push_back(*id);
   }
   return Status::ok();
 }
@@ -267,8 +312,7 @@ Status Importer::import_node(int index) {
   node.opset = opset->second;
   for (int k = 0; k < proto.input_size(); ++k) {
     const std::string& name = proto.input(k);
-    std::optional<ValueId> id =
-        name.empty() ? std::optional<ValueId>(kNoValue) : graph_.find_value(name);
+    std::optional<ValueId> id = name.empty() ? std::optional<ValueId>(kNoValue) : lookup(name);
     if (!id)
       return invalid_model(
           fmt::format("{} input {} '{}' is not produced by any earlier node, "
@@ -287,13 +331,33 @@ Status Importer::import_node(int index) {
       return invalid_model(fmt::format("{} output {} '{}' is already defined", desc, k, printable(name)));
     node.outputs.push_back(*id);
   }
+  STRIDER_RETURN_IF_ERROR(import_attributes(proto, desc, node));
+  return graph_.add_node(std::move(node)).status();
+}
+
+// The attributes; a GRAPH attribute's body is imported here (it may read this graph's
+// values), and what the bodies read from outside becomes the node's implicit inputs.
+Status Importer::import_attributes(const onnx::NodeProto& proto, const std::string& desc, Node& node) {
   for (const auto& attr : proto.attribute()) {
     STRIDER_ASSIGN_OR_RETURN(Attribute a, attribute_from_proto(attr, base_dir_, desc));
     if (node.attributes.has(attr.name()))
       return invalid_model(fmt::format("{} has attribute '{}' twice", desc, printable(attr.name())));
+    if (attr.type() == onnx::AttributeProto::GRAPH || (attr.type() == onnx::AttributeProto::UNDEFINED && attr.has_g())) {
+      if (depth_ + 1 > kMaxSubgraphDepth)
+        return unsupported(fmt::format("{} attribute '{}': graphs nested more than {} deep", desc,
+                                       printable(attr.name()), kMaxSubgraphDepth));
+      Result<Subgraph> body = Importer(attr.g(), *this).run_subgraph();
+      if (!body.is_ok()) return body.status().with_context(fmt::format("{} attribute '{}'", desc, printable(attr.name())));
+      a.graph = std::make_shared<const Subgraph>(std::move(*body));
+    }
     node.attributes.set(attr.name(), std::move(a));
   }
-  return graph_.add_node(std::move(node)).status();
+  for (const std::string& name : implicit_input_names(node)) {
+    std::optional<ValueId> id = graph_.find_value(name);
+    if (!id) return internal_error(fmt::format("{}: outer reference '{}' was not resolved", desc, printable(name)));
+    node.inputs.push_back(*id);
+  }
+  return Status::ok();
 }
 
 Status Importer::import_outputs() {
@@ -302,7 +366,7 @@ Status Importer::import_outputs() {
     if (info.name().empty()) return invalid_model("a graph output has no name");
     if (!seen.insert(info.name()).second)
       return invalid_model(fmt::format("graph output '{}' is listed twice", printable(info.name())));
-    std::optional<ValueId> id = graph_.find_value(info.name());
+    std::optional<ValueId> id = lookup(info.name());
     if (!id)
       return invalid_model(
           fmt::format("graph output '{}' is not produced by any node, graph "

@@ -264,9 +264,11 @@ Status infer_constant_of_shape(InferContext& ctx) {
 }
 
 Status infer_range(InferContext& ctx) {
+  // Scalars, or one-element vectors as ONNX's own function bodies pass them (AffineGrid's
+  // sizes come from a Split) and ONNX Runtime accepts.
   for (size_t i = 0; i < 3; ++i)
-    if (ctx.input_rank(i) != 0 || ctx.input_dtype(i) != ctx.input_dtype(0))
-      return ctx.error("start, limit and delta must be scalars of one dtype");
+    if (num_elements(ctx.input_shape(i)) != 1 || ctx.input_rank(i) > 1 || ctx.input_dtype(i) != ctx.input_dtype(0))
+      return ctx.error("start, limit and delta must be scalars (or one-element vectors) of one dtype");
   STRIDER_ASSIGN_OR_RETURN(int64_t count, range_count(ctx));
   ctx.set_output(0, ctx.input_dtype(0), {count});
   return Status::ok();

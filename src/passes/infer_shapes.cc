@@ -10,6 +10,7 @@
 #include "ops/op_registry.h"
 #include "ops/signature.h"
 #include "passes/expand_functions.h"
+#include "passes/inline_control_flow.h"
 
 namespace strider {
 namespace {
@@ -94,19 +95,40 @@ Status infer_node(Graph& graph, NodeId id, MemoryBudget* budget) {
   return Status::ok();
 }
 
+// Infers and folds the nodes from `first` on, inlining control flow as it goes; the id of
+// the first node that needs values known only at run time, or kNoNode.
+Result<NodeId> infer_from(Graph& graph, NodeId first, MemoryBudget* budget) {
+  for (NodeId id = first; id < graph.num_nodes(); ++id) {
+    const Node& node = graph.node(id);
+    if (is_control_flow(node)) {
+      auto infer_appended = [budget](Graph& g, NodeId from) -> Result<bool> {
+        STRIDER_ASSIGN_OR_RETURN(NodeId stop, infer_from(g, from, budget));
+        return stop == kNoNode;
+      };
+      Result<bool> inlined = guard(describe_node(node), [&] { return inline_control_flow(graph, id, infer_appended); });
+      if (!inlined.is_ok()) return inlined.status();
+      if (!*inlined) return id;
+      --id;  // the body's nodes now start at id
+      continue;
+    }
+    if (has_data_dependent_shape(graph, node) && !all_inputs_constant(graph, node)) return id;
+    STRIDER_RETURN_IF_ERROR(guard(describe_node(node), [&] { return infer_node(graph, id, budget); }));
+  }
+  return kNoNode;
+}
+
 }  // namespace
 
 Status infer_and_fold(Graph& graph, MemoryBudget* budget, NodeId* split_at) {
   if (split_at) *split_at = kNoNode;
-  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    const Node& node = graph.node(id);
-    if (has_data_dependent_shape(graph, node) && !all_inputs_constant(graph, node)) {
-      if (!split_at)
-        return unsupported(fmt::format("{}: its output shape depends on values known only when it runs", describe_node(node)));
-      *split_at = id;
-      return check_inputs_typed(graph, node);
-    }
-    STRIDER_RETURN_IF_ERROR(guard(describe_node(node), [&] { return infer_node(graph, id, budget); }));
+  STRIDER_ASSIGN_OR_RETURN(NodeId stop, infer_from(graph, 0, budget));
+  if (stop != kNoNode) {
+    const Node& node = graph.node(stop);
+    if (!split_at)
+      return unsupported(fmt::format("{}: {} values known only when it runs", describe_node(node),
+                                     is_control_flow(node) ? "what it runs depends on" : "its output shape depends on"));
+    *split_at = stop;
+    return check_inputs_typed(graph, node);
   }
   graph.remove_nodes_if([&](const Node& node) { return all_outputs_constant(graph, node); });
   remove_dead_nodes(graph);

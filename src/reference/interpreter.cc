@@ -28,7 +28,8 @@ const OpTable& op_table() {
           ref::activation_op_definitions(), ref::norm_family_op_definitions(),
           ref::pad_tile_op_definitions(), ref::scatter_op_definitions(), ref::attention_op_definitions(),
           ref::loss_op_definitions(), ref::rearrange_op_definitions(),
-          ref::quantize_op_definitions(), ref::recurrent_op_definitions(), ref::selection_op_definitions()})
+          ref::quantize_op_definitions(), ref::recurrent_op_definitions(), ref::selection_op_definitions(),
+          ref::control_flow_op_definitions()})
       for (const OpDefinition& d : family) t[std::string(d.op_type)].push_back(&d);
     return t;
   }();
@@ -167,11 +168,12 @@ std::vector<bool> live_nodes(const Graph& graph) {
 
 bool reference_supports(const Node& node) { return find_definition(node) != nullptr; }
 
-Result<ReferenceResult> evaluate_reference(const Graph& graph,
-                                           const std::map<std::string, Tensor>& inputs,
-                                           bool keep_all_values) {
-  ValueStore store(graph);
-  STRIDER_RETURN_IF_ERROR(store.feed(inputs));
+namespace {
+
+// Runs the live nodes of `graph` on `store` (inputs already there) and returns its outputs;
+// with `keep_all_values`, every value in `kept`.
+Result<std::vector<RefTensor>> run_graph(const Graph& graph, ValueStore& store, bool keep_all_values,
+                                         std::map<ValueId, RefTensor>* kept) {
   std::vector<NodeId> last_reader = last_readers(graph);
   std::vector<bool> is_output(size_t(graph.num_values()), false);
   for (ValueId id : graph.outputs()) is_output[size_t(id)] = true;
@@ -186,18 +188,50 @@ Result<ReferenceResult> evaluate_reference(const Graph& graph,
       if (id != kNoValue && last_reader[size_t(id)] == n && !is_output[size_t(id)])
         store.release(id);
   }
-  ReferenceResult result;
+  std::vector<RefTensor> outputs;
   for (ValueId id : graph.outputs()) {
     const RefTensor* value = store.get(id);
     if (value == nullptr)
       return invalid_model(fmt::format("graph output '{}' has no value", graph.value(id).name));
-    result.outputs.push_back(*value);
+    outputs.push_back(*value);
   }
-  if (keep_all_values)
+  if (keep_all_values && kept)
     for (ValueId id = 0; id < graph.num_values(); ++id)
-      if (std::optional<RefTensor>& slot = store.slot(id))
-        result.values.emplace(id, std::move(*slot));
+      if (std::optional<RefTensor>& slot = store.slot(id)) kept->emplace(id, std::move(*slot));
+  return outputs;
+}
+
+}  // namespace
+
+Result<ReferenceResult> evaluate_reference(const Graph& graph,
+                                           const std::map<std::string, Tensor>& inputs,
+                                           bool keep_all_values) {
+  ValueStore store(graph);
+  STRIDER_RETURN_IF_ERROR(store.feed(inputs));
+  ReferenceResult result;
+  STRIDER_ASSIGN_OR_RETURN(result.outputs, run_graph(graph, store, keep_all_values, &result.values));
   return result;
 }
+
+namespace ref {
+
+Result<std::vector<RefTensor>> evaluate_body(const Subgraph& body, std::vector<RefTensor> formals,
+                                             const std::map<std::string, const RefTensor*>& outer) {
+  const Graph& graph = body.graph;
+  if (formals.size() != graph.inputs().size())
+    return invalid_model(fmt::format("its body has {} inputs where the op gives it {}", graph.inputs().size(),
+                                     formals.size()));
+  ValueStore store(graph);
+  for (size_t k = 0; k < formals.size(); ++k) store.set(graph.inputs()[k], std::move(formals[k]));
+  for (const std::string& name : body.outer) {
+    auto it = outer.find(name);
+    std::optional<ValueId> id = graph.find_value(name);
+    if (it == outer.end() || !id) return internal_error(fmt::format("outer value '{}' is not bound", name));
+    store.set(*id, *it->second);
+  }
+  return run_graph(graph, store, false, nullptr);
+}
+
+}  // namespace ref
 
 }  // namespace strider

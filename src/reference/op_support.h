@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -67,6 +68,12 @@ std::span<const OpDefinition> cast_compare_op_definitions();
 std::span<const OpDefinition> tensor_op_definitions();
 std::span<const OpDefinition> generator_op_definitions();
 std::span<const OpDefinition> selection_op_definitions();
+std::span<const OpDefinition> control_flow_op_definitions();
+
+// Evaluates a graph attribute's body (If's branches, Loop's and Scan's body) on its formal
+// inputs, its outer references bound by name: its outputs in order (interpreter.cc).
+Result<std::vector<RefTensor>> evaluate_body(const Subgraph& body, std::vector<RefTensor> formals,
+                                             const std::map<std::string, const RefTensor*>& outer);
 std::span<const OpDefinition> linear_op_definitions();
 std::span<const OpDefinition> normalization_op_definitions();
 std::span<const OpDefinition> pool_op_definitions();
