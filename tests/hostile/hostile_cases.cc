@@ -34,6 +34,53 @@ Setup unary(const std::string& op, const std::vector<Dim>& dims, int opset = 17)
                opset);
 }
 
+// An If whose then_branch is another such If, `depth` deep; every branch returns x + 1
+// (read from the outermost graph) or the inner If's output.
+onnx::GraphProto nested_if_branch(int depth) {
+  ModelMaker b;
+  if (depth == 0) {
+    b.init_f32("one", {}, {1.0f}).node("Add", {"x", "one"}, {"r"}).output("r");
+  } else {
+    b.init_f32("one", {}, {1.0f}).node("Add", {"x", "one"}, {"e"});
+    b.node("If", {"c"}, {"r"}).attr_graph("then_branch", nested_if_branch(depth - 1));
+    ModelMaker other;
+    other.node("Identity", {"e_outer"}, {"o"}).output("o");
+    b.attr_graph("else_branch", nested_if_branch(0)).output("r");
+  }
+  return *b.graph();
+}
+
+Setup nested_ifs(int depth) {
+  return model([depth](ModelMaker& m) {
+    m.input("x", kFloat, {2}).input("c", onnx::TensorProto::BOOL, {});
+    m.node("If", {"c"}, {"y"}, "if").attr_graph("then_branch", nested_if_branch(depth)).attr_graph("else_branch",
+                                                                                                  nested_if_branch(0));
+    m.output("y");
+  });
+}
+
+// A Loop with no trip count whose body keeps its condition true: it never ends.
+Setup endless_loop() {
+  return model([](ModelMaker& m) {
+    ModelMaker body;
+    body.input("i", kInt64, {}).input("cond", onnx::TensorProto::BOOL, {}).input("v", kFloat, {2});
+    body.node("Identity", {"cond"}, {"cond_out"}).node("Neg", {"v"}, {"v_out"});
+    body.output("cond_out", onnx::TensorProto::BOOL).output("v_out");
+    m.input("x", kFloat, {2}).node("Loop", {"", "", "x"}, {"y"}, "loop").attr_graph("body", *body.graph()).output("y");
+  });
+}
+
+// An If whose branch reads a value no enclosing graph defines.
+Setup branch_reading_nothing() {
+  return model([](ModelMaker& m) {
+    ModelMaker branch;
+    branch.node("Neg", {"nowhere"}, {"r"}).output("r");
+    m.input("x", kFloat, {2}).input("c", onnx::TensorProto::BOOL, {});
+    m.node("If", {"c"}, {"y"}, "if").attr_graph("then_branch", *branch.graph()).attr_graph("else_branch", *branch.graph());
+    m.output("y");
+  });
+}
+
 Setup range_model(int elem, const std::vector<double>& start_limit_delta) {
   return model([elem, start_limit_delta](ModelMaker& m) {
     const char* names[] = {"start", "limit", "delta"};
@@ -148,6 +195,12 @@ std::vector<HostileCase> budget_cases() {
          m.node("ConstantOfShape", {"s"}, {"c"}, "fill").node("Add", {"c", "x"}, {"y"}, "add").output("y");
        }),
        "run {dir}/model.onnx --max-memory 1GiB", 4, "RESOURCE_EXHAUSTED"},
+      // Control flow: bodies nest at most 16 deep, loops unroll at most 4096 iterations, and
+      // a body reads only what an enclosing graph defines.
+      {"IfsNestedTooDeep", nested_ifs(24), "run {dir}/model.onnx --random-inputs", 3, "graphs nested more than 16 deep"},
+      {"EndlessLoop", endless_loop(), "run {dir}/model.onnx --random-inputs", 3, "node 'loop' (Loop) runs more than 4096 iterations"},
+      {"BranchReadingNothing", branch_reading_nothing(), "run {dir}/model.onnx --random-inputs", 3,
+       "input 0 'nowhere' is not produced by any earlier node"},
       {"FoldedRangeBeyondTheBudget", range_model(kInt64, {0, double(int64_t(1) << 38), 1}),
        "run {dir}/model.onnx --max-memory 1GiB", 4, "RESOURCE_EXHAUSTED"},
       // A small input whose intermediates and outputs (4 MiB each) pass the budget: the

@@ -65,6 +65,14 @@ ModelMaker& ModelMaker::attr_tensor(const std::string& name, const onnx::TensorP
   return *this;
 }
 
+ModelMaker& ModelMaker::attr_graph(const std::string& name, const onnx::GraphProto& body) {
+  auto* a = last_->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+  return *this;
+}
+
 onnx::TensorProto tensor_i64(const std::vector<int64_t>& dims, const std::vector<int64_t>& values,
                              const std::string& name) {
   onnx::TensorProto t;

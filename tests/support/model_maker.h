@@ -36,6 +36,8 @@ class ModelMaker {
   ModelMaker& attr(const std::string& name, float value);
   ModelMaker& attr(const std::string& name, const std::string& value);
   ModelMaker& attr_tensor(const std::string& name, const onnx::TensorProto& value);
+  // A GRAPH attribute (If's branches, Loop's and Scan's body): another maker's graph.
+  ModelMaker& attr_graph(const std::string& name, const onnx::GraphProto& body);
   // Initializers in raw_data.
   ModelMaker& init_i64(const std::string& name, const std::vector<int64_t>& dims,
                        const std::vector<int64_t>& values);
