@@ -65,6 +65,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_tensor_ops(ops);
     register_nn_ops(ops);
     register_resize_ops(ops);
+    register_grid_ops(ops);
     register_normalization_ops(ops);
     register_index_map_ops(ops);
     register_scatter_ops(ops);

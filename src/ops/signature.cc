@@ -66,6 +66,7 @@ constexpr AddedOp kAddedOps[] = {
     {"RMSNormalization", 23, 2, 2, 1,
      {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
+    {"AffineGrid", 20, 2, 2, 1, {{{"align_corners", Attribute::Kind::kInt}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
     // SwiGLU's ONNX version is newer still; accepted from 24, where Swish, its body, exists.
     {"SwiGLU", 24, 2, 2, 1, {{{"alpha", Attribute::Kind::kFloat}}}},

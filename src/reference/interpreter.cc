@@ -29,7 +29,7 @@ const OpTable& op_table() {
           ref::pad_tile_op_definitions(), ref::scatter_op_definitions(), ref::attention_op_definitions(),
           ref::loss_op_definitions(), ref::rearrange_op_definitions(),
           ref::quantize_op_definitions(), ref::recurrent_op_definitions(), ref::selection_op_definitions(),
-          ref::control_flow_op_definitions()})
+          ref::control_flow_op_definitions(), ref::grid_op_definitions()})
       for (const OpDefinition& d : family) t[std::string(d.op_type)].push_back(&d);
     return t;
   }();

@@ -69,6 +69,7 @@ std::span<const OpDefinition> tensor_op_definitions();
 std::span<const OpDefinition> generator_op_definitions();
 std::span<const OpDefinition> selection_op_definitions();
 std::span<const OpDefinition> control_flow_op_definitions();
+std::span<const OpDefinition> grid_op_definitions();
 
 // Evaluates a graph attribute's body (If's branches, Loop's and Scan's body) on its formal
 // inputs, its outer references bound by name: its outputs in order (interpreter.cc).

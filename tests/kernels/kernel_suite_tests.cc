@@ -578,6 +578,33 @@ TEST_P(KernelSuite, ResizeModes) {
   }
 }
 
+// GridSample in every mode and padding, both alignments, with points inside and outside
+// the input (the grid's values are N(0, 1): about a third fall beyond [-1, 1]); and a
+// volumetric case at opset 20; and AffineGrid, both alignments.
+TEST_P(KernelSuite, GridSample) {
+  for (const char* mode : {"linear", "nearest", "cubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int align = 0; align < 2; ++align) {
+        GraphBuilder b(20);
+        AttributeMap attrs;
+        attrs.set_string("mode", mode);
+        attrs.set_string("padding_mode", padding);
+        attrs.set_int("align_corners", align);
+        b.output(b.op("GridSample", {b.input("x", DType::kF32, {2, 3, 5, 6}), b.input("grid", DType::kF32, {2, 4, 7, 2})}, attrs));
+        SCOPED_TRACE(std::string(mode) + " " + padding + " align " + std::to_string(align));
+        check(b, {{"x", x({2, 3, 5, 6})}, {"grid", x({2, 4, 7, 2}, 2)}});
+      }
+  GraphBuilder volumetric(20);
+  volumetric.output(volumetric.op("GridSample", {volumetric.input("x", DType::kF32, {1, 2, 3, 4, 5}),
+                                                 volumetric.input("grid", DType::kF32, {1, 2, 3, 4, 3})}));
+  check(volumetric, {{"x", x({1, 2, 3, 4, 5})}, {"grid", x({1, 2, 3, 4, 3}, 3)}});
+  for (int align = 0; align < 2; ++align) {
+    GraphBuilder affine(20);
+    affine.output(affine.op("AffineGrid", {affine.input("theta", DType::kF32, {2, 2, 3}), affine.constant("size", i64_tensor({2, 3, 4, 7}))},
+                            int_attribute("align_corners", align)));
+    check(affine, {{"theta", x({2, 2, 3}, 4)}});
+  }
+}
 
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }

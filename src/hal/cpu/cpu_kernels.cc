@@ -24,6 +24,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_pool_kernels(t);
     register_reduce_kernels(t);
     register_resize_kernels(t);
+    register_grid_kernels(t);
     register_generator_kernels(t);
     register_normalization_kernels(t);
     register_index_map_kernels(t);

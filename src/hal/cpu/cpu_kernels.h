@@ -49,6 +49,7 @@ void register_fused_matmul_kernels(std::vector<KernelEntry>& table);
 void register_pool_kernels(std::vector<KernelEntry>& table);
 void register_reduce_kernels(std::vector<KernelEntry>& table);
 void register_resize_kernels(std::vector<KernelEntry>& table);
+void register_grid_kernels(std::vector<KernelEntry>& table);  // GridSample, AffineGrid
 void register_generator_kernels(std::vector<KernelEntry>& table);
 void register_scatter_kernels(std::vector<KernelEntry>& table);
 void register_normalization_kernels(std::vector<KernelEntry>& table);

@@ -1,0 +1,164 @@
+// GridSample and AffineGrid on the CPU, over views of any strides. The sampling math is
+// ops/grid_sample.h's (the taps of each axis); here only the loops: per batch and output
+// point the axes' taps are found once and reused for every channel.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "hal/cpu/cpu_kernels.h"
+#include "hal/cpu/dtype_dispatch.h"
+#include "ops/grid_sample.h"
+
+namespace strider::cpu {
+namespace {
+
+using KernelPtr = std::unique_ptr<Kernel>;
+
+// Element `index` (row-major over view.sizes) of a float view, as double.
+double load_float(const TensorView& view, int64_t offset) {
+  return dispatch_dtype(view.dtype, [&]<typename T>() -> double {
+    if constexpr (is_float_storage_v<T>) return double(load(view.host_data_as<T>()[offset]));
+    else return 0.0;
+  });
+}
+
+// The element offset (in elements) of `index` (row-major over `sizes`) in a strided view.
+int64_t offset_of(const Shape& sizes, const Strides& strides, int64_t index) {
+  int64_t offset = 0;
+  for (int64_t d = int64_t(sizes.size()); d-- > 0;) {
+    offset += (index % sizes[size_t(d)]) * strides[size_t(d)];
+    index /= sizes[size_t(d)];
+  }
+  return offset;
+}
+
+template <typename T>
+class GridSampleKernel final : public Kernel {
+ public:
+  GridSampleKernel(GridSampleParams p, TensorView x, TensorView grid, TensorView y)
+      : p_(p), x_(std::move(x)), grid_(std::move(grid)), y_(std::move(y)) {}
+
+  Status run(const QueueContext&) override {
+    const int r = p_.spatial_rank;
+    const int64_t batch = x_.sizes[0], channels = x_.sizes[1];
+    Shape points_shape(y_.sizes.begin() + 2, y_.sizes.end());
+    Strides y_point_strides(y_.strides.begin() + 2, y_.strides.end());
+    Shape grid_points(grid_.sizes.begin() + 1, grid_.sizes.end() - 1);
+    Strides grid_strides(grid_.strides.begin() + 1, grid_.strides.end() - 1);
+    const int64_t points = num_elements(points_shape);
+    const T* x = x_.host_data_as<T>();
+    T* y = y_.host_data_as<T>();
+    std::array<grid_sample::AxisTaps, 3> taps;
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t q = 0; q < points; ++q) {
+        const int64_t g = n * grid_.strides[0] + offset_of(grid_points, grid_strides, q);
+        for (int a = 0; a < r; ++a) {  // grid's coordinate k is for spatial axis r-1-k
+          const double normalized = load_float(grid_, g + (r - 1 - a) * grid_.strides.back());
+          taps[size_t(a)] = grid_sample::axis_taps(normalized, x_.sizes[size_t(2 + a)], p_);
+        }
+        const int64_t y_at = n * y_.strides[0] + offset_of(points_shape, y_point_strides, q);
+        for (int64_t c = 0; c < channels; ++c)
+          y[y_at + c * y_.strides[1]] = store<T>(sample(x + n * x_.strides[0] + c * x_.strides[1], taps, 0, 1.0));
+      }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:grid_sample"; }
+
+ private:
+  // The sum over the taps of axes a.. of weight products times X.
+  double sample(const T* at, const std::array<grid_sample::AxisTaps, 3>& taps, int a, double weight) const {
+    if (a == p_.spatial_rank) return weight * double(load(*at));
+    const grid_sample::AxisTaps& t = taps[size_t(a)];
+    double sum = 0;
+    for (int k = 0; k < t.count; ++k) {
+      if (t.index[k] == grid_sample::kOutside || t.weight[k] == 0) continue;
+      sum += sample(at + t.index[k] * x_.strides[size_t(2 + a)], taps, a + 1, weight * t.weight[k]);
+    }
+    return sum;
+  }
+
+  GridSampleParams p_;
+  TensorView x_, grid_, y_;
+};
+
+Status check_host(const KernelRequest& r) {
+  for (const TensorView& v : r.inputs)
+    if (v.allocation && !v.allocation->host_accessible()) return invalid_argument("grid kernels need host memory");
+  if (!r.outputs[0].allocation->host_accessible()) return invalid_argument("grid kernels need host memory");
+  return Status::ok();
+}
+
+Result<KernelPtr> make_grid_sample(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(GridSampleParams p, resolve_grid_sample(NodeInputs(r.graph, r.node)));
+  STRIDER_RETURN_IF_ERROR(check_host(r));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (!is_float_storage_v<T>) {
+      return unsupported(fmt::format("GridSample on {}", dtype_name(r.inputs[0].dtype)));
+    } else {
+      return KernelPtr(new GridSampleKernel<T>(p, r.inputs[0], r.inputs[1], r.outputs[0]));
+    }
+  });
+}
+
+// AffineGrid: grid[n, point] = theta[n] @ (x, y[, z], 1) over the base grid of each axis
+// (align_corners: -1 .. 1 through the pixel centres; else the centres of d cells in [-1, 1]).
+template <typename T>
+class AffineGridKernel final : public Kernel {
+ public:
+  AffineGridKernel(bool align, TensorView theta, TensorView grid) : align_(align), theta_(std::move(theta)), grid_(std::move(grid)) {}
+
+  Status run(const QueueContext&) override {
+    const int r = int(grid_.sizes.back());
+    const Shape points_shape(grid_.sizes.begin() + 1, grid_.sizes.end() - 1);
+    const Strides point_strides(grid_.strides.begin() + 1, grid_.strides.end() - 1);
+    const T* theta = theta_.host_data_as<T>();
+    T* out = grid_.host_data_as<T>();
+    const int64_t points = num_elements(points_shape);
+    for (int64_t n = 0; n < grid_.sizes[0]; ++n)
+      for (int64_t q = 0; q < points; ++q) {
+        double base[4] = {0, 0, 0, 1};  // x, y, z (the last spatial axis first), then 1
+        int64_t rest = q;
+        for (int a = r; a-- > 0;) {  // spatial axis a of the point; coordinate r-1-a
+          const int64_t size = points_shape[size_t(a)], i = rest % size;
+          rest /= size;
+          base[r - 1 - a] = align_ ? (size > 1 ? -1.0 + 2.0 * double(i) / double(size - 1) : 0.0)
+                                   : (2.0 * double(i) + 1.0) / double(size) - 1.0;
+        }
+        base[r] = 1;
+        const int64_t at = n * grid_.strides[0] + offset_of(points_shape, point_strides, q);
+        for (int k = 0; k < r; ++k) {
+          double sum = 0;
+          for (int j = 0; j <= r; ++j)
+            sum += double(load(theta[n * theta_.strides[0] + k * theta_.strides[1] + j * theta_.strides[2]])) * base[j];
+          out[at + k * grid_.strides.back()] = store<T>(sum);
+        }
+      }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:affine_grid"; }
+
+ private:
+  bool align_;
+  TensorView theta_, grid_;
+};
+
+Result<KernelPtr> make_affine_grid(const KernelRequest& r) {
+  STRIDER_RETURN_IF_ERROR(check_host(r));
+  STRIDER_ASSIGN_OR_RETURN(int64_t align, r.node.attributes.get_int("align_corners", 0));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (!is_float_storage_v<T>) {
+      return unsupported(fmt::format("AffineGrid on {}", dtype_name(r.inputs[0].dtype)));
+    } else {
+      return KernelPtr(new AffineGridKernel<T>(align != 0, r.inputs[0], r.outputs[0]));
+    }
+  });
+}
+
+}  // namespace
+
+void register_grid_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"GridSample", make_grid_sample});
+  table.push_back({"AffineGrid", make_affine_grid});
+}
+
+}  // namespace strider::cpu
