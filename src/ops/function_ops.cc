@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/checked_math.h"
 #include "base/onnx_types.h"
 #include "strider/printable.h"
 
@@ -189,6 +190,42 @@ Result<CenterCropPadParams> resolve_center_crop_pad(const NodeInputs& node) {
     p.axes.push_back(axis);
     p.out[size_t(axis)] = p.sizes[i];
   }
+  return p;
+}
+
+Result<MaxUnpoolParams> resolve_max_unpool(const NodeInputs& node) {
+  const Shape& x = node.input_shape(0);
+  if (x.size() < 3) return node.error("X {} must be [N, C, d1, ...]", shape_to_string(x));
+  if (node.input_shape(1) != x || !is_integral(node.input_dtype(1)))
+    return node.error("I must be integers of X's shape {}", shape_to_string(x));
+  const size_t dims = x.size() - 2;
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.attributes().require_ints("kernel_shape"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> strides, node.attributes().get_ints("strides", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.attributes().get_ints("pads", std::vector<int64_t>(2 * dims, 0)));
+  if (kernel.size() != dims || strides.size() != dims || pads.size() != 2 * dims)
+    return node.error("kernel_shape, strides and pads must have {}, {} and {} values", dims, dims, 2 * dims);
+  MaxUnpoolParams p;
+  p.unpooled = {x[0], x[1]};
+  for (size_t d = 0; d < dims; ++d) {
+    CheckedInt size = (CheckedInt(x[2 + d]) - 1) * strides[d] - pads[d] - pads[dims + d] + kernel[d];
+    if (!size.ok() || size.value() < 0 || strides[d] < 1 || kernel[d] < 1)
+      return node.error("kernel {}, stride {} and pads give no output size for dim {}", kernel[d], strides[d], d);
+    p.unpooled.push_back(size.value());
+  }
+  p.out = p.unpooled;
+  if (node.has_input(2)) {
+    STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> shape, node.constant_ints(2, "output_shape"));
+    if (shape.size() != x.size() || shape[0] != x[0] || shape[1] != x[1])
+      return node.error("output_shape [{}] is not [N, C, ...] of X {}", fmt::join(shape, ", "), shape_to_string(x));
+    for (size_t d = 2; d < x.size(); ++d)
+      if (shape[d] < p.unpooled[d])
+        return node.error("output_shape [{}] is smaller than the unpooled {}", fmt::join(shape, ", "),
+                          shape_to_string(p.unpooled));
+    p.out = shape;
+  }
+  for (int64_t d : p.out)
+    if (d < 0 || d > (int64_t(1) << 40)) return node.error("output dim {} is out of range", d);
+  if (!checked_element_count(p.out, 1)) return node.error("output {} is too large", shape_to_string(p.out));
   return p;
 }
 
@@ -544,6 +581,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"SpaceToDepth", infer_shaped<BlockParams, resolve_space_to_depth>, {}});
   ops.push_back({"CenterCropPad", infer_shaped<CenterCropPadParams, resolve_center_crop_pad>, {}, {1}});
   ops.push_back({"ReverseSequence", infer_reverse_sequence, {}});
+  ops.push_back({"MaxUnpool", infer_shaped<MaxUnpoolParams, resolve_max_unpool>, {}, {2}});
   ops.push_back({"EyeLike", infer_eye_like, {}});
   ops.push_back({"Hardmax", infer_hardmax, {}});
   ops.push_back({"LRN", infer_lrn, {}});

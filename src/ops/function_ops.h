@@ -77,6 +77,15 @@ struct CenterCropPadParams {
 };
 Result<CenterCropPadParams> resolve_center_crop_pad(const NodeInputs& node);
 
+// MaxUnpool: X's values scattered to the flat positions I gives (MaxPool's indices, over
+// the whole tensor) of a zero tensor [N, C, unpooled...], unpooled = (in - 1) * stride -
+// pad_begin - pad_end + kernel per spatial dim; with output_shape, that tensor padded with
+// zeros at the end of each dim to it (what the node tests' data says).
+struct MaxUnpoolParams {
+  Shape unpooled, out;
+};
+Result<MaxUnpoolParams> resolve_max_unpool(const NodeInputs& node);
+
 // ReverseSequence: along time_axis, the first sequence_lens[b] elements of batch index b
 // reversed, the rest kept.
 struct ReverseSequenceParams {

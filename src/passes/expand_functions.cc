@@ -327,6 +327,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"DepthToSpace", expand_depth_to_space},
     {"SpaceToDepth", expand_space_to_depth},
     {"CenterCropPad", expand_center_crop_pad},
+    {"MaxUnpool", expand_max_unpool},
     {"ReverseSequence", expand_reverse_sequence},
     {"Hardmax", expand_hardmax},
     {"LRN", expand_lrn},

@@ -37,6 +37,32 @@ Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, Memory
 }
 
 // A Slice of the axes that shrink, then a Pad (zeros) of those that grow.
+// MaxUnpool (ops/function_ops.h): a zero tensor the size of the output, flat, with X's
+// values scattered to I's positions (ScatterElements checks each index), reshaped.
+Status expand_max_unpool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  STRIDER_ASSIGN_OR_RETURN(MaxUnpoolParams p, resolve_max_unpool(NodeInputs(g, node)));
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(13);
+  const DType dtype = g.value(node.inputs[0]).dtype;
+  const int64_t total = num_elements(p.unpooled);
+  STRIDER_RETURN_IF_ERROR(w.reserve(total, dtype, "the unpooled output"));
+  STRIDER_ASSIGN_OR_RETURN(ValueId flat_shape, w.ints({-1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId size, w.ints({total}));
+  AttributeMap zero;
+  zero.set_tensor("value", Tensor(dtype, {1}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId zeros, w.op("ConstantOfShape", {size}, std::move(zero)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId values, w.op("Reshape", {node.inputs[0], flat_shape}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId indices, w.op("Reshape", {node.inputs[1], flat_shape}));
+  STRIDER_ASSIGN_OR_RETURN(ValueId scattered, w.op("ScatterElements", {zeros, indices, values}, int_attr("axis", 0)));
+  STRIDER_ASSIGN_OR_RETURN(ValueId unpooled_shape, w.ints(p.unpooled));
+  if (p.out == p.unpooled) return w.op("Reshape", {scattered, unpooled_shape}, {}, node.outputs[0]).status();
+  STRIDER_ASSIGN_OR_RETURN(ValueId unpooled, w.op("Reshape", {scattered, unpooled_shape}));
+  std::vector<int64_t> pads(2 * p.out.size(), 0);
+  for (size_t d = 0; d < p.out.size(); ++d) pads[p.out.size() + d] = p.out[d] - p.unpooled[d];
+  STRIDER_ASSIGN_OR_RETURN(ValueId pad_sizes, w.ints(pads));
+  return w.op("Pad", {unpooled, pad_sizes}, {}, node.outputs[0]).status();
+}
+
 Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(CenterCropPadParams p, resolve_center_crop_pad(NodeInputs(g, node)));
   BodyWriter w(g, node, position, budget);

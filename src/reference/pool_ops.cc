@@ -207,7 +207,44 @@ Result<OpOutputs> global_pool(const OpContext& ctx, bool average) {
 Result<OpOutputs> global_average_pool_op(const OpContext& ctx) { return global_pool(ctx, true); }
 Result<OpOutputs> global_max_pool_op(const OpContext& ctx) { return global_pool(ctx, false); }
 
+// MaxUnpool: zeros of the output shape, X's values at the flat positions I names.
+Result<OpOutputs> max_unpool_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* indices, ctx.input(1, "I"));
+  if (x->rank() < 3 || indices->shape != x->shape || indices->is_floating())
+    return invalid_model(fmt::format("X {} and I {} must be [N, C, ...] of one shape, I integers", describe(*x), describe(*indices)));
+  const size_t dims = size_t(x->rank()) - 2;
+  Shape unpooled{x->shape[0], x->shape[1]};
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, ctx.attributes().require_ints("kernel_shape"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.attributes().get_ints("strides", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ctx.attributes().get_ints("pads", std::vector<int64_t>(2 * dims, 0)));
+  if (kernel.size() != dims || strides.size() != dims || pads.size() != 2 * dims) return invalid_model("kernel_shape, strides or pads of the wrong length");
+  for (size_t d = 0; d < dims; ++d) unpooled.push_back((x->shape[2 + d] - 1) * strides[d] - pads[d] - pads[dims + d] + kernel[d]);
+  // With output_shape the unpooled tensor sits at the start of each dim of a larger one.
+  const Shape out = ctx.optional_input(2) ? Shape(ctx.optional_input(2)->ints) : unpooled;
+  if (out.size() != unpooled.size()) return invalid_model("output_shape has the wrong rank");
+  for (size_t d = 0; d < out.size(); ++d)
+    if (out[d] < unpooled[d]) return invalid_model("output_shape is smaller than the unpooled shape");
+  STRIDER_ASSIGN_OR_RETURN(int64_t count, checked_element_count(unpooled, "the unpooled output"));
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out, "the output").status());
+  RefTensor y = RefTensor::zeros(x->dtype, out);
+  for (int64_t i = 0; i < x->num_elements(); ++i) {
+    const int64_t at = indices->ints[size_t(i)];
+    if (at < 0 || at >= count) return invalid_argument(fmt::format("index {} is outside the output's {} elements", at, count));
+    int64_t rest = at, target = 0, scale = 1;  // the unpooled position, placed in `out`
+    for (size_t d = out.size(); d-- > 0;) {
+      target += (rest % unpooled[d]) * scale;
+      rest /= unpooled[d];
+      scale *= out[d];
+    }
+    if (y.is_floating()) y.floats[size_t(target)] = x->floats[size_t(i)];
+    else y.ints[size_t(target)] = x->ints[size_t(i)];
+  }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kPoolOps[] = {
+    {"MaxUnpool", 9, 27, max_unpool_op},
     {"MaxPool", 7, 27, max_pool_op},
     {"AveragePool", 7, 27, average_pool_op},
     {"LpPool", 2, 27, lp_pool_op},
