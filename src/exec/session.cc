@@ -263,9 +263,14 @@ Status check_session_options(const SessionOptions& options) {
 Status prepare_graph(Graph& graph, MemoryBudget* budget, NodeId* split) {
   STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget, split));
   if (*split != kNoNode) return Status::ok();
-  STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, budget));
-  if (expanded > 0) STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));  // types the bodies' values
-  return Status::ok();
+  // A body may hold an op that expands in turn (Col2Im's ConvTranspose): repeat, inferring
+  // the new values' types each time, until nothing expands (bodies nest at most 4 deep).
+  for (int depth = 0; depth < 4; ++depth) {
+    STRIDER_ASSIGN_OR_RETURN(int expanded, expand_functions(graph, budget));
+    if (expanded == 0) return Status::ok();
+    STRIDER_RETURN_IF_ERROR(infer_and_fold(graph, budget));  // types the bodies' values
+  }
+  return internal_error("function bodies still expand after 4 rounds");
 }
 
 // Precision, then the fusions the device has kernels for (and, for attention, is faster with).

@@ -229,6 +229,41 @@ Result<MaxUnpoolParams> resolve_max_unpool(const NodeInputs& node) {
   return p;
 }
 
+Result<Col2ImParams> resolve_col2im(const NodeInputs& node) {
+  Col2ImParams p;
+  STRIDER_ASSIGN_OR_RETURN(p.image, node.constant_ints(1, "image_shape"));
+  STRIDER_ASSIGN_OR_RETURN(p.block, node.constant_ints(2, "block_shape"));
+  const size_t dims = p.image.size();
+  const Shape& x = node.input_shape(0);
+  if (dims == 0 || p.block.size() != dims || x.size() != 3)
+    return node.error("input {} with image_shape of {} and block_shape of {} dims", shape_to_string(x), dims, p.block.size());
+  STRIDER_ASSIGN_OR_RETURN(p.strides, node.attributes().get_ints("strides", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(p.dilations, node.attributes().get_ints("dilations", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(p.pads, node.attributes().get_ints("pads", std::vector<int64_t>(2 * dims, 0)));
+  if (p.strides.size() != dims || p.dilations.size() != dims || p.pads.size() != 2 * dims)
+    return node.error("strides, dilations and pads must have {}, {} and {} values", dims, dims, 2 * dims);
+  CheckedInt block_size = 1, places = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    if (p.image[d] < 1 || p.block[d] < 1 || p.strides[d] < 1 || p.dilations[d] < 1 || p.pads[d] < 0 || p.pads[dims + d] < 0 ||
+        p.image[d] > (int64_t(1) << 30) || p.block[d] > (int64_t(1) << 30) || p.dilations[d] > (int64_t(1) << 30) ||
+        p.pads[d] > (int64_t(1) << 30) || p.pads[dims + d] > (int64_t(1) << 30))
+      return node.error("dim {}: image {}, block {}, stride {}, dilation {} and pads {}, {} are out of range", d, p.image[d],
+                        p.block[d], p.strides[d], p.dilations[d], p.pads[d], p.pads[dims + d]);
+    const int64_t span = (p.block[d] - 1) * p.dilations[d] + 1, room = p.image[d] + p.pads[d] + p.pads[dims + d];
+    if (span > room) return node.error("dim {}: the block spans {} of {} padded pixels", d, span, room);
+    p.blocks.push_back((room - span) / p.strides[d] + 1);
+    block_size = block_size * p.block[d];
+    places = places * p.blocks.back();
+  }
+  if (!block_size.ok() || !places.ok() || x[1] % block_size.value() != 0 || x[2] != places.value())
+    return node.error("input {} is not [N, C x {} block elements, {} block places]", shape_to_string(x),
+                      block_size.ok() ? block_size.value() : -1, places.ok() ? places.value() : -1);
+  p.channels = x[1] / block_size.value();
+  p.out = {x[0], p.channels};
+  p.out.insert(p.out.end(), p.image.begin(), p.image.end());
+  return p;
+}
+
 Result<ReverseSequenceParams> resolve_reverse_sequence(const NodeInputs& node) {
   ReverseSequenceParams p;
   STRIDER_ASSIGN_OR_RETURN(p.batch_axis, node.attributes().get_int("batch_axis", 1));
@@ -582,6 +617,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"CenterCropPad", infer_shaped<CenterCropPadParams, resolve_center_crop_pad>, {}, {1}});
   ops.push_back({"ReverseSequence", infer_reverse_sequence, {}});
   ops.push_back({"MaxUnpool", infer_shaped<MaxUnpoolParams, resolve_max_unpool>, {}, {2}});
+  ops.push_back({"Col2Im", infer_shaped<Col2ImParams, resolve_col2im>, {}, {1, 2}});
   ops.push_back({"EyeLike", infer_eye_like, {}});
   ops.push_back({"Hardmax", infer_hardmax, {}});
   ops.push_back({"LRN", infer_lrn, {}});

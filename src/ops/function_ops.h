@@ -86,6 +86,17 @@ struct MaxUnpoolParams {
 };
 Result<MaxUnpoolParams> resolve_max_unpool(const NodeInputs& node);
 
+// Col2Im: input [N, C * prod(block), L] holds, per channel and block position, the value at
+// each of the L sliding-block places of an image [N, C, image...] (strides, dilations,
+// pads as a convolution's); the output sums the values that land on each pixel.
+struct Col2ImParams {
+  Shape image, block, blocks;  // blocks: the block places along each dim (their product is L)
+  std::vector<int64_t> strides, dilations, pads;  // pads: begins then ends
+  int64_t channels = 0;
+  Shape out;
+};
+Result<Col2ImParams> resolve_col2im(const NodeInputs& node);
+
 // ReverseSequence: along time_axis, the first sequence_lens[b] elements of batch index b
 // reversed, the rest kept.
 struct ReverseSequenceParams {

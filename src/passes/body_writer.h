@@ -115,6 +115,7 @@ Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, Memory
 Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_max_unpool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_col2im(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_reverse_sequence(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_hardmax(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
 Status expand_lrn(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);

@@ -111,4 +111,40 @@ Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, Memory
   return w.op("Conv", inputs, conv, node.outputs[0]).status();
 }
 
+// Col2Im (ops/function_ops.h) is a ConvTranspose: the L block places as a grid [N, C K,
+// places...], and per group (one per image channel) of K input channels a weight that is
+// one-hot at its block position, so each value lands on its pixel and the sums are the
+// transposed convolution's. Pads and an output_padding make the output the image's size
+// (the places cover the image up to a remainder below the stride). The ConvTranspose is
+// expanded in turn (expand_functions repeats until nothing is left to expand).
+Status expand_col2im(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+  STRIDER_ASSIGN_OR_RETURN(Col2ImParams p, resolve_col2im(NodeInputs(g, node)));
+  BodyWriter w(g, node, position, budget);
+  w.at_least_opset(13);
+  const DType dtype = g.value(node.inputs[0]).dtype;
+  const int64_t block = num_elements(p.block), rows = p.channels * block;
+  STRIDER_RETURN_IF_ERROR(w.reserve(rows * block, dtype, "the one-hot weights"));
+  Shape weight_shape{rows, 1};
+  weight_shape.insert(weight_shape.end(), p.block.begin(), p.block.end());
+  std::vector<float> one_hot(size_t(rows * block), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) one_hot[size_t(r * block + r % block)] = 1.0f;
+  STRIDER_ASSIGN_OR_RETURN(ValueId weights, w.floats(dtype, weight_shape, one_hot));
+  Shape grid{g.value(node.inputs[0]).shape[0], rows};
+  grid.insert(grid.end(), p.blocks.begin(), p.blocks.end());
+  STRIDER_ASSIGN_OR_RETURN(ValueId grid_shape, w.ints(grid));
+  STRIDER_ASSIGN_OR_RETURN(ValueId places, w.op("Reshape", {node.inputs[0], grid_shape}));
+  const size_t dims = p.image.size();
+  std::vector<int64_t> output_padding;
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t covered = (p.blocks[d] - 1) * p.strides[d] + (p.block[d] - 1) * p.dilations[d] + 1;
+    output_padding.push_back(p.image[d] + p.pads[d] + p.pads[dims + d] - covered);
+  }
+  AttributeMap attributes = ints_attr("strides", p.strides);
+  attributes.set_ints("dilations", p.dilations);
+  attributes.set_ints("pads", p.pads);
+  attributes.set_ints("output_padding", output_padding);
+  attributes.set_int("group", p.channels);
+  return w.op("ConvTranspose", {places, weights}, std::move(attributes), node.outputs[0]).status();
+}
+
 }  // namespace strider::expansion

@@ -334,6 +334,7 @@ constexpr FunctionOp kFunctionOps[] = {
     {"LpPool", expand_lp_pool},
     {"EyeLike", expand_eye_like},
     {"ConvTranspose", expand_conv_transpose},
+    {"Col2Im", expand_col2im},
     {"DFT", expand_dft},
     {"STFT", expand_stft},
     {"HannWindow", expand_window_function},

@@ -438,7 +438,58 @@ Result<OpOutputs> stft_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// Col2Im: each input value (channel c, block position k, block place l) added to the image
+// pixel it came from; places and positions in row-major order, pixels in the padding dropped.
+Result<OpOutputs> col2im_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "input"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* image_t, ctx.input(1, "image_shape"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* block_t, ctx.input(2, "block_shape"));
+  const std::vector<int64_t>& image = image_t->ints;
+  const std::vector<int64_t>& block = block_t->ints;
+  const size_t dims = image.size();
+  if (x->rank() != 3 || block.size() != dims || dims == 0) return invalid_model("Col2Im: input [N, C K, L] with matching shapes");
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.attributes().get_ints("strides", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, ctx.attributes().get_ints("dilations", std::vector<int64_t>(dims, 1)));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ctx.attributes().get_ints("pads", std::vector<int64_t>(2 * dims, 0)));
+  std::vector<int64_t> places(dims);
+  int64_t block_size = 1, place_count = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    places[d] = (image[d] + pads[d] + pads[dims + d] - ((block[d] - 1) * dilations[d] + 1)) / strides[d] + 1;
+    block_size *= block[d];
+    place_count *= places[d];
+  }
+  if (block_size <= 0 || x->shape[1] % block_size != 0 || x->shape[2] != place_count)
+    return invalid_model("Col2Im: the input does not hold C x block elements x block places");
+  const int64_t batch = x->shape[0], channels = x->shape[1] / block_size;
+  Shape out_shape{batch, channels};
+  out_shape.insert(out_shape.end(), image.begin(), image.end());
+  STRIDER_ASSIGN_OR_RETURN(int64_t count, checked_element_count(out_shape, "the image"));
+  RefTensor y = RefTensor::zeros(x->dtype, out_shape);
+  const int64_t pixels = count / std::max<int64_t>(batch * channels, 1);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t k = 0; k < block_size; ++k)
+        for (int64_t l = 0; l < place_count; ++l) {
+          int64_t rest_k = k, rest_l = l, pixel = 0, scale = 1;
+          bool inside = true;
+          for (size_t d = dims; d-- > 0;) {
+            const int64_t offset = rest_k % block[d], place = rest_l % places[d];
+            rest_k /= block[d];
+            rest_l /= places[d];
+            const int64_t at = place * strides[d] + offset * dilations[d] - pads[d];
+            inside = inside && at >= 0 && at < image[d];
+            pixel += at * scale;
+            scale *= image[d];
+          }
+          if (!inside) continue;
+          const double v = x->floats[size_t(((n * channels + c) * block_size + k) * place_count + l)];
+          y.floats[size_t((n * channels + c) * pixels + pixel)] += v;
+        }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
+    {"Col2Im", 18, 27, col2im_op},
     {"STFT", 17, 27, stft_op},
     {"DFT", 17, 27, dft_op},
     {"ConvTranspose", 1, 27, conv_transpose_op},
