@@ -67,6 +67,8 @@ constexpr AddedOp kAddedOps[] = {
      {{{"axis", Attribute::Kind::kInt}, {"epsilon", Attribute::Kind::kFloat}, {"stash_type", Attribute::Kind::kInt}}}},
     {"Gelu", 20, 1, 1, 1, {{{"approximate", Attribute::Kind::kString}}}},
     {"AffineGrid", 20, 2, 2, 1, {{{"align_corners", Attribute::Kind::kInt}}}},
+    {"Col2Im", 18, 3, 3, 1,
+     {{{"dilations", Attribute::Kind::kInts}, {"pads", Attribute::Kind::kInts}, {"strides", Attribute::Kind::kInts}}}},
     {"Swish", 24, 1, 1, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
     // SwiGLU's ONNX version is newer still; accepted from 24, where Swish, its body, exists.
     {"SwiGLU", 24, 2, 2, 1, {{{"alpha", Attribute::Kind::kFloat}}}},
