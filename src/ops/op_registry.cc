@@ -66,6 +66,7 @@ const std::vector<OpSchema>& all_schemas() {
     register_nn_ops(ops);
     register_resize_ops(ops);
     register_grid_ops(ops);
+    register_roi_align_ops(ops);
     register_normalization_ops(ops);
     register_index_map_ops(ops);
     register_scatter_ops(ops);

@@ -130,6 +130,7 @@ void register_tensor_ops(std::vector<OpSchema>& ops);
 void register_nn_ops(std::vector<OpSchema>& ops);
 void register_resize_ops(std::vector<OpSchema>& ops);
 void register_grid_ops(std::vector<OpSchema>& ops);  // GridSample, AffineGrid (grid_sample.cc)
+void register_roi_align_ops(std::vector<OpSchema>& ops);  // roi_align.cc
 // strider's FusedElementwise (ops/fused_elementwise.h).
 OpSchema fused_elementwise_schema();
 OpSchema fused_conv_schema();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
 
 #include "reference/op_support.h"
@@ -186,7 +187,78 @@ Result<OpOutputs> affine_grid_op(const OpContext& ctx) {
   return OpOutputs{std::move(grid)};
 }
 
+// RoiAlign, from the ONNX definition (ONNX Runtime's algorithm): per region, bins of
+// grid_h x grid_w bilinear samples, averaged, or in max mode the largest weighted corner.
+Result<OpOutputs> roi_align_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* rois, ctx.input(1, "rois"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* batch_indices, ctx.input(2, "batch_indices"));
+  if (x->rank() != 4 || rois->rank() != 2 || rois->shape[1] != 4 || batch_indices->shape != Shape{rois->shape[0]})
+    return invalid_model("RoiAlign takes X [N, C, H, W], rois [R, 4] and batch_indices [R]");
+  STRIDER_ASSIGN_OR_RETURN(std::string mode, ctx.attributes().get_string("mode", "avg"));
+  STRIDER_ASSIGN_OR_RETURN(std::string coordinates, ctx.attributes().get_string(
+      "coordinate_transformation_mode", ctx.opset() < 16 ? "output_half_pixel" : "half_pixel"));
+  STRIDER_ASSIGN_OR_RETURN(int64_t out_h, ctx.attributes().get_int("output_height", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t out_w, ctx.attributes().get_int("output_width", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t ratio, ctx.attributes().get_int("sampling_ratio", 0));
+  STRIDER_ASSIGN_OR_RETURN(float scale, ctx.attributes().get_float("spatial_scale", 1.0f));
+  const int64_t batch = x->shape[0], channels = x->shape[1], height = x->shape[2], width = x->shape[3];
+  const int64_t regions = rois->shape[0];
+  RefTensor y = RefTensor::zeros(x->dtype, {regions, channels, out_h, out_w});
+  auto at = [&](int64_t n, int64_t c, int64_t i, int64_t j) { return x->floats[size_t(((n * channels + c) * height + i) * width + j)]; };
+  const double shift = coordinates == "half_pixel" ? 0.5 : 0.0;
+  for (int64_t r = 0; r < regions; ++r) {
+    const int64_t n = batch_indices->ints[size_t(r)];
+    if (n < 0 || n >= batch) return invalid_argument(fmt::format("batch index {} is outside [0, {})", n, batch));
+    const double* box = &rois->floats[size_t(r * 4)];
+    const double x0 = box[0] * scale - shift, y0 = box[1] * scale - shift;
+    double w = box[2] * scale - shift - x0, h = box[3] * scale - shift - y0;
+    if (shift == 0) w = std::max(w, 1.0), h = std::max(h, 1.0);
+    const double bin_h = h / double(out_h), bin_w = w / double(out_w);
+    if (!std::isfinite(bin_h) || !std::isfinite(bin_w)) return invalid_argument("a region is not finite");
+    const double gh = ratio > 0 ? double(ratio) : std::ceil(bin_h), gw = ratio > 0 ? double(ratio) : std::ceil(bin_w);
+    if (gh * gw * double(out_h * out_w) > double(int64_t(1) << 24)) return invalid_argument("a region takes too many samples");
+    const int64_t grid_h = std::max<int64_t>(int64_t(gh), 0), grid_w = std::max<int64_t>(int64_t(gw), 0);
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t ph = 0; ph < out_h; ++ph)
+        for (int64_t pw = 0; pw < out_w; ++pw) {
+          double value = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < grid_h; ++iy)
+            for (int64_t ix = 0; ix < grid_w; ++ix) {
+              double sy = y0 + double(ph) * bin_h + (double(iy) + 0.5) * bin_h / double(grid_h);
+              double sx = x0 + double(pw) * bin_w + (double(ix) + 0.5) * bin_w / double(grid_w);
+              double corner[4] = {0, 0, 0, 0};
+              if (!(sy < -1.0 || sy > double(height) || sx < -1.0 || sx > double(width))) {
+                sy = std::max(sy, 0.0), sx = std::max(sx, 0.0);
+                int64_t top = int64_t(sy), left = int64_t(sx), bottom = top + 1, right = left + 1;
+                if (top >= height - 1) bottom = top = height - 1, sy = double(top);
+                if (left >= width - 1) right = left = width - 1, sx = double(left);
+                const double ly = sy - double(top), lx = sx - double(left);
+                corner[0] = (1 - ly) * (1 - lx) * at(n, c, top, left);
+                corner[1] = (1 - ly) * lx * at(n, c, top, right);
+                corner[2] = ly * (1 - lx) * at(n, c, bottom, left);
+                corner[3] = ly * lx * at(n, c, bottom, right);
+              } else {
+                for (double& v : corner) v = 0 * at(n, c, 0, 0);  // ONNX weights a pixel 0 by zero
+              }
+              if (mode == "avg") {
+                value += corner[0] + corner[1] + corner[2] + corner[3];
+              } else {
+                const double largest = std::max({corner[0], corner[1], corner[2], corner[3]});
+                value = first ? largest : std::max(value, largest);
+              }
+              first = false;
+            }
+          if (mode == "avg") value /= double(std::max<int64_t>(grid_h * grid_w, 1));
+          y.floats[size_t(((r * channels + c) * out_h + ph) * out_w + pw)] = value;
+        }
+  }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kGridOps[] = {
+    {"RoiAlign", 10, 27, roi_align_op},
     {"GridSample", 16, 27, grid_sample_op},
     {"AffineGrid", 20, 27, affine_grid_op},
 };

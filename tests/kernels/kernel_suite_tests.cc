@@ -606,6 +606,30 @@ TEST_P(KernelSuite, GridSample) {
   }
 }
 
+// RoiAlign in both modes and coordinate modes, adaptive and fixed sampling, on regions
+// inside, across and beyond the input's edges, of both images of the batch.
+TEST_P(KernelSuite, RoiAlign) {
+  const Tensor rois = Tensor::from_values<float>(DType::kF32, {4, 4}, std::vector<float>{
+      0.5f, 0.5f, 5.5f, 4.0f,  1.0f, 2.0f, 3.0f, 2.5f,  -2.0f, -1.5f, 4.0f, 9.5f,  6.0f, 3.0f, 11.0f, 8.0f});
+  const Tensor batch = Tensor::from_values<int64_t>(DType::kI64, {4}, std::vector<int64_t>{0, 1, 1, 0});
+  for (const char* mode : {"avg", "max"})
+    for (const char* coordinates : {"half_pixel", "output_half_pixel"})
+      for (int64_t ratio : {0, 2}) {
+        GraphBuilder b(16);
+        AttributeMap attrs;
+        attrs.set_string("mode", mode);
+        attrs.set_string("coordinate_transformation_mode", coordinates);
+        attrs.set_int("sampling_ratio", ratio);
+        attrs.set_int("output_height", 3);
+        attrs.set_int("output_width", 2);
+        attrs.set_float("spatial_scale", 0.75f);
+        b.output(b.op("RoiAlign", {b.input("x", DType::kF32, {2, 3, 6, 7}), b.input("rois", DType::kF32, {4, 4}),
+                                   b.input("batch", DType::kI64, {4})}, attrs));
+        SCOPED_TRACE(std::string(mode) + " " + coordinates + " ratio " + std::to_string(ratio));
+        check(b, {{"x", x({2, 3, 6, 7})}, {"rois", rois}, {"batch", batch}});
+      }
+}
+
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
 

@@ -1,6 +1,6 @@
-// GridSample and AffineGrid on the CPU, over views of any strides. The sampling math is
-// ops/grid_sample.h's (the taps of each axis); here only the loops: per batch and output
-// point the axes' taps are found once and reused for every channel.
+// GridSample, AffineGrid and RoiAlign on the CPU, over views of any strides. The sampling
+// math is ops/grid_sample.h's and ops/roi_align.h's; here only the loops: the taps of a
+// point (or the samples of a region) are found once and reused for every channel.
 #include <fmt/format.h>
 
 #include <array>
@@ -8,6 +8,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "ops/grid_sample.h"
+#include "ops/roi_align.h"
 
 namespace strider::cpu {
 namespace {
@@ -154,9 +155,78 @@ Result<KernelPtr> make_affine_grid(const KernelRequest& r) {
   });
 }
 
+template <typename T>
+class RoiAlignKernel final : public Kernel {
+ public:
+  RoiAlignKernel(RoiAlignParams p, TensorView x, TensorView rois, TensorView indices, TensorView y)
+      : p_(std::move(p)), x_(std::move(x)), rois_(std::move(rois)), indices_(std::move(indices)), y_(std::move(y)) {}
+
+  Status run(const QueueContext&) override {
+    const int64_t height = x_.sizes[2], width = x_.sizes[3], channels = x_.sizes[1];
+    const T* x = x_.host_data_as<T>();
+    T* y = y_.host_data_as<T>();
+    for (int64_t r = 0; r < rois_.sizes[0]; ++r) {
+      double box[4];
+      for (int k = 0; k < 4; ++k) box[k] = load_float(rois_, r * rois_.strides[0] + k * rois_.strides[1]);
+      const int64_t batch = load_index(r);
+      if (batch < 0 || batch >= x_.sizes[0])
+        return invalid_argument(fmt::format("RoiAlign: batch index {} of region {} is outside [0, {})", batch, r, x_.sizes[0]));
+      STRIDER_ASSIGN_OR_RETURN(roi_align::RegionSamples s, roi_align::region_samples(p_, box, height, width));
+      const int64_t per_bin = s.grid_h * s.grid_w;
+      for (int64_t c = 0; c < channels; ++c) {
+        const T* plane = x + batch * x_.strides[0] + c * x_.strides[1];
+        for (int64_t bin = 0; bin < p_.out_h * p_.out_w; ++bin) {
+          double value = 0;
+          for (int64_t k = 0; k < per_bin; ++k) {
+            const roi_align::Sample& sample = s.samples[size_t(bin * per_bin + k)];
+            double corners[4];
+            for (int j = 0; j < 4; ++j) corners[j] = sample.weight[j] * pixel(plane, sample.offset[j], width);
+            if (p_.average) value += corners[0] + corners[1] + corners[2] + corners[3];
+            else {
+              const double largest = std::max(std::max(corners[0], corners[1]), std::max(corners[2], corners[3]));
+              value = k == 0 ? largest : std::max(value, largest);
+            }
+          }
+          if (p_.average) value /= double(std::max<int64_t>(per_bin, 1));
+          y[r * y_.strides[0] + c * y_.strides[1] + (bin / p_.out_w) * y_.strides[2] + (bin % p_.out_w) * y_.strides[3]] = store<T>(value);
+        }
+      }
+    }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:roi_align"; }
+
+ private:
+  double pixel(const T* plane, int64_t offset, int64_t width) const {
+    return double(load(plane[(offset / width) * x_.strides[2] + (offset % width) * x_.strides[3]]));
+  }
+  int64_t load_index(int64_t r) const {
+    const int64_t at = r * indices_.strides[0];
+    return indices_.dtype == DType::kI32 ? int64_t(indices_.host_data_as<int32_t>()[at]) : indices_.host_data_as<int64_t>()[at];
+  }
+
+  RoiAlignParams p_;
+  TensorView x_, rois_, indices_, y_;
+};
+
+Result<KernelPtr> make_roi_align(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(RoiAlignParams p, resolve_roi_align(NodeInputs(r.graph, r.node)));
+  STRIDER_RETURN_IF_ERROR(check_host(r));
+  if (r.inputs[2].dtype != DType::kI64 && r.inputs[2].dtype != DType::kI32)
+    return unsupported(fmt::format("RoiAlign batch_indices of {}", dtype_name(r.inputs[2].dtype)));
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (!is_float_storage_v<T>) {
+      return unsupported(fmt::format("RoiAlign on {}", dtype_name(r.inputs[0].dtype)));
+    } else {
+      return KernelPtr(new RoiAlignKernel<T>(p, r.inputs[0], r.inputs[1], r.inputs[2], r.outputs[0]));
+    }
+  });
+}
+
 }  // namespace
 
 void register_grid_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"RoiAlign", make_roi_align});
   table.push_back({"GridSample", make_grid_sample});
   table.push_back({"AffineGrid", make_affine_grid});
 }
