@@ -8,6 +8,8 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/map_kernel.h"
 #include "base/checked_math.h"
+#include <optional>
+
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
 #include "hal/cpu/staged_output.h"
@@ -33,6 +35,15 @@ class OneDnnMatMul final : public Kernel {
   // oneDNN may ask for B in a layout of its own; B is then reordered into it once, here.
   Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const OneDnnPostOp> post,
               const std::string& node, bool constant_b = false) {
+    // A bias at a lower rank than the product (a vector's Linear: out [N], which the
+    // product views as [1, N]) gets leading unit dims, as oneDNN wants one rank for both.
+    std::optional<TensorView> lifted;
+    if (bias && bias->rank() < v.out.rank()) {
+      lifted = *bias;
+      lifted->sizes.insert(lifted->sizes.begin(), size_t(v.out.rank() - bias->rank()), 1);
+      lifted->strides.insert(lifted->strides.begin(), size_t(v.out.rank() - bias->rank()), 0);
+      bias = &*lifted;
+    }
     return onednn_call(node, [&] {
       ScopedOmpThreads team(onednn_team_for(v.out.num_elements() * v.a.sizes.back()));
       auto a_md = onednn_desc(v.a), b_plain = onednn_desc(v.b), out_md = onednn_desc(v.out);
@@ -40,7 +51,7 @@ class OneDnnMatMul final : public Kernel {
                              : b_plain;
       dnnl::primitive_attr attr = onednn_attr();
       if (scale != 1.0f) attr.set_output_scales(0, {scale});
-      bool row_bias = bias && bias->sizes[size_t(bias->rank()) - 2] == 1;
+      bool row_bias = bias && (bias->rank() < 2 || bias->sizes[size_t(bias->rank()) - 2] == 1);
       dnnl::memory::desc bias_md = bias ? onednn_desc(*bias) : dnnl::memory::desc();
       dnnl::post_ops ops;
       std::vector<std::pair<int, const TensorView*>> binary_args;  // post-op index, operand
