@@ -8,7 +8,9 @@
 #include <cctype>
 
 #include "base/checked_math.h"
+#include "base/float16.h"
 #include "base/onnx_types.h"
+#include "ops/mel_weights.h"
 #include "strider/printable.h"
 
 namespace strider {
@@ -116,6 +118,36 @@ Status infer_reverse_sequence(InferContext& ctx) {
 Status infer_eye_like(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(EyeLikeParams p, resolve_eye_like(ctx));
   ctx.set_output(0, p.dtype, ctx.input_shape(0));
+  return Status::ok();
+}
+
+// MelWeightMatrix (ops/mel_weights.h) is a constant: every input must be known when the
+// session is made (speech front ends pass constants), and the matrix is folded there.
+Status infer_mel_weight_matrix(InferContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> bins, ctx.constant_ints(0, "num_mel_bins"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> length, ctx.constant_ints(1, "dft_length"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> rate, ctx.constant_ints(2, "sample_rate"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> low, ctx.constant_floats(3, "lower_edge_hertz"));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> high, ctx.constant_floats(4, "upper_edge_hertz"));
+  if (bins.size() != 1 || length.size() != 1 || rate.size() != 1 || low.size() != 1 || high.size() != 1)
+    return ctx.error("its inputs must be scalars");
+  STRIDER_ASSIGN_OR_RETURN(int64_t code, ctx.attributes().get_int("output_datatype", 1));
+  std::optional<DType> dtype = dtype_from_onnx_code(int(code));
+  if (!dtype || !is_floating(*dtype)) return ctx.error("output_datatype {} is not a floating type strider has", code);
+  // The ONNX definition computes the edges from float32 inputs.
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> weights,
+                           mel::weight_matrix(bins[0], length[0], rate[0], double(float(low[0])), double(float(high[0]))));
+  Tensor matrix(*dtype, {length[0] / 2 + 1, bins[0]});
+  for (size_t i = 0; i < weights.size(); ++i) {
+    switch (*dtype) {
+      case DType::kF64: matrix.data<double>()[i] = weights[i]; break;
+      case DType::kF16: matrix.data<f16>()[i] = f16::from_float(float(weights[i])); break;
+      case DType::kBF16: matrix.data<bf16>()[i] = bf16::from_float(float(weights[i])); break;
+      case DType::kF32: matrix.data<float>()[i] = float(weights[i]); break;
+      default: return ctx.error("output_datatype {} is not f16, bf16, f32 or f64", dtype_name(*dtype));
+    }
+  }
+  ctx.set_output_constant(0, std::move(matrix));
   return Status::ok();
 }
 
@@ -618,6 +650,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"ReverseSequence", infer_reverse_sequence, {}});
   ops.push_back({"MaxUnpool", infer_shaped<MaxUnpoolParams, resolve_max_unpool>, {}, {2}});
   ops.push_back({"Col2Im", infer_shaped<Col2ImParams, resolve_col2im>, {}, {1, 2}});
+  ops.push_back({"MelWeightMatrix", infer_mel_weight_matrix, {3, 4}, {0, 1, 2, 3, 4}});
   ops.push_back({"EyeLike", infer_eye_like, {}});
   ops.push_back({"Hardmax", infer_hardmax, {}});
   ops.push_back({"LRN", infer_lrn, {}});

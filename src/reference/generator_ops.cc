@@ -195,7 +195,47 @@ Result<OpOutputs> hann_window_op(const OpContext& ctx) { return cosine_window(ct
 Result<OpOutputs> hamming_window_op(const OpContext& ctx) { return cosine_window(ctx, {25.0 / 46.0, 21.0 / 46.0}); }
 Result<OpOutputs> blackman_window_op(const OpContext& ctx) { return cosine_window(ctx, {0.42, 0.5, 0.08}); }
 
+// MelWeightMatrix, from the ONNX definition: num_mel_bins + 2 edges equally spaced in mel
+// between the edge frequencies (from float32 inputs), each a spectrum bin
+// floor((dft_length + 1) hertz / sample_rate); triangles rising over [left, centre] and
+// falling over [centre, right).
+Result<OpOutputs> mel_weight_matrix_op(const OpContext& ctx) {
+  int64_t scalars[3];
+  double edges_hz[2];
+  const char* names[] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"};
+  for (size_t i = 0; i < 5; ++i) {
+    STRIDER_ASSIGN_OR_RETURN(const RefTensor* t, ctx.input(i, names[i]));
+    if (t->num_elements() != 1) return invalid_model(fmt::format("{} must be a scalar", names[i]));
+    if (i < 3) scalars[i] = t->element_as_int(0);
+    else edges_hz[i - 3] = double(float(t->element_as_double(0)));
+  }
+  const int64_t mels = scalars[0], length = scalars[1], rate = scalars[2];
+  if (mels < 1 || length < 1 || rate < 1 || mels > (int64_t(1) << 20) || length > (int64_t(1) << 30))
+    return invalid_argument("MelWeightMatrix sizes out of range");
+  STRIDER_ASSIGN_OR_RETURN(int64_t code, ctx.attributes().get_int("output_datatype", 1));
+  std::optional<DType> dtype = dtype_from_onnx_code(int(code));
+  if (!dtype || !is_floating(*dtype)) return invalid_model("output_datatype is not a floating type");
+  const int64_t bins = length / 2 + 1;
+  auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  const double low = to_mel(edges_hz[0]), spacing = (to_mel(edges_hz[1]) - low) / double(mels + 2);
+  std::vector<int64_t> edge;
+  for (int64_t k = 0; k < mels + 2; ++k) {
+    const double hz = 700.0 * (std::pow(10.0, (low + double(k) * spacing) / 2595.0) - 1.0);
+    const double bin = std::floor(double(length + 1) * hz / double(rate));
+    if (!(bin >= 0 && bin < double(bins))) return invalid_argument("a mel band edge falls outside the spectrum");
+    edge.push_back(int64_t(bin));
+  }
+  RefTensor out = RefTensor::zeros(*dtype, {bins, mels});
+  for (int64_t m = 0; m < mels; ++m) {
+    const int64_t a = edge[size_t(m)], b = edge[size_t(m + 1)], c = edge[size_t(m + 2)];
+    for (int64_t j = a; j <= b; ++j) out.floats[size_t(j * mels + m)] = b == a ? 1.0 : double(j - a) / double(b - a);
+    for (int64_t j = b; j < c; ++j) out.floats[size_t(j * mels + m)] = double(c - j) / double(c - b);
+  }
+  return OpOutputs{std::move(out)};
+}
+
 constexpr OpDefinition kGeneratorOps[] = {
+    {"MelWeightMatrix", 17, 27, mel_weight_matrix_op},
     {"Constant", 7, 27, constant_op}, {"ConstantOfShape", 9, 27, constant_of_shape_op},
     {"Shape", 7, 27, shape_op},       {"Size", 7, 27, size_op},
     {"Range", 11, 27, range_op},
