@@ -373,6 +373,50 @@ Result<std::vector<int64_t>> per_spatial(const NodeInputs& node, const std::stri
 }
 }  // namespace
 
+Result<DeformConvParams> resolve_deform_conv(const NodeInputs& node) {
+  DeformConvParams p;
+  const Shape& x = node.input_shape(0);
+  const Shape& w = node.input_shape(1);
+  const Shape& offset = node.input_shape(2);
+  if (x.size() != 4 || w.size() != 4) return node.error("X {} and W {} must be 4-D (DeformConv is 2-D here)", shape_to_string(x), shape_to_string(w));
+  if (!is_floating(node.input_dtype(0)) || node.input_dtype(1) != node.input_dtype(0) || node.input_dtype(2) != node.input_dtype(0))
+    return node.error("X, W and offset must be of one floating type");
+  STRIDER_ASSIGN_OR_RETURN(p.group, node.attributes().get_int("group", 1));
+  STRIDER_ASSIGN_OR_RETURN(p.offset_group, node.attributes().get_int("offset_group", 1));
+  if (p.group < 1 || p.offset_group < 1 || x[1] % p.group != 0 || x[1] % p.offset_group != 0 || w[0] % p.group != 0 ||
+      w[1] != x[1] / p.group)
+    return node.error("group {} and offset_group {} do not divide X {} and W {}", p.group, p.offset_group, shape_to_string(x),
+                      shape_to_string(w));
+  p.kernel = {w[2], w[3]};
+  if (node.attributes().has("kernel_shape")) {
+    STRIDER_ASSIGN_OR_RETURN(p.kernel, per_spatial(node, "kernel_shape", 2, 0, 1));
+  }
+  if (p.kernel != std::vector<int64_t>{w[2], w[3]}) return node.error("kernel_shape does not match W {}", shape_to_string(w));
+  STRIDER_ASSIGN_OR_RETURN(p.strides, per_spatial(node, "strides", 2, 1, 1));
+  STRIDER_ASSIGN_OR_RETURN(p.dilations, per_spatial(node, "dilations", 2, 1, 1));
+  STRIDER_ASSIGN_OR_RETURN(p.pads, node.attributes().get_ints("pads", {0, 0, 0, 0}));
+  if (p.pads.size() != 4) return node.error("pads has {} entries, not 4", p.pads.size());
+  p.out = {x[0], w[0]};
+  for (size_t d = 0; d < 2; ++d) {
+    if (p.pads[d] < 0 || p.pads[2 + d] < 0 || p.pads[d] > (int64_t(1) << 32) || p.pads[2 + d] > (int64_t(1) << 32))
+      return node.error("pads entry out of range");
+    const int64_t span = (p.kernel[d] - 1) * p.dilations[d] + 1, room = x[2 + d] + p.pads[d] + p.pads[2 + d];
+    if (span > room) return node.error("the kernel spans {} of {} padded pixels", span, room);
+    p.out.push_back((room - span) / p.strides[d] + 1);
+  }
+  const int64_t taps = p.kernel[0] * p.kernel[1];
+  if (offset != Shape{x[0], p.offset_group * 2 * taps, p.out[2], p.out[3]})
+    return node.error("offset {} is not [N, {}, {}, {}]", shape_to_string(offset), p.offset_group * 2 * taps, p.out[2], p.out[3]);
+  p.has_bias = node.has_input(3);
+  if (p.has_bias && node.input_shape(3) != Shape{w[0]}) return node.error("B {} is not [{}]", shape_to_string(node.input_shape(3)), w[0]);
+  p.has_mask = node.has_input(4);
+  if (p.has_mask && node.input_shape(4) != Shape{x[0], p.offset_group * taps, p.out[2], p.out[3]})
+    return node.error("mask {} is not [N, {}, {}, {}]", shape_to_string(node.input_shape(4)), p.offset_group * taps, p.out[2], p.out[3]);
+  if (!checked_element_count(Shape{p.out[0], p.out[1], p.out[2], p.out[3], w[1], taps}, 1))
+    return node.error("the convolution is too large");
+  return p;
+}
+
 Result<ConvTransposeParams> resolve_conv_transpose(const NodeInputs& node) {
   ConvTransposeParams p;
   const Shape& x = node.input_shape(0);
@@ -650,6 +694,7 @@ void register_function_ops(std::vector<OpSchema>& ops) {
   ops.push_back({"ReverseSequence", infer_reverse_sequence, {}});
   ops.push_back({"MaxUnpool", infer_shaped<MaxUnpoolParams, resolve_max_unpool>, {}, {2}});
   ops.push_back({"Col2Im", infer_shaped<Col2ImParams, resolve_col2im>, {}, {1, 2}});
+  ops.push_back({"DeformConv", infer_shaped<DeformConvParams, resolve_deform_conv>, {}});
   ops.push_back({"MelWeightMatrix", infer_mel_weight_matrix, {3, 4}, {0, 1, 2, 3, 4}});
   ops.push_back({"EyeLike", infer_eye_like, {}});
   ops.push_back({"Hardmax", infer_hardmax, {}});

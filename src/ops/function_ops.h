@@ -97,6 +97,17 @@ struct Col2ImParams {
 };
 Result<Col2ImParams> resolve_col2im(const NodeInputs& node);
 
+// DeformConv (opset 19, 2-D): a convolution whose every tap reads X at its regular place
+// moved by a learned offset (bilinear, zero outside), times an optional mask, with the
+// offsets and mask given per offset group of input channels and per output position.
+struct DeformConvParams {
+  int64_t group = 1, offset_group = 1;
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
+  Shape out;  // [N, out channels, out h, out w]
+  bool has_bias = false, has_mask = false;
+};
+Result<DeformConvParams> resolve_deform_conv(const NodeInputs& node);
+
 // ReverseSequence: along time_axis, the first sequence_lens[b] elements of batch index b
 // reversed, the rest kept.
 struct ReverseSequenceParams {

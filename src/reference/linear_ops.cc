@@ -488,7 +488,65 @@ Result<OpOutputs> col2im_op(const OpContext& ctx) {
   return OpOutputs{std::move(y)};
 }
 
+// DeformConv (2-D), from the ONNX definition: each kernel tap of output (oh, ow) samples
+// X[n, c] at (oh stride - pad + i dilation + dy, ow stride - pad + j dilation + dx), where
+// (dy, dx) is offset[n, ((g kh + i) kw + j) 2 + {0, 1}, oh, ow] for c's offset group g,
+// bilinearly with every corner outside the image reading 0, times the mask.
+Result<OpOutputs> deform_conv_op(const OpContext& ctx) {
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "X"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* w, ctx.input(1, "W"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor* offset, ctx.input(2, "offset"));
+  const RefTensor* bias = ctx.optional_input(3);
+  const RefTensor* mask = ctx.optional_input(4);
+  if (x->rank() != 4 || w->rank() != 4 || offset->rank() != 4) return unsupported("DeformConv beyond 2-D");
+  STRIDER_ASSIGN_OR_RETURN(int64_t group, ctx.attributes().get_int("group", 1));
+  STRIDER_ASSIGN_OR_RETURN(int64_t offset_group, ctx.attributes().get_int("offset_group", 1));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> strides, ctx.attributes().get_ints("strides", {1, 1}));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, ctx.attributes().get_ints("dilations", {1, 1}));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ctx.attributes().get_ints("pads", {0, 0, 0, 0}));
+  const int64_t batch = x->shape[0], channels = x->shape[1], height = x->shape[2], width = x->shape[3];
+  const int64_t out_c = w->shape[0], kh = w->shape[2], kw = w->shape[3], out_h = offset->shape[2], out_w = offset->shape[3];
+  if (group < 1 || offset_group < 1 || channels != w->shape[1] * group || out_c % group != 0 || channels % offset_group != 0 ||
+      offset->shape[1] != offset_group * kh * kw * 2 || strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    return invalid_model("DeformConv operands do not fit its groups and kernel");
+  auto x_at = [&](int64_t n, int64_t c, int64_t i, int64_t j) {
+    return i < 0 || i >= height || j < 0 || j >= width ? 0.0 : x->floats[size_t(((n * channels + c) * height + i) * width + j)];
+  };
+  auto sample = [&](int64_t n, int64_t c, double h, double v) {
+    const double fh = std::floor(h), fv = std::floor(v);
+    const int64_t i = int64_t(std::clamp(fh, -2.0, double(height) + 1)), j = int64_t(std::clamp(fv, -2.0, double(width) + 1));
+    const double a = h - fh, b = v - fv;
+    if (!std::isfinite(h) || !std::isfinite(v)) return 0.0;
+    return (1 - a) * (1 - b) * x_at(n, c, i, j) + (1 - a) * b * x_at(n, c, i, j + 1) + a * (1 - b) * x_at(n, c, i + 1, j) +
+           a * b * x_at(n, c, i + 1, j + 1);
+  };
+  RefTensor y = RefTensor::zeros(x->dtype, {batch, out_c, out_h, out_w});
+  const int64_t per_group_in = channels / group, per_group_out = out_c / group, per_offset_group = channels / offset_group;
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t oc = 0; oc < out_c; ++oc)
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          double sum = bias ? bias->floats[size_t(oc)] : 0.0;
+          for (int64_t ci = 0; ci < per_group_in; ++ci) {
+            const int64_t c = (oc / per_group_out) * per_group_in + ci, g = c / per_offset_group;
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t tap = (g * kh + i) * kw + j;
+                const double dy = offset->floats[size_t(((n * offset->shape[1] + tap * 2) * out_h + oh) * out_w + ow)];
+                const double dx = offset->floats[size_t(((n * offset->shape[1] + tap * 2 + 1) * out_h + oh) * out_w + ow)];
+                double value = sample(n, c, double(oh * strides[0] - pads[0] + i * dilations[0]) + dy,
+                                      double(ow * strides[1] - pads[1] + j * dilations[1]) + dx);
+                if (mask) value *= mask->floats[size_t(((n * mask->shape[1] + tap) * out_h + oh) * out_w + ow)];
+                sum += w->floats[size_t(((oc * per_group_in + ci) * kh + i) * kw + j)] * value;
+              }
+          }
+          y.floats[size_t(((n * out_c + oc) * out_h + oh) * out_w + ow)] = sum;
+        }
+  return OpOutputs{std::move(y)};
+}
+
 constexpr OpDefinition kLinearOps[] = {
+    {"DeformConv", 19, 27, deform_conv_op},
     {"Col2Im", 18, 27, col2im_op},
     {"STFT", 17, 27, stft_op},
     {"DFT", 17, 27, dft_op},

@@ -630,6 +630,42 @@ TEST_P(KernelSuite, RoiAlign) {
       }
 }
 
+// DeformConv with groups and offset groups, with and without mask and bias, strided,
+// dilated and padded; offsets N(0, 1) x 2, so taps land between pixels and outside.
+TEST_P(KernelSuite, DeformConv) {
+  struct Case {
+    int64_t group, offset_group;
+    std::vector<int64_t> strides, dilations, pads;
+    bool mask, bias;
+    int64_t out_h, out_w;
+  };
+  for (const Case& c : {Case{1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false, false, 4, 5},
+                        Case{2, 2, {2, 1}, {1, 2}, {1, 0, 1, 1}, true, true, 3, 4},
+                        Case{1, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}, true, false, 6, 7}}) {
+    GraphBuilder b(19);
+    AttributeMap attrs;
+    attrs.set_int("group", c.group);
+    attrs.set_int("offset_group", c.offset_group);
+    attrs.set_ints("strides", c.strides);
+    attrs.set_ints("dilations", c.dilations);
+    attrs.set_ints("pads", c.pads);
+    const Shape x{2, 4, 6, 7}, w{6, 4 / c.group, 3, 3}, offset{2, c.offset_group * 18, c.out_h, c.out_w};
+    std::vector<ValueId> in{b.input("x", DType::kF32, x), b.input("w", DType::kF32, w), b.input("offset", DType::kF32, offset),
+                            kNoValue, kNoValue};
+    std::map<std::string, Tensor> feeds{{"x", this->x(x)}, {"w", this->x(w, 2)}, {"offset", this->x(offset, 3)}};
+    for (float& v : std::span(feeds["offset"].data<float>(), size_t(feeds["offset"].num_elements()))) v *= 2;
+    if (c.bias) in[3] = b.input("b", DType::kF32, {6}), feeds["b"] = this->x({6}, 4);
+    if (c.mask) {
+      const Shape mask{2, c.offset_group * 9, c.out_h, c.out_w};
+      in[4] = b.input("mask", DType::kF32, mask), feeds["mask"] = this->x(mask, 5);
+    }
+    while (in.back() == kNoValue) in.pop_back();
+    b.output(b.op("DeformConv", in, attrs));
+    SCOPED_TRACE("group " + std::to_string(c.group) + " offset_group " + std::to_string(c.offset_group));
+    check(b, feeds);
+  }
+}
+
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
 

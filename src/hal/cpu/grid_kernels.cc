@@ -1,4 +1,4 @@
-// GridSample, AffineGrid and RoiAlign on the CPU, over views of any strides. The sampling
+// GridSample, AffineGrid, RoiAlign and DeformConv on the CPU, over views of any strides. The sampling
 // math is ops/grid_sample.h's and ops/roi_align.h's; here only the loops: the taps of a
 // point (or the samples of a region) are found once and reused for every channel.
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "ops/function_ops.h"
 #include "ops/grid_sample.h"
 #include "ops/roi_align.h"
 
@@ -223,9 +224,93 @@ Result<KernelPtr> make_roi_align(const KernelRequest& r) {
   });
 }
 
+// DeformConv: per output position, each tap of each input channel is read bilinearly at
+// its regular place moved by the offset of its offset group (zero outside the image, a
+// corner outside reading 0), scaled by the mask, and the taps are contracted with W per
+// group. Naive loops over strided views (the reference's order of work, in double).
+template <typename T>
+class DeformConvKernel final : public Kernel {
+ public:
+  DeformConvKernel(DeformConvParams p, std::vector<TensorView> in, TensorView y) : p_(std::move(p)), in_(std::move(in)), y_(std::move(y)) {}
+
+  Status run(const QueueContext&) override {
+    const TensorView &x = in_[0], &w = in_[1], &offset = in_[2];
+    const int64_t channels = x.sizes[1], height = x.sizes[2], width = x.sizes[3];
+    const int64_t kh = p_.kernel[0], kw = p_.kernel[1], taps = kh * kw;
+    const int64_t out_c = y_.sizes[1], out_h = y_.sizes[2], out_w = y_.sizes[3];
+    const int64_t group_in = channels / p_.group, group_out = out_c / p_.group, per_offset_group = channels / p_.offset_group;
+    std::vector<double> columns(size_t(channels * taps));
+    for (int64_t n = 0; n < x.sizes[0]; ++n)
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t g = c / per_offset_group;
+            for (int64_t t = 0; t < taps; ++t) {
+              const int64_t i = t / kw, j = t % kw;
+              const double dy = at(offset, {n, (g * taps + t) * 2, oh, ow}), dx = at(offset, {n, (g * taps + t) * 2 + 1, oh, ow});
+              const double h = double(oh * p_.strides[0] - p_.pads[0] + i * p_.dilations[0]) + dy;
+              const double v = double(ow * p_.strides[1] - p_.pads[1] + j * p_.dilations[1]) + dx;
+              double value = bilinear(x, n, c, h, v, height, width);
+              if (p_.has_mask) value *= at(in_[4], {n, g * taps + t, oh, ow});
+              columns[size_t(c * taps + t)] = value;
+            }
+          }
+          for (int64_t oc = 0; oc < out_c; ++oc) {
+            const int64_t first = (oc / group_out) * group_in;
+            double sum = p_.has_bias ? at(in_[3], {oc}) : 0.0;
+            for (int64_t c = 0; c < group_in; ++c)
+              for (int64_t t = 0; t < taps; ++t) sum += at(w, {oc, c, t / kw, t % kw}) * columns[size_t((first + c) * taps + t)];
+            y_.host_data_as<T>()[n * y_.strides[0] + oc * y_.strides[1] + oh * y_.strides[2] + ow * y_.strides[3]] = store<T>(sum);
+          }
+        }
+    return Status::ok();
+  }
+  std::string implementation() const override { return "strider:deform_conv"; }
+
+ private:
+  static double at(const TensorView& v, std::initializer_list<int64_t> index) {
+    int64_t offset = 0, d = 0;
+    for (int64_t i : index) offset += i * v.strides[size_t(d++)];
+    return double(load(v.host_data_as<T>()[offset]));
+  }
+  // X[n, c] at (h, w): 0 at or beyond one pixel outside; corners outside read 0.
+  static double bilinear(const TensorView& x, int64_t n, int64_t c, double h, double w, int64_t height, int64_t width) {
+    if (!(h > -1 && w > -1 && h < double(height) && w < double(width))) return 0;
+    const int64_t h0 = int64_t(std::floor(h)), w0 = int64_t(std::floor(w));
+    const double lh = h - double(h0), lw = w - double(w0);
+    double sum = 0;
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        const int64_t hi = h0 + a, wi = w0 + b;
+        if (hi < 0 || hi >= height || wi < 0 || wi >= width) continue;
+        sum += (a ? lh : 1 - lh) * (b ? lw : 1 - lw) * at(x, {n, c, hi, wi});
+      }
+    return sum;
+  }
+
+  DeformConvParams p_;
+  std::vector<TensorView> in_;
+  TensorView y_;
+};
+
+Result<KernelPtr> make_deform_conv(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(DeformConvParams p, resolve_deform_conv(NodeInputs(r.graph, r.node)));
+  STRIDER_RETURN_IF_ERROR(check_host(r));
+  std::vector<TensorView> in = r.inputs;
+  in.resize(5);
+  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+    if constexpr (!is_float_storage_v<T>) {
+      return unsupported(fmt::format("DeformConv on {}", dtype_name(r.inputs[0].dtype)));
+    } else {
+      return KernelPtr(new DeformConvKernel<T>(p, in, r.outputs[0]));
+    }
+  });
+}
+
 }  // namespace
 
 void register_grid_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"DeformConv", make_deform_conv});
   table.push_back({"RoiAlign", make_roi_align});
   table.push_back({"GridSample", make_grid_sample});
   table.push_back({"AffineGrid", make_affine_grid});
