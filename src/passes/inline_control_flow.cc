@@ -138,9 +138,11 @@ class Inliner {
     v.constant = std::make_shared<const Tensor>(std::move(t));
     return id;
   }
+  // A value named `base`, or `base_k` for the first free k (counted on from the last k
+  // used: unrolling asks for the same base thousands of times).
   Result<ValueId> new_value(const std::string& base) {
     std::string name = base;
-    for (int k = 1; g_.find_value(name); ++k) name = fmt::format("{}_{}", base, k);
+    for (int& k = next_suffix_[base]; g_.find_value(name); ++k) name = fmt::format("{}_{}", base, k + 1);
     return g_.add_value(std::move(name));
   }
   std::string unique_node_name(const std::string& base) { return fmt::format("{}_{}", base, counter_++); }
@@ -157,6 +159,7 @@ class Inliner {
   std::map<std::string, ValueId> outer_;
   int opset_ = 0;
   int counter_ = 0;
+  std::map<std::string, int> next_suffix_;
 };
 
 // The single value of a constant input as a bool; nullopt when it is not a constant.
