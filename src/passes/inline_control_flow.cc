@@ -162,12 +162,14 @@ class Inliner {
   std::map<std::string, int> next_suffix_;
 };
 
-// The single value of a constant input as a bool; nullopt when it is not a constant.
-std::optional<bool> constant_truth(const Graph& g, ValueId id) {
-  if (id == kNoValue) return true;  // an omitted condition is true
+// The single value of a constant condition; nullopt when it is not a constant.
+Result<std::optional<bool>> constant_truth(const Graph& g, ValueId id) {
+  if (id == kNoValue) return std::optional<bool>(true);  // an omitted condition is true
   const Value& v = g.value(id);
-  if (!v.is_constant()) return std::nullopt;
-  return v.constant->num_elements() == 1 && v.constant->element_as_double(0) != 0;
+  if (!v.is_constant()) return std::optional<bool>();
+  if (v.constant->num_elements() != 1)
+    return invalid_model(fmt::format("condition '{}' has {} elements, not one", printable(v.name), v.constant->num_elements()));
+  return std::optional<bool>(v.constant->element_as_double(0) != 0);
 }
 
 Result<bool> inline_if(Graph& g, NodeId id) {
@@ -179,7 +181,8 @@ Result<bool> inline_if(Graph& g, NodeId id) {
   if (g.value(cond).constant->num_elements() != 1)
     return invalid_model(fmt::format("{}: its condition has {} elements, not one", describe_node(node),
                                      g.value(cond).constant->num_elements()));
-  const bool taken = *constant_truth(g, cond);
+  STRIDER_ASSIGN_OR_RETURN(std::optional<bool> truth, constant_truth(g, cond));
+  const bool taken = *truth;
   STRIDER_ASSIGN_OR_RETURN(const Subgraph* branch, in.body(taken ? "then_branch" : "else_branch"));
   g.release_outputs(id);
   const NodeId first = g.num_nodes();
@@ -218,7 +221,7 @@ Result<bool> inline_loop(Graph& g, NodeId id, const InferAppended& infer) {
   trial.release_outputs(id);
   const NodeId first = trial.num_nodes();
   for (int64_t i = 0; i < trip; ++i) {
-    std::optional<bool> go = constant_truth(trial, cond);
+    STRIDER_ASSIGN_OR_RETURN(std::optional<bool> go, constant_truth(trial, cond));
     if (!go) return false;
     if (!*go) break;
     if (i >= kMaxUnrolledSteps)

@@ -94,6 +94,9 @@ Result<OpOutputs> loop_op(const OpContext& ctx) {
   size_t explicit_count = 0;
   auto outer = outer_values(ctx, &explicit_count);
   STRIDER_ASSIGN_OR_RETURN(const Subgraph* body, body_of(ctx, "body"));
+  for (size_t i : {size_t(0), size_t(1)})
+    if (const RefTensor* t = ctx.optional_input(i); t && t->num_elements() != 1)
+      return invalid_model(fmt::format("{} has {} elements, not one", i == 0 ? "the trip count" : "cond", t->num_elements()));
   const int64_t trip = ctx.optional_input(0) ? ctx.optional_input(0)->element_as_int(0)
                                              : std::numeric_limits<int64_t>::max();
   bool go = ctx.optional_input(1) ? ctx.optional_input(1)->element_as_double(0) != 0 : true;
@@ -110,6 +113,7 @@ Result<OpOutputs> loop_op(const OpContext& ctx) {
     formals.insert(formals.end(), state.begin(), state.end());
     STRIDER_ASSIGN_OR_RETURN(std::vector<RefTensor> outs, evaluate_body(*body, std::move(formals), outer));
     if (outs.size() < 1 + carried) return invalid_model("the body returns fewer values than the loop carries");
+    if (outs[0].num_elements() != 1) return invalid_model(fmt::format("the body's cond has {} elements, not one", outs[0].num_elements()));
     go = outs[0].element_as_double(0) != 0;
     std::copy(outs.begin() + 1, outs.begin() + ptrdiff_t(1 + carried), state.begin());
     scans.resize(outs.size() - 1 - carried);
