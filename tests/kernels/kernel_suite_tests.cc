@@ -9,6 +9,9 @@
 #include <functional>
 #include <tuple>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "base/onnx_types.h"
 #include "ir/builder.h"
 #include "kernel_harness.h"
@@ -777,6 +780,48 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
       ASSERT_EQ(*n, 1);
       std::map<std::string, Tensor> inputs = {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}};
       if (act == "residual SiLU") inputs["residual"] = x({2, 6, 5, 6}, 4);
+      check_graph(std::move(fused), inputs, &unfused);
+    }
+}
+
+// 3x3 stride-1 f32 convolutions with constant weights and enough channels run as Winograd
+// F(4x4, 3x3) on the CPU where the views are channels-inner (hal/cpu/winograd_conv.h): the
+// channels-last layouts of the catalog. Edge tiles cut by the output's size, every pad
+// shape, channel counts that leave a partial vector (36 in, 40 out), more tiles than one
+// chunk (split over cpu-split's threads), and the activations it applies itself (SiLU,
+// ReLU, sigmoid) or leaves to a pass of their own (Clip, a residual add). The weights are
+// scaled by 1/sqrt(fan-in) as trained networks' are, so the convolution's result is of the
+// order of its inputs, as is the activation's: the tolerance is relative to the output's
+// magnitude, and with unscaled weights a sigmoid would squash a result of magnitude 18 to 1
+// (Winograd's error is about 4e-6 of the convolution's magnitude, 5x the direct sum's:
+// bench/winograd_bench). The Clip keeps most of that magnitude for the same reason.
+TEST_P(KernelSuite, WinogradConvolutions) {
+  const Shape x_shape = {2, 36, 19, 23}, w_shape = {40, 36, 3, 3};
+  Tensor weights = x(w_shape, 2);
+  for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= std::sqrt(36.0f * 9.0f);
+  for (const std::vector<int64_t>& pads : {std::vector<int64_t>{1, 1, 1, 1}, {0, 0, 0, 0}, {2, 0, 1, 2}})
+    for (const char* activation : {"none", "SiLU", "Relu", "Sigmoid", "Clip", "residual SiLU"}) {
+      SCOPED_TRACE(fmt::format("pads {} {}", fmt::join(pads, ","), activation));
+      GraphBuilder b(17);
+      ValueId y = b.op("Conv", {b.input("x", DType::kF32, x_shape), b.constant("w", weights),
+                                b.constant("bias", x({40}, 3))},
+                       ints_attribute("pads", pads));
+      const std::string act = activation;
+      const Shape y_shape = {2, 40, 19 + pads[0] + pads[2] - 2, 23 + pads[1] + pads[3] - 2};
+      ValueId out = act == "none"   ? y
+                    : act == "SiLU" ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+                    : act == "Clip" ? b.op("Clip", {y, b.constant("low", scalar(-1.5f)), b.constant("high", scalar(2.5f))})
+                    : act == "residual SiLU"
+                        ? b.op("Add", {b.input("residual", DType::kF32, y_shape), b.op("Mul", {y, b.op("Sigmoid", {y})})})
+                        : b.op(act, {y});
+      b.output(out);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+      std::map<std::string, Tensor> inputs = {{"x", x(x_shape)}};
+      if (act == "residual SiLU") inputs["residual"] = x(y_shape, 4);
       check_graph(std::move(fused), inputs, &unfused);
     }
 }

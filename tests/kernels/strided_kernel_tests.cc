@@ -150,5 +150,53 @@ TEST(PointwiseConv, ReadsAndWritesChannelSlicesAsAMatmul) {
   }
 }
 
+// A 3x3 stride-1 f32 convolution with constant weights and 32 channels or more runs as
+// Winograd F(4x4, 3x3) over channels-last views (a channel slice included; a 17x18 map, 25
+// tiles) and stays on
+// oneDNN's direct convolution over channels-first ones and below 32 channels (there over a
+// whole buffer: oneDNN has only its reference kernel for a channels-last channel slice).
+TEST(WinogradConv, ChosenForChannelsInnerViewsWithEnoughChannels) {
+  struct Case { bool channels_last; int64_t channels; bool winograd; };
+  for (const Case& c : {Case{true, 32, true}, Case{false, 32, false}, Case{true, 16, false}}) {
+    SCOPED_TRACE(::testing::Message() << (c.channels_last ? "nhwc " : "nchw ") << c.channels << " channels");
+    const int64_t ch = c.channels;
+    std::vector<std::unique_ptr<Buffer>> buffers;
+    auto slice_of = [&](int64_t total, int64_t first, int64_t count) {
+      Shape full = {1, total, 17, 18};
+      Strides strides = c.channels_last ? Strides{17 * 18 * total, 1, 18 * total, total} : contiguous_strides(full);
+      buffers.push_back(std::make_unique<Buffer>(total * 17 * 18 * 4));
+      TensorView whole = *make_view(*buffers.back()->allocation, 0, DType::kF32, full, strides, "whole");
+      return *slice_view(whole, 1, first, first + count, 1);
+    };
+    std::map<std::string, Tensor> inputs = {{"x", random_tensor(DType::kF32, {1, ch, 17, 18}, 1)}};
+    const Tensor weights = random_tensor(DType::kF32, {ch, ch, 3, 3}, 2);
+    GraphBuilder b;
+    b.output(b.op("Conv", {b.input("x", DType::kF32, {1, ch, 17, 18}), b.constant("w", weights)},
+                  ints_attribute("pads", {1, 1, 1, 1})));
+    Graph g = b.build();
+    InferContext context(g, 0);
+    ASSERT_TRUE(find_op_schema("", "Conv")->infer(context).is_ok());
+    const bool slices = c.channels_last == c.winograd;
+    TensorView x = slices ? slice_of(ch + 8, 8, ch) : slice_of(ch, 0, ch), y = slices ? slice_of(ch + 4, 2, ch) : slice_of(ch, 0, ch);
+    buffers.push_back(std::make_unique<Buffer>(int64_t(weights.byte_size())));
+    TensorView w = *make_dense_view(*buffers.back()->allocation, 0, DType::kF32, weights.shape(), "w");
+    std::memcpy(w.host_data(), weights.bytes(), weights.byte_size());
+    Strides dense = contiguous_strides(x.sizes);
+    cpu::copy_strided(x.sizes, x.host_data(), x.strides.data(), inputs["x"].bytes(), dense.data(), 4);
+    auto kernel = cpu::create_kernel(KernelRequest{g, g.node(0), {x, w}, {y}});
+    ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
+    EXPECT_EQ((*kernel)->implementation().find("winograd") != std::string::npos, c.winograd)
+        << (*kernel)->implementation();
+    ASSERT_TRUE((*kernel)->run(QueueContext{}).is_ok());
+    auto expected = evaluate_reference(g, inputs);
+    ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+    std::vector<double> reference;
+    for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k)
+      reference.push_back(expected->outputs[0].element_as_double(k));
+    Comparison cmp = compare_values(download(y), reference, {1e-5, 1e-6, 0.99999}, false);
+    EXPECT_TRUE(cmp.passed) << cmp.reason;
+  }
+}
+
 }  // namespace
 }  // namespace strider

@@ -10,6 +10,7 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/winograd_conv.h"
 #include "hal/cpu/worker_queue.h"
 #include "ops/shape_ops.h"
 
@@ -234,6 +235,40 @@ Result<KernelPtr> with_activation(KernelPtr conv, const ConvSetup& c, bool appli
   return make_kernel_then(std::move(conv), std::move(activation));
 }
 
+// The activation the Winograd kernel applies itself, when the post-op plan is one it has.
+std::optional<WinogradActivation> winograd_activation_of(const ConvSetup& c) {
+  if (!c.activation) return WinogradActivation::kNone;
+  if (!c.post_ops || c.post_ops->bias || c.post_ops->ops.size() != 1 || c.post_ops->ops[0].is_binary) return std::nullopt;
+  const OneDnnEltwise& e = c.post_ops->ops[0].eltwise;
+  if (e.algorithm == dnnl::algorithm::eltwise_swish && e.alpha == 1.0f) return WinogradActivation::kSilu;
+  if (e.algorithm == dnnl::algorithm::eltwise_relu && e.alpha == 0.0f) return WinogradActivation::kRelu;
+  if (e.algorithm == dnnl::algorithm::eltwise_logistic) return WinogradActivation::kSigmoid;
+  return std::nullopt;
+}
+
+// A 3x3 stride-1 f32 convolution with constant weights over channels-inner views runs as
+// Winograd F(4x4, 3x3) where that pays (hal/cpu/winograd_conv.h says why and when).
+std::optional<KernelPtr> winograd_kernel(const ConvSetup& c, const KernelRequest& r) {
+  const WindowGeometry& g = c.window;
+  if (!r.constant_input(1) || c.x.dtype != DType::kF32 || c.x.rank() != 4 || c.group != 1 || c.w.sizes[2] != 3 ||
+      c.w.sizes[3] != 3 || c.x.strides[1] != 1 || c.y.strides[1] != 1)
+    return std::nullopt;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.strides[d] != 1 || g.dilations[d] != 1) return std::nullopt;
+  if (!winograd_conv_pays(c.x.sizes[1], c.y.sizes[1], c.y.sizes[2], c.y.sizes[3])) return std::nullopt;
+  WinogradConvArgs args{.x = c.x, .y = c.y, .weights = c.w.host_data_as<float>(), .weight_strides = c.w.strides};
+  if (c.bias.allocation) args.bias = c.bias;
+  args.pad_top = g.pads_begin[0];
+  args.pad_left = g.pads_begin[1];
+  std::optional<WinogradActivation> activation = winograd_activation_of(c);
+  args.activation = activation.value_or(WinogradActivation::kNone);
+  auto kernel = make_winograd_conv(args, r.node.name);
+  if (!kernel.is_ok()) return std::nullopt;
+  auto with = with_activation(std::move(kernel).value(), c, activation.has_value());
+  if (!with.is_ok()) return std::nullopt;
+  return std::move(with).value();
+}
+
 bool all_packed(const ConvSetup& c) {
   return is_packed(c.x) && is_packed(c.w) && is_packed(c.y) && (!c.bias.allocation || is_packed(c.bias));
 }
@@ -252,6 +287,7 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
     if (std::optional<KernelPtr> kernel = pointwise_kernel(c, r.node.name, r.constant_input(1) != nullptr, &applied))
       return with_activation(std::move(*kernel), c, applied);
   }
+  if (std::optional<KernelPtr> kernel = winograd_kernel(c, r)) return std::move(*kernel);
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
     auto kernel = std::make_unique<OneDnnConv>();
     Status s = c.post_ops ? kernel->init(c, r.constant_input(1), true, r.node.name) : unsupported("no post-ops");
