@@ -30,13 +30,15 @@ struct Shape {
 
 // The median of single calls, each after 64 MB were written: in a model, a layer's weights
 // were last read a whole run ago and are out of cache, and Winograd's transformed weights
-// are four times the direct kernel's, so timing warm repeated calls would flatter it.
+// are four times the direct kernel's, so timing warm repeated calls would flatter it
+// (WINOGRAD_BENCH_WARM=1 times them warm).
 double median_us(const std::function<void()>& call, int reps) {
   static std::vector<char> flush(64 << 20);
   for (int i = 0; i < 3; ++i) call();
   std::vector<double> us;
   for (int r = 0; r < reps; ++r) {
-    for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(r + i);
+    if (!std::getenv("WINOGRAD_BENCH_WARM"))
+      for (size_t i = 0; i < flush.size(); i += 64) flush[i] = char(r + i);
     auto t0 = std::chrono::steady_clock::now();
     call();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
