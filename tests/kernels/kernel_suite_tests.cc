@@ -826,6 +826,29 @@ TEST_P(KernelSuite, WinogradConvolutions) {
     }
 }
 
+// The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as
+// one gated row (hal/cpu/vector_math.h), over long runs (computed where they lie), short
+// strided ones (gathered) and channel slices (the rows path); and with tanh's result read
+// twice, where the three instructions run one by one.
+TEST_P(KernelSuite, FusedGatedActivation) {
+  for (bool tanh_read_twice : {false, true}) {
+    SCOPED_TRACE(tanh_read_twice ? "tanh read twice" : "gate");
+    GraphBuilder b(17);
+    const Shape shape = {2, 24, 3, 50};
+    ValueId t = b.op("Tanh", {b.input("a", DType::kF32, shape)});
+    ValueId gate = b.op("Mul", {t, b.op("Sigmoid", {b.input("b", DType::kF32, shape)})});
+    ValueId out = b.op("Add", {b.input("c", DType::kF32, shape), gate});
+    b.output(tanh_read_twice ? b.op("Add", {out, t}) : out);
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    Tensor a = x(shape, 1);
+    for (int64_t i = 0; i < a.num_elements(); ++i) a.data<float>()[i] *= 4.0f;  // tanh's flat ends too
+    check_graph(std::move(fused), {{"a", a}, {"b", x(shape, 2)}, {"c", x(shape, 3)}}, &unfused);
+  }
+}
+
 // A fused program whose operands are broadcast along the innermost run (a scalar constant,
 // a per-row input [2, 1]): runs of 300 (computed where they lie, the broadcast rows filled)
 // and, in the catalog's strided layouts, shorter runs gathered into tiles.

@@ -153,8 +153,9 @@ TEST(Fusion, GroupsStopAtEightOperands) {
 }
 
 // Operands that are views with offsets, reversed and transposed strides, and a broadcast
-// constant; the output is written into a concat slice. Fused and unfused agree bit for bit
-// in f32 (each instruction rounds to f32 as the unfused kernels store it).
+// constant; the output is written into a concat slice. Fused and unfused agree in f32 to
+// the bit for each instruction that rounds to f32 as the unfused kernels store it, and here
+// within 4 ulp of the gate: the CPU runs tanh(a) * sigmoid(b) as one gated row (vector_math.h).
 TEST(Fusion, ViewOperandsAndAConcatSliceOutput) {
   // The second shape spans many tiles of the CPU's fused kernel (rows of 6 channels, 3034
   // of them, channels-last) with a part-filled last one.
@@ -186,8 +187,13 @@ TEST(Fusion, ViewOperandsAndAConcatSliceOutput) {
     auto a = p.session->run({inputs.at("x")});
     auto b = unfused_plan.session->run({inputs.at("x")});
     ASSERT_TRUE(a.is_ok() && b.is_ok());
-    for (int64_t k = 0; k < (*a)[0].num_elements(); ++k)
-      ASSERT_EQ((*a)[0].data<float>()[k], (*b)[0].data<float>()[k]) << layout << " element " << k;
+    for (int64_t k = 0; k < (*a)[0].num_elements(); ++k) {
+      const float fused = (*a)[0].data<float>()[k], unfused = (*b)[0].data<float>()[k];
+      // The gate is at most 1 in magnitude; the bias added after it may cancel it.
+      const float magnitude = std::max(std::fabs(unfused), 1.0f);
+      const float ulp = std::nextafter(magnitude, INFINITY) - magnitude;
+      ASSERT_LE(std::fabs(fused - unfused), 4 * ulp) << layout << " element " << k << ": " << fused << " vs " << unfused;
+    }
   }
   }
 }

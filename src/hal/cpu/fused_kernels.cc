@@ -69,12 +69,44 @@ STRIDER_CPU_CLONES void fill_rows(float* tile, const std::byte* values, int64_t 
   }
 }
 
+// How each instruction runs: alone, or, for a Tanh and a Sigmoid whose only reader is one
+// Mul (the gate of WaveNet-style units), all three as one gated row at the Mul
+// (vector_math::gated_tanh_row: one pass, one division a lane instead of two).
+struct ProgramStep {
+  enum Kind { kRun, kSkip, kGated } kind = kRun;
+  int tanh_of = -1, sigmoid_of = -1;  // kGated: the registers tanh and sigmoid read
+};
+
+std::vector<ProgramStep> plan_steps(const FusedProgram& p) {
+  std::vector<ProgramStep> steps(p.code.size());
+  std::vector<int> readers(size_t(p.inputs) + p.code.size(), 0);
+  for (const FusedInstruction& i : p.code) {
+    ++readers[size_t(i.a)];
+    if (i.b >= 0) ++readers[size_t(i.b)];
+  }
+  auto made_by = [&](int reg, FusedOp op) {
+    return reg >= p.inputs && p.code[size_t(reg - p.inputs)].op == op && readers[size_t(reg)] == 1 &&
+           steps[size_t(reg - p.inputs)].kind == ProgramStep::kRun;
+  };
+  for (size_t j = 0; j < p.code.size(); ++j) {
+    const FusedInstruction& i = p.code[j];
+    if (i.op != FusedOp::kMul || i.b < 0 || i.a == i.b) continue;
+    for (auto [t, g] : {std::pair{i.a, i.b}, std::pair{i.b, i.a}}) {
+      if (!made_by(t, FusedOp::kTanh) || !made_by(g, FusedOp::kSigmoid)) continue;
+      steps[j] = {ProgramStep::kGated, p.code[size_t(t - p.inputs)].a, p.code[size_t(g - p.inputs)].a};
+      steps[size_t(t - p.inputs)].kind = steps[size_t(g - p.inputs)].kind = ProgramStep::kSkip;
+      break;
+    }
+  }
+  return steps;
+}
+
 template <typename T>
 class FusedKernel final : public Kernel {
  public:
   FusedKernel(FusedProgram program, TensorView out, std::vector<TensorView> inputs, std::string expression)
       : program_(std::move(program)), out_(std::move(out)), inputs_(std::move(inputs)),
-        expression_(std::move(expression)),
+        expression_(std::move(expression)), steps_(plan_steps(program_)),
         registers_(size_t(program_.inputs + int(program_.code.size()))), threads_(max_parallel_threads()),
         rows_(size_t(threads_) * registers_ * size_t(kTile)), reg_(size_t(threads_) * reg_stride_),
         batches_(size_t(threads_)) {
@@ -171,14 +203,26 @@ class FusedKernel final : public Kernel {
       if (rows_loop_->broadcast[size_t(k) + 1]) fill_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
       else gather_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
     }
-    for (size_t j = 0; j < program_.code.size(); ++j) {
-      const FusedInstruction& i = program_.code[j];
-      float* result = row(thread, program_.inputs + int(j));
-      run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n * m);
-      reg[size_t(program_.inputs) + j] = result;
-    }
+    run_program(reg, thread, n * m, nullptr);
     scatter_rows(reg[size_t(program_.inputs) + program_.code.size() - 1], p[0], step[0], n, m);
   }
+  // The instructions over n elements of the registers `reg` (their results into this
+  // thread's rows; the last one's into `last_out` when given), as steps_ says.
+  void run_program(const float** reg, int thread, int64_t n, float* last_out) {
+    const size_t last = program_.code.size() - 1;
+    for (size_t j = 0; j < program_.code.size(); ++j) {
+      const ProgramStep& step = steps_[j];
+      if (step.kind == ProgramStep::kSkip) continue;
+      const FusedInstruction& i = program_.code[j];
+      float* result = j == last && last_out ? last_out : row(thread, program_.inputs + int(j));
+      if (step.kind == ProgramStep::kGated)
+        vector_math::gated_tanh_row(reg[size_t(step.tanh_of)], reg[size_t(step.sigmoid_of)], result, n);
+      else
+        run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n);
+      reg[size_t(program_.inputs) + j] = result;
+    }
+  }
+
   struct Run {  // one innermost run of the loop: its operands' first elements and its length
     Pointers p;
     int64_t n;
@@ -281,15 +325,9 @@ class FusedKernel final : public Kernel {
       }
     }
     const bool direct_out = single && std::is_same_v<T, float> && s[0] == int64_t(sizeof(T));
-    const size_t last = program_.code.size() - 1;
-    for (size_t j = 0; j < program_.code.size(); ++j) {
-      const FusedInstruction& i = program_.code[j];
-      float* result = j == last && direct_out ? reinterpret_cast<float*>(runs[0].p[0]) : row(thread, program_.inputs + int(j));
-      run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n);
-      reg[size_t(program_.inputs) + j] = result;
-    }
+    run_program(reg, thread, n, direct_out ? reinterpret_cast<float*>(runs[0].p[0]) : nullptr);
     if (direct_out) return;
-    const float* result = reg[size_t(program_.inputs) + last];
+    const float* result = reg[size_t(program_.inputs) + program_.code.size() - 1];
     int64_t at = 0;
     for (const Run& run : runs) {
       scatter(result + at, run.p[0], s[0], run.n);
@@ -301,6 +339,7 @@ class FusedKernel final : public Kernel {
   TensorView out_;
   std::vector<TensorView> inputs_;
   std::string expression_;
+  std::vector<ProgramStep> steps_;
   size_t registers_;          // the program's inputs and instruction results
   // Each thread's register pointers start a cache line of their own: written for every
   // instruction, they would otherwise share a line with the next thread's.

@@ -102,13 +102,51 @@ template <bool kNarrow = false>
   return x != x ? x : e;
 }
 
+// tanh(a) * sigmoid(b), the gate of WaveNet-style units, with one division instead of two
+// and no second polynomial: tanh|a| = -m / (2 + m) with m = e^(-2|a|) - 1 computed as
+// expm1 (2^n (e^r - 1) + (2^n - 1), exact where tanh is small), and sigmoid(b) = 1 / (1 + e^-b),
+// so the product is sign(a) (-m) / ((2 + m)(1 + e^-b)). |a| is clamped at 9 (tanh rounds to
+// 1 from 9.02) and b as sigmoid_one clamps it, so the denominator stays under 1.7e38. Below
+// b = -87.33 the product is of the order of 1e-38, where sigmoid_one's is 0.
+[[gnu::always_inline]] inline float gated_tanh_one(float a, float b) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;
+  const float magnitude = a < 0 ? -a : a;
+  const float y = -2.0f * (magnitude > 9.0f ? 9.0f : magnitude);  // in [-18, 0]
+  const float shifted = y * kLog2e + kRound;
+  const float n = shifted - kRound;
+  const int32_t exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  const float r = y - n * kLn2Hi - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float em1 = p * (r * r) + r;  // e^r - 1
+  const float scale = std::bit_cast<float>(uint32_t(exponent + 127) << 23);  // 2^n, n in [-26, 0]
+  const float m = scale * em1 + (scale - 1.0f);                               // e^y - 1
+  const float clamped_b = b < -87.33654f ? -87.33654f : (b > 87.33654f ? 87.33654f : b);
+  const float eb = exp_core<true>(-clamped_b);
+  const float gate = -m / ((2.0f + m) * (1.0f + eb));
+  const float signed_gate = a < 0 ? -gate : gate;
+  return a != a ? a : (b != b ? b : signed_gate);
+}
+
 // Each row loop for AVX-512 (16 lanes), AVX2 with FMA (8 lanes) and the x86-64 baseline
 // (SSE2, 4 lanes); the widest the CPU has is chosen once.
 #define STRIDER_ROW(name, one, suffix, target_isa)                                      \
   __attribute__((target(target_isa))) void name##_##suffix(const float* x, float* out, int64_t n) { \
     for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);                                 \
   }
+#define STRIDER_GATED_ROW(suffix, target_isa)                                                            \
+  __attribute__((target(target_isa))) void gated_tanh_##suffix(const float* a, const float* b, float* out, \
+                                                               int64_t n) {                                \
+    for (int64_t i = 0; i < n; ++i) out[i] = gated_tanh_one(a[i], b[i]);                                   \
+  }
 #define STRIDER_ROWS(suffix, target_isa)                \
+  STRIDER_GATED_ROW(suffix, target_isa)                 \
   STRIDER_ROW(exp, exp_one, suffix, target_isa)         \
   STRIDER_ROW(sigmoid, sigmoid_one, suffix, target_isa) \
   STRIDER_ROW(tanh, tanh_one, suffix, target_isa)       \
@@ -117,6 +155,7 @@ STRIDER_ROWS(avx512, "arch=x86-64-v4,prefer-vector-width=512")
 STRIDER_ROWS(avx2, "avx2,fma")
 #undef STRIDER_ROWS
 #undef STRIDER_ROW
+#undef STRIDER_GATED_ROW
 
 void exp_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = exp_one(x[i]);
@@ -129,6 +168,9 @@ void tanh_baseline(const float* x, float* out, int64_t n) {
 }
 void erf_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = erf_one(x[i]);
+}
+void gated_tanh_baseline(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gated_tanh_one(a[i], b[i]);
 }
 
 const RowFunctions& chosen() {
@@ -152,16 +194,17 @@ bool cpu_has(VectorIsa isa) {
 
 RowFunctions row_functions(VectorIsa isa) {
   switch (isa) {
-    case VectorIsa::kAvx512: return {exp_avx512, sigmoid_avx512, tanh_avx512, erf_avx512};
-    case VectorIsa::kAvx2Fma: return {exp_avx2, sigmoid_avx2, tanh_avx2, erf_avx2};
+    case VectorIsa::kAvx512: return {exp_avx512, sigmoid_avx512, tanh_avx512, erf_avx512, gated_tanh_avx512};
+    case VectorIsa::kAvx2Fma: return {exp_avx2, sigmoid_avx2, tanh_avx2, erf_avx2, gated_tanh_avx2};
     case VectorIsa::kBaseline: break;
   }
-  return {exp_baseline, sigmoid_baseline, tanh_baseline, erf_baseline};
+  return {exp_baseline, sigmoid_baseline, tanh_baseline, erf_baseline, gated_tanh_baseline};
 }
 
 void exp_row(const float* x, float* out, int64_t n) { chosen().exp(x, out, n); }
 void sigmoid_row(const float* x, float* out, int64_t n) { chosen().sigmoid(x, out, n); }
 void tanh_row(const float* x, float* out, int64_t n) { chosen().tanh(x, out, n); }
 void erf_row(const float* x, float* out, int64_t n) { chosen().erf(x, out, n); }
+void gated_tanh_row(const float* a, const float* b, float* out, int64_t n) { chosen().gated_tanh(a, b, out, n); }
 
 }  // namespace strider::cpu::vector_math
