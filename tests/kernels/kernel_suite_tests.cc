@@ -732,6 +732,38 @@ TEST_P(KernelSuite, FusedAttentionCausalWhereBothWays) {  // GPT-2: where(causal
   }
 }
 
+// Masks that end rows early, over more query rows than the CPU's block of 32, so each block
+// leaves out the keys past its last row's last visible one: causal as an additive -inf
+// triangle (Llama) and as a Where (GPT-2), a padding mask (keys from 50 on masked for every
+// row), and the additive causal mask with a +inf key element (key 60): rows before it mask
+// it, and their score there is NaN where it is +inf - inf, so nothing may be left out.
+TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
+  const int64_t n = 70;
+  for (const char* kind : {"additive causal", "where causal", "padding", "additive causal, inf key"}) {
+    SCOPED_TRACE(kind);
+    const std::string k = kind;
+    const bool where = k == "where causal";
+    Tensor mask = where ? causal_keep(n, n) : Tensor(DType::kF32, {n, n});
+    if (!where)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          mask.data<float>()[i * n + j] = (k == "padding" ? j >= 50 : j > i) ? -INFINITY : 0.01f * float((i + j) % 7);
+    std::map<std::string, Tensor> inputs = {{"mask", mask}};
+    if (k == "additive causal, inf key") {
+      Tensor kt = kernel_test::random_tensor(DType::kF32, {1, 2, 8, n}, 21);
+      kt.data<float>()[2 * n + 60] = INFINITY;  // head 0, dim 2, key 60
+      inputs["kt"] = kt;
+    }
+    check_attention(this, DType::kF32, {1, 2, n, 8}, {1, 2, 8, n}, {1, 2, n, 8}, inputs, [&](GraphBuilder& b, ValueId s) {
+      ValueId scaled = b.op("Div", {s, b.constant("scale", scalar(2.0f))});
+      if (where)
+        return b.op("Softmax", {b.op("Where", {b.input("mask", DType::kBool, {n, n}), scaled,
+                                               b.constant("fill", scalar(-INFINITY))})});
+      return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", DType::kF32, {n, n})})});
+    });
+  }
+}
+
 // Rows with every key masked: NaN unguarded (as the unfused softmax gives), 0 with
 // Attention's guard Where(IsNaN(p), 0, p); a Cast to f32 and back around the softmax (Llama).
 TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
