@@ -63,7 +63,15 @@ void Executor::try_capture() {
     captured_accesses_.insert(captured_accesses_.end(), accesses.begin(), accesses.end());
 }
 
+// The steps read the inputs a run uploaded (or a binding wrote): before any run they would
+// read whatever the arena held (a Gather meeting garbage indices), so timing refuses.
+Status Executor::needs_inputs(std::string_view what) const {
+  if (inputs_present_) return Status::ok();
+  return invalid_argument(fmt::format("{} reads the inputs of the last run, and the session has not run yet", what));
+}
+
 Result<double> Executor::time_steps() {
+  STRIDER_RETURN_IF_ERROR(needs_inputs("timing the steps"));
   if (captured_) return device_.queue(1).time(captured_);
   for (int queue : queue_of_step_)
     if (queue != 1) return unsupported("timing steps spread over several queues");
@@ -71,6 +79,7 @@ Result<double> Executor::time_steps() {
 }
 
 Result<std::vector<double>> Executor::time_each_step() {
+  STRIDER_RETURN_IF_ERROR(needs_inputs("timing each step"));
   std::vector<double> ms(plan_.steps.size(), 0.0);
   for (size_t s = 0; s < plan_.steps.size(); ++s) {
     Kernel* kernel = kernels_[s].get();
@@ -213,12 +222,16 @@ Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>
     submit_lasting(kHostQueue, download_labels_[i],
                    [this, &view, output](const QueueContext&) { return device_.download(view, output); }, output_accesses_[i]);
   }
-  return finish_run();
+  Status status = finish_run();
+  if (status.is_ok()) inputs_present_ = true;
+  return status;
 }
 
 Status Executor::run_in_place() {
   submit_steps(nullptr);
-  return finish_run();
+  Status status = finish_run();
+  if (status.is_ok()) inputs_present_ = true;
+  return status;
 }
 
 void Executor::submit_steps(std::map<ValueId, Tensor>* taps) {

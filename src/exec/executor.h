@@ -17,6 +17,7 @@
 // and each run submits that graph as one command whose accesses are all the steps'.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -63,11 +64,13 @@ class Executor {
 
   // Runs just the steps once more on the inputs already uploaded, leaving the outputs on
   // the device, and returns the device time in ms (the benchmark's figure).
+  // INVALID_ARGUMENT before the first successful run.
   Result<double> time_steps();
   // Runs each step once more on its own (in plan order, each after the previous one
   // finished) and returns each step's device time in ms, 0 where nothing runs: where the
   // time goes (`strider bench --profile`). Slower than a run: no step overlaps another.
   Result<std::vector<double>> time_each_step();
+  Status needs_inputs(std::string_view what) const;
 
  private:
   // Submits `work` to `queue` after the waits its accesses need. `accesses` are copied
@@ -101,6 +104,7 @@ class Executor {
   std::vector<MemoryAccess> captured_accesses_;          // every step's accesses
   std::vector<std::vector<MemoryAccess>> input_accesses_, output_accesses_;  // an upload's write, a download's read
   std::vector<std::string> upload_labels_, download_labels_;
+  std::atomic<bool> inputs_present_{false};  // a run succeeded: the steps' inputs are in place
   HazardTracker tracker_;
   std::unique_ptr<Sanitizer> sanitizer_;
 };

@@ -15,6 +15,7 @@
 #include "strider/model.h"
 #include "strider/reference.h"
 #include "strider/session.h"
+#include "strider/tools.h"
 
 namespace strider {
 namespace {
@@ -77,6 +78,20 @@ TEST(Session, WritesOutputsIntoTheCallersMemory) {
   ASSERT_TRUE(session->run(inputs, owned).is_ok());
   EXPECT_EQ(owned[0].bytes(), address);
   EXPECT_EQ(std::memcmp(owned[0].bytes(), session->run(inputs)->at(0).bytes(), owned[0].byte_size()), 0);
+}
+
+// Timing reruns the steps on the inputs of the last run: before any run there are none
+// (the steps would read whatever the arena held), so it is refused until a run succeeded.
+TEST(Session, TimingTheStepsNeedsARunFirst) {
+  auto session = load();
+  ASSERT_NE(session, nullptr);
+  for (Status before : {time_device_steps(*session).status(), time_each_step(*session).status()}) {
+    EXPECT_EQ(before.code(), StatusCode::kInvalidArgument) << before.to_string();
+    EXPECT_NE(before.message().find("has not run yet"), std::string::npos) << before.to_string();
+  }
+  ASSERT_TRUE(session->run({read("input_0.pb")}).is_ok());
+  EXPECT_TRUE(time_device_steps(*session).is_ok());
+  EXPECT_TRUE(time_each_step(*session).is_ok());
 }
 
 TEST(Session, RefusesAWrongOutputTensorBeforeRunning) {
