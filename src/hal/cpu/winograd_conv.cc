@@ -32,15 +32,16 @@ constexpr double kG[kPatch][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6
 // Sixteen channels as one vector (an AVX-512 register; two or four in the narrower builds).
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
-[[gnu::always_inline]] inline Lanes load_lanes(const float* p, int lanes) {
-  Lanes v = {};
+// Loads and stores through references: a function taking or returning a 64-byte vector by
+// value has a different ABI with and without AVX-512 (clang refuses it in the baseline build).
+[[gnu::always_inline]] inline void load_lanes(Lanes& v, const float* p, int lanes) {
+  v = Lanes{};
   if (lanes == kLanes) std::memcpy(&v, p, sizeof(v));
   else
     for (int l = 0; l < lanes; ++l) v[l] = p[l];
-  return v;
 }
 
-[[gnu::always_inline]] inline void store_lanes(float* p, Lanes v, int lanes) {
+[[gnu::always_inline]] inline void store_lanes(float* p, const Lanes& v, int lanes) {
   if (lanes == kLanes) std::memcpy(p, &v, sizeof(v));
   else
     for (int l = 0; l < lanes; ++l) p[l] = v[l];
@@ -76,8 +77,10 @@ STRIDER_CPU_CLONES void transform_input_tile(const float* const* rows, const boo
   Lanes t[kPatch][kPatch];  // B^T along each patch row
   for (int i = 0; i < kPatch; ++i) {
     Lanes r[kPatch];
-    for (int j = 0; j < kPatch; ++j)
-      r[j] = rows[i] && column_ok[j] ? load_lanes(rows[i] + j * pixel_stride, lanes) : Lanes{};
+    for (int j = 0; j < kPatch; ++j) {
+      r[j] = Lanes{};
+      if (rows[i] && column_ok[j]) load_lanes(r[j], rows[i] + j * pixel_stride, lanes);
+    }
     input_transform_6(r, t[i]);
   }
   for (int k = 0; k < kPatch; ++k) {  // then along each column
@@ -97,7 +100,7 @@ STRIDER_CPU_CLONES void transform_output_tile(const float* m, int64_t point_stri
   Lanes t[kPatch][kTile];  // A^T along each row of points
   for (int i = 0; i < kPatch; ++i) {
     Lanes r[kPatch];
-    for (int j = 0; j < kPatch; ++j) r[j] = load_lanes(m + (i * kPatch + j) * point_stride, lanes);
+    for (int j = 0; j < kPatch; ++j) load_lanes(r[j], m + (i * kPatch + j) * point_stride, lanes);
     output_transform_6(r, t[i]);
   }
   Lanes bias_lanes;
