@@ -105,6 +105,32 @@ TEST(CpuThreadsDeathTest, AOneThreadSessionStartsNoOpenMpThreads) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A two-thread session whose kernels are all too small to split (PointwiseC2f: 2k-32k
+// multiply-adds each) starts no team either: its oneDNN primitives are made for one thread,
+// and a gemm-based one (the 1x1 convolutions over channel slices run as oneDNN's gemm:jit
+// matmul) sizes its team when it runs, so it runs under a one-thread setting
+// (onednn_execute). Before, it started a team whose idle thread spun beside the waiter.
+TEST(CpuThreadsDeathTest, ATwoThreadSessionOfSmallKernelsStartsNoOpenMpThreads) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one core: every team is one thread anyway";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto dir = std::filesystem::path(STRIDER_SOURCE_DIR) / "models/seed/PointwiseC2f_split_op17";
+  EXPECT_EXIT(
+      {
+        auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+        const int before = threads_of_this_process();
+        SessionOptions two;
+        two.threads = 2;
+        auto session = Session::load((dir / "model.onnx").string(), two);
+        if (!session.is_ok() || !input.is_ok()) std::exit(2);
+        for (int k = 0; k < 3; ++k)
+          if (!(*session)->run({*input}).is_ok()) std::exit(2);
+        const int running = threads_of_this_process();
+        std::fprintf(stderr, "threads: %d before, %d with the session\n", before, running);
+        std::exit(running == before + 1 ? 0 : 1);  // the worker only
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // Two sessions of every core each, sharing the process's cores, run at once from two
 // threads: without the core budget their teams overlap and keep twice the cores busy; with
 // it they take turns, and every result stays right.

@@ -57,16 +57,14 @@ class OneDnnConv final : public Kernel {
   Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node);
   bool applies_activation() const { return applies_activation_; }
   Status run(const QueueContext& context) override {
-    return onednn_call("Conv", [&] {
-      primitive_.execute(onednn_stream(), args_);
-      onednn_stream().wait();
-    });
+    return onednn_call("Conv", [&] { onednn_execute(primitive_, args_, team_); });
   }
   std::string implementation() const override { return impl_; }
 
  private:
   dnnl::convolution_forward primitive_;
   std::unordered_map<int, dnnl::memory> args_;
+  bool team_ = false;  // created for a team of two or more
   dnnl::memory packed_weights_;  // owned reordered copy of constant weights
   std::string impl_;
   bool applies_activation_ = false;
@@ -123,6 +121,7 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
     impl_ = onednn_impl_name(pd) + (with_post_ops ? "+" + describe_fused_program(*c.activation) : "");
     applies_activation_ = with_post_ops;
     primitive_ = dnnl::convolution_forward(pd);
+    team_ = onednn_creates_team();
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
       packed_weights_ = reorder_constant(w_mem, pd.weights_desc());

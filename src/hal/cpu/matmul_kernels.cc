@@ -67,6 +67,7 @@ class OneDnnMatMul final : public Kernel {
         throw dnnl::error(dnnl_unimplemented, "binary post-ops outside the generated code");
       impl_ = onednn_impl_name(pd) + impl_suffix_;
       primitive_ = dnnl::matmul(pd);
+      team_ = onednn_creates_team();
       dnnl::memory b_mem = onednn_memory(v.b, b_plain);
       if (pd.weights_desc() != b_plain) {
         packed_b_ = reorder_constant(b_mem, pd.weights_desc());
@@ -83,16 +84,14 @@ class OneDnnMatMul final : public Kernel {
     });
   }
   Status run(const QueueContext& context) override {
-    return onednn_call("MatMul", [&] {
-      primitive_.execute(onednn_stream(), args_);
-      onednn_stream().wait();
-    });
+    return onednn_call("MatMul", [&] { onednn_execute(primitive_, args_, team_); });
   }
   std::string implementation() const override { return impl_; }
 
  private:
   dnnl::matmul primitive_;
   std::unordered_map<int, dnnl::memory> args_;
+  bool team_ = false;  // created for a team of two or more
   dnnl::memory packed_b_;  // owned reordered copy of constant weights
   std::string impl_, impl_suffix_;
 };

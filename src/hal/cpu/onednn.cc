@@ -1,5 +1,7 @@
 #include "hal/cpu/onednn.h"
 
+#include "hal/cpu/parallel.h"
+
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <algorithm>
@@ -133,6 +135,20 @@ dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::de
   dnnl::reorder(source, packed).execute(onednn_stream(), const_cast<dnnl::memory&>(source), packed);
   onednn_stream().wait();
   return packed;
+}
+
+void onednn_execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args, bool team) {
+  if (team) {
+    thread_started_team = true;
+    primitive.execute(onednn_stream(), args);
+  } else {
+    // Not every implementation keeps the team it was created for: gemm-based ones size it
+    // when they run, from the running thread's setting (a one-thread "gemm:jit" matmul ran
+    // on the session's two threads, and its idle pool thread then spun beside a waiter).
+    ScopedOmpThreads alone(1);
+    primitive.execute(onednn_stream(), args);
+  }
+  onednn_stream().wait();
 }
 
 }  // namespace strider::cpu

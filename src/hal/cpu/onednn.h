@@ -4,6 +4,7 @@
 // conversion of oneDNN's exceptions into Statuses at the kernel boundary.
 #pragma once
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 #include <string>
+#include <unordered_map>
 
 #include "memory/tensor_view.h"
 #include "ops/fused_elementwise.h"
@@ -51,6 +53,15 @@ dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::de
 // one); else 0, the session's team. See hal/cpu/parallel.h for strider's own kernels.
 inline constexpr int64_t kSerialMultiplyAdds = int64_t(1) << 18;
 inline int onednn_team_for(int64_t multiply_adds) { return multiply_adds < kSerialMultiplyAdds ? 1 : 0; }
+
+// Whether a primitive created now runs on a team of two or more: oneDNN fixes its team at
+// creation from the creating thread's OpenMP setting (onednn_team_for, ScopedOmpThreads).
+inline bool onednn_creates_team() { return omp_get_max_threads() > 1; }
+
+// Executes `primitive` on the calling thread's stream and waits for it. `team`: it was
+// created for a team (onednn_creates_team), so the thread notes that it started one
+// (thread_started_team in hal/cpu/parallel.h); else it runs under a one-thread setting.
+void onednn_execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args, bool team);
 
 // Runs `fn`, turning a dnnl::error into a Status: UNSUPPORTED when oneDNN has no
 // implementation or cannot describe the arguments, DEVICE_ERROR otherwise. `what` names the node.

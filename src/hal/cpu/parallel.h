@@ -55,6 +55,12 @@ inline thread_local int64_t thread_min_work_per_thread = kMinWorkPerThread;
 // pool of the process: each later parallel region then sleeps and wakes (tens of us).
 inline thread_local bool thread_starts_teams = false;
 
+// Set when the calling thread started a team of two or more (strider's parallel_for, or a
+// oneDNN primitive made for the session's team): a queue's worker reads and clears it
+// around each command, and a waiter spins for a command that started none, whose team left
+// the other cores idle (WorkerQueue::wait).
+inline thread_local bool thread_started_team = false;
+
 // The team size a kernel with `items` items of `work_per_item` elements each should use,
 // at most `cap` (a kernel's per-thread scratch count).
 inline int parallel_threads(int64_t items, int64_t work_per_item, int cap = 1 << 30) {
@@ -78,6 +84,7 @@ void parallel_for(int64_t items, int64_t work_per_item, Body&& body, int cap = 1
     body(int64_t(0), items, 0);
     return;
   }
+  thread_started_team = true;
 #pragma omp parallel num_threads(threads)
   {
     const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();

@@ -247,22 +247,21 @@ class OneDnnPool final : public Kernel {
       dnnl::pooling_v2_forward::primitive_desc pd(desc, onednn_attr(), onednn_engine());
       impl_ = onednn_impl_name(pd);
       primitive_ = dnnl::pooling_v2_forward(pd);
+      team_ = onednn_creates_team();
       args_ = {{DNNL_ARG_SRC, onednn_memory(x, x_md)},
                {DNNL_ARG_DST, onednn_memory(y, y_md)},
                {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), onednn_engine())}};
     });
   }
   Status run(const QueueContext&) override {
-    return onednn_call("Pool", [&] {
-      primitive_.execute(onednn_stream(), args_);
-      onednn_stream().wait();
-    });
+    return onednn_call("Pool", [&] { onednn_execute(primitive_, args_, team_); });
   }
   std::string implementation() const override { return impl_; }
 
  private:
   dnnl::pooling_v2_forward primitive_;
   std::unordered_map<int, dnnl::memory> args_;
+  bool team_ = false;  // created for a team of two or more
   std::string impl_;
 };
 

@@ -103,7 +103,7 @@ Timepoint WorkerQueue::submit(Command command) {
 }
 
 Status WorkerQueue::wait(uint64_t value) {
-  if (spin_waits_) {
+  if (spin_waits_ || !last_command_started_team_.load(std::memory_order_relaxed)) {
     // Bounded: a command much longer than the last one (a first run, another model's) still
     // ends in a sleep, so a waiter never burns its core for long.
     const auto budget = kWaitSpin + std::min(kWaitSpinLongest, std::chrono::microseconds(
@@ -156,7 +156,9 @@ void WorkerQueue::loop() {
       CoreBudget::Lease lease = budget_ ? budget_->acquire(team) : CoreBudget::Lease();
       BusyTeam busy(team);
       const auto start = std::chrono::steady_clock::now();
+      thread_started_team = false;
       status = guard(command.label, [&] { return command.work(QueueContext{index_, nullptr}); });
+      last_command_started_team_.store(thread_started_team, std::memory_order_relaxed);
       last_command_us_.store(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count(),
           std::memory_order_relaxed);

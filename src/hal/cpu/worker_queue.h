@@ -78,8 +78,12 @@ class WorkerQueue final : public Queue {
   std::atomic<uint64_t> completed_seen_{0};
   std::atomic<size_t> pending_seen_{0};
   // A waiter spins only when the worker's team leaves it a core: otherwise it would take
-  // one from the team (PointwiseC2f, 2 threads on 2 cores: run() 0.10 -> 0.17 ms).
+  // one from the team (PointwiseC2f, 2 threads on 2 cores: run() 0.10 -> 0.17 ms). Or when
+  // the worker's last command started no team (every kernel small enough for one thread,
+  // hal/cpu/parallel.h): then the other cores idle, and a run of the same plan most likely
+  // starts none either. A first command counts as one that did.
   bool spin_waits_;
+  std::atomic<bool> last_command_started_team_{true};
   // How long the worker's last command ran (us): a spinning waiter polls that long plus
   // kWaitSpin, so a run of several ms ends without the waiter having gone to sleep (its
   // wake-up cost 0.1-0.2 ms here, after the worker finished).
