@@ -11,26 +11,33 @@
 namespace strider::cpu::vector_math {
 namespace {
 
-// e^x for |x| within the normal range, NaN passing through; the callers handle the ends.
-// kNarrow: x is known to lie within [-87.33, 87.33] (tanh's and sigmoid's arguments, which
-// they clamp), so 2^n is one exponent field, not two halves: four fewer operations a lane.
-template <bool kNarrow = false>
-[[gnu::always_inline]] inline float exp_core(float x) {
+// e^r - 1 for x = n ln2 + r, |r| <= ln2 / 2, with n returned in `exponent` (Cephes' expf
+// reduction and polynomial; x within the normal range).
+[[gnu::always_inline]] inline float expm1_reduced(float x, int32_t* exponent) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  float clamped = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
-  float shifted = clamped * kLog2e + kRound;
+  float shifted = x * kLog2e + kRound;
   float n = shifted - kRound;
-  int32_t exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
-  float r = clamped - n * kLn2Hi - n * kLn2Lo;
+  *exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  float r = x - n * kLn2Hi - n * kLn2Lo;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  float e = p * (r * r) + r + 1.0f;
+  return p * (r * r) + r;
+}
+
+// e^x for |x| within the normal range, NaN passing through; the callers handle the ends.
+// kNarrow: x is known to lie within [-87.33, 87.33] (tanh's and sigmoid's arguments, which
+// they clamp), so 2^n is one exponent field, not two halves: four fewer operations a lane.
+template <bool kNarrow = false>
+[[gnu::always_inline]] inline float exp_core(float x) {
+  float clamped = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  int32_t exponent;
+  float e = expm1_reduced(clamped, &exponent) + 1.0f;
   // 2^n in two halves, so n = 128 (x near 88.72, e < 1) does not overflow the exponent.
   // (Unsigned shifts: a NaN's garbage exponent must not be a signed overflow; its result is
   // replaced by the NaN in exp_one.)
@@ -109,22 +116,10 @@ template <bool kNarrow = false>
 // 1 from 9.02) and b as sigmoid_one clamps it, so the denominator stays under 1.7e38. Below
 // b = -87.33 the product is of the order of 1e-38, where sigmoid_one's is 0.
 [[gnu::always_inline]] inline float gated_tanh_one(float a, float b) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kRound = 12582912.0f;
   const float magnitude = a < 0 ? -a : a;
   const float y = -2.0f * (magnitude > 9.0f ? 9.0f : magnitude);  // in [-18, 0]
-  const float shifted = y * kLog2e + kRound;
-  const float n = shifted - kRound;
-  const int32_t exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
-  const float r = y - n * kLn2Hi - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float em1 = p * (r * r) + r;  // e^r - 1
+  int32_t exponent;
+  const float em1 = expm1_reduced(y, &exponent);  // e^r - 1
   const float scale = std::bit_cast<float>(uint32_t(exponent + 127) << 23);  // 2^n, n in [-26, 0]
   const float m = scale * em1 + (scale - 1.0f);                               // e^y - 1
   const float clamped_b = b < -87.33654f ? -87.33654f : (b > 87.33654f ? 87.33654f : b);
