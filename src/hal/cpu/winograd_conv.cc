@@ -1,8 +1,10 @@
 #include "hal/cpu/winograd_conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include <fmt/format.h>
@@ -150,6 +152,8 @@ struct OutputSlice {
 // detector, ~1 MB each) was out of cache by the time its kernel ran again, so the
 // transforms' stores missed (the input transform alone took 1.8 ms of a 13 ms YOLOv8n
 // run). Grows once to the largest layer's need, then is reused; freed when the thread ends.
+// Null when the memory is not there (it is asked for inside an OpenMP team, where nothing
+// may throw: the kernel reports RESOURCE_EXHAUSTED instead).
 std::byte* thread_scratch(int slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<std::byte, AlignedFree> bytes;
@@ -158,7 +162,10 @@ std::byte* thread_scratch(int slot, size_t bytes) {
   thread_local std::array<Buffer, 3> buffers;
   Buffer& b = buffers[size_t(slot)];
   if (b.size < bytes) {
-    b.bytes.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t(64))));
+    b.bytes.reset();
+    b.size = 0;
+    b.bytes.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t(64), std::nothrow)));
+    if (!b.bytes) return nullptr;
     std::memset(b.bytes.get(), 0, bytes);  // a last chunk's unused rows stay finite
     b.size = bytes;
   }
@@ -180,7 +187,7 @@ class WinogradConv final : public Kernel {
  private:
   void plan_work(int threads);
   void transform_inputs(int64_t chunk, float* v) const;
-  void run_item(int64_t chunk, const OutputSlice& slice, ThreadScratch& s, int64_t* transformed_chunk) const;
+  bool run_item(int64_t chunk, const OutputSlice& slice, ThreadScratch& s, int64_t* transformed_chunk) const;
   std::vector<float> transformed_weights() const;
 
   WinogradConvArgs a_;
@@ -308,10 +315,12 @@ void WinogradConv::transform_inputs(int64_t chunk, float* v) const {
   }
 }
 
-void WinogradConv::run_item(int64_t chunk, const OutputSlice& slice, ThreadScratch& s, int64_t* transformed_chunk) const {
+// False when this thread's scratch could not be had.
+bool WinogradConv::run_item(int64_t chunk, const OutputSlice& slice, ThreadScratch& s, int64_t* transformed_chunk) const {
   float* v = reinterpret_cast<float*>(thread_scratch(0, v_bytes_));
   float* m = reinterpret_cast<float*>(thread_scratch(1, m_bytes_));
   std::byte* scratchpad = thread_scratch(2, scratchpad_bytes_);
+  if (!v || !m || !scratchpad) return false;
   if (*transformed_chunk != chunk) transform_inputs(chunk, v);
   *transformed_chunk = chunk;
   const size_t index = size_t(&slice - slices_.data());
@@ -343,20 +352,31 @@ void WinogradConv::run_item(int64_t chunk, const OutputSlice& slice, ThreadScrat
                             int(std::min<int64_t>(kLanes, slice.count - k)), a_.activation, at, column_ok, y.strides[3]);
     }
   }
+  return true;
 }
 
 // Items are (chunk, slice) pairs, chunk-major, so a thread given several slices of one
 // chunk transforms its inputs once.
+// Nothing may leave the team's threads by throwing: a oneDNN error or missing scratch is
+// noted and reported after the team joined.
 Status WinogradConv::run(const QueueContext&) {
-  return onednn_call("Conv", [&] {
-    const int64_t slices = int64_t(slices_.size()), items = chunks_ * slices;
-    const int64_t work = chunk_ * kPoints * (channels_ + outputs_ / slices);
-    parallel_for(items, work, [&](int64_t begin, int64_t end, int thread) {
-      int64_t transformed_chunk = -1;  // the chunk this thread's scratch holds
+  const int64_t slices = int64_t(slices_.size()), items = chunks_ * slices;
+  const int64_t work = chunk_ * kPoints * (channels_ + outputs_ / slices);
+  std::atomic<bool> no_scratch{false}, failed{false};
+  parallel_for(items, work, [&](int64_t begin, int64_t end, int thread) {
+    int64_t transformed_chunk = -1;  // the chunk this thread's scratch holds
+    try {
       for (int64_t item = begin; item < end; ++item)
-        run_item(item / slices, slices_[size_t(item % slices)], scratch_[size_t(thread)], &transformed_chunk);
-    }, int(scratch_.size()));
-  });
+        if (!run_item(item / slices, slices_[size_t(item % slices)], scratch_[size_t(thread)], &transformed_chunk))
+          no_scratch = true;
+    } catch (...) {
+      failed = true;
+    }
+  }, int(scratch_.size()));
+  if (no_scratch)
+    return resource_exhausted(fmt::format("Conv: Winograd scratch of {} bytes a thread", v_bytes_ + m_bytes_ + scratchpad_bytes_));
+  if (failed) return device_error("Conv: oneDNN's batched product of the Winograd convolution failed");
+  return Status::ok();
 }
 
 }  // namespace
