@@ -255,6 +255,7 @@ SessionOptions session_options(const py::dict& o) {
     s.storage_mode = *mode;
   }
   if (o.contains("allow_tf32")) s.allow_tf32 = o["allow_tf32"].cast<bool>();
+  if (o.contains("winograd")) s.winograd = o["winograd"].cast<bool>();
   if (o.contains("cuda_graph")) s.cuda_graph = o["cuda_graph"].cast<bool>();
   if (o.contains("fusion")) s.fusion = o["fusion"].cast<bool>();
   if (o.contains("max_memory_bytes")) s.max_memory_bytes = o["max_memory_bytes"].cast<int64_t>();
@@ -281,6 +282,7 @@ cli::ModelOptions model_options(const std::string& model, const py::dict& o) {
   if (o.contains("sanitize")) m.sanitize = o["sanitize"].cast<bool>();
   if (o.contains("seed")) m.seed = o["seed"].cast<uint64_t>();
   if (o.contains("fusion")) m.fusion = o["fusion"].cast<bool>() ? "on" : "off";
+  if (o.contains("winograd")) m.winograd = o["winograd"].cast<bool>() ? "on" : "off";
   if (o.contains("shapes"))
     for (const auto& [name, dims] : o["shapes"].cast<std::map<std::string, std::vector<int64_t>>>()) {
       std::string spec = name + ":";

@@ -76,6 +76,10 @@ struct SessionOptions {
   StorageMode storage_mode = StorageMode::kDevice;
   // cuda: let f32 matmuls and convolutions use TF32 (faster, no longer true f32).
   bool allow_tf32 = false;
+  // cpu: f32 3x3 stride-1 convolutions with 32+ channels may run as Winograd F(4x4, 3x3):
+  // four times fewer multiplies, rounding error about 5x the direct sum's (2-6e-6 of the
+  // output's magnitude; docs/ARCHITECTURE.md). Off: oneDNN's direct convolution everywhere.
+  bool winograd = true;
   // cuda: with one queue, capture the whole plan once as a CUDA graph and replay it.
   bool cuda_graph = true;
   // The most memory the session may hold, in bytes: the model's constants and those folded

@@ -35,7 +35,7 @@ def check(model, **options):
     test_data_set_N of a folder in the ONNX test layout, or inputs_dir) and every output
     compared with the float64 reference (or expected_dir's files): "data_sets" with each
     output's max_abs_error, cosine, passed...; "passed" and "failed" counts. Options: device,
-    dtype, layout, queues, sanitize, storage_mode, fusion, inputs_dir, expected_dir, rtol,
+    dtype, layout, queues, sanitize, storage_mode, fusion, winograd, inputs_dir, expected_dir, rtol,
     atol, seed, shapes ({name: dims}), max_memory."""
     return _json.loads(_check_json(_os.fspath(model), options))
 
@@ -68,7 +68,7 @@ class SessionOptions:
     strider's: dtype ("f32" or "bf16"), layout ("nchw", "nhwc", "auto"), queues, threads
     (cpu: threads each kernel may use; 0: every core), share_cores (cpu: take part in the
     process's core budget, sessions taking turns on its cores; default False), sanitize,
-    storage_mode (cuda: "device", "unified", "host"), allow_tf32, cuda_graph, fusion,
+    storage_mode (cuda: "device", "unified", "host"), allow_tf32, winograd (cpu), cuda_graph, fusion,
     max_memory_bytes (0: the default budget), pinned_dims ({"batch": 8}: symbolic dims fixed
     for every run), max_cached_shapes (plans kept at once), prepared_shapes ([{"x": [4, 3, 16, 16]}]:
     input shapes planned at load).
@@ -87,6 +87,7 @@ class SessionOptions:
         self.sanitize = False
         self.storage_mode = "device"
         self.allow_tf32 = False
+        self.winograd = True
         self.cuda_graph = True
         self.fusion = True
         self.max_memory_bytes = 0
@@ -162,7 +163,7 @@ class InferenceSession:
                                          "serialized model bytes are not supported")
         options = sess_options or SessionOptions()
         settings = {key: getattr(options, key) for key in (
-            "dtype", "layout", "queues", "threads", "share_cores", "sanitize", "storage_mode", "allow_tf32", "cuda_graph", "fusion",
+            "dtype", "layout", "queues", "threads", "share_cores", "sanitize", "storage_mode", "allow_tf32", "winograd", "cuda_graph", "fusion",
             "max_memory_bytes")}
         if not settings["threads"] and options.intra_op_num_threads:
             settings["threads"] = int(options.intra_op_num_threads)

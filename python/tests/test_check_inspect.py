@@ -42,3 +42,12 @@ def test_check_and_inspect_raise_strider_errors():
         strider.check("/no/such/model.onnx")
     with pytest.raises(strider.errors.InvalidArgument):
         strider.inspect(C2F, device="tpu")
+
+
+def test_winograd_option_reaches_the_cpu_kernels():
+    yolo = MODELS / "real" / "YOLOv8ci_128_split_op17" / "model.onnx"
+    kernels = {}
+    for winograd in (True, False):
+        plan = json.dumps(strider.inspect(yolo, layout="nhwc", winograd=winograd))
+        kernels[winograd] = plan.count("winograd")
+    assert kernels[True] > 0 and kernels[False] == 0, kernels

@@ -381,6 +381,7 @@ Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOp
   device_options.share_process_cores = options.share_cores;
   device_options.sim_seed = options.sim_seed;
   device_options.allow_tf32 = options.allow_tf32;
+  device_options.cpu_winograd = options.winograd;
   bool cuda = options.device.rfind("cuda", 0) == 0;
   // A GPU's memory is its own: there the budget bounds it only when the caller set one.
   if (!cuda) device_options.budget = resources->budget;

@@ -42,6 +42,7 @@ struct DeviceOptions {
   // cuda: where allocations live (a performance policy, never a correctness knob).
   StorageMode storage_mode = StorageMode::kDevice;
   bool allow_tf32 = false;  // cuda: f32 matmuls may use TF32 (off: results match the reference)
+  bool cpu_winograd = true;  // cpu: 3x3 convolutions may run as Winograd (hal/cpu/winograd_conv.h)
   // What every allocate() reserves from. The CPU devices share it with the session's host
   // allocations (it is the same memory); null on cuda means 90% of the GPU's memory.
   std::shared_ptr<MemoryBudget> budget;

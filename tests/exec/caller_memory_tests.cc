@@ -3,6 +3,7 @@
 // place; a wrong output tensor is refused before anything runs, leaving it untouched.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -92,6 +93,30 @@ TEST(Session, TimingTheStepsNeedsARunFirst) {
   ASSERT_TRUE(session->run({read("input_0.pb")}).is_ok());
   EXPECT_TRUE(time_device_steps(*session).is_ok());
   EXPECT_TRUE(time_each_step(*session).is_ok());
+}
+
+// SessionOptions::winograd: the YOLOv8 detector's 3x3 convolutions of 32 channels run as
+// Winograd by default and as oneDNN's direct convolution with it off; both match the
+// test data the model came with.
+TEST(Session, WinogradCanBeTurnedOff) {
+  const fs::path model = fs::path(STRIDER_SOURCE_DIR) / "models/real/YOLOv8ci_128_split_op17";
+  auto input = read_tensor_pb((model / "test_data_set_0/input_0.pb").string());
+  auto expected = read_tensor_pb((model / "test_data_set_0/output_0.pb").string());
+  ASSERT_TRUE(input.is_ok() && expected.is_ok());
+  for (bool winograd : {true, false}) {
+    SCOPED_TRACE(winograd ? "winograd on" : "winograd off");
+    SessionOptions options;
+    options.winograd = winograd;
+    options.layout = Layout::kNhwc;
+    auto session = Session::load((model / "model.onnx").string(), options);
+    ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+    EXPECT_EQ(plan_text(**session).find("winograd") != std::string::npos, winograd);
+    auto out = (*session)->run({*input});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    for (int64_t i = 0; i < expected->num_elements(); ++i)
+      ASSERT_NEAR((*out)[0].data<float>()[i], expected->data<float>()[i], 1e-3 * (1 + std::fabs(expected->data<float>()[i])))
+          << "element " << i;
+  }
 }
 
 TEST(Session, RefusesAWrongOutputTensorBeforeRunning) {

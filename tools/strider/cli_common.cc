@@ -65,6 +65,10 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--storage-mode", o.storage_mode,
                  "cuda: device, unified or host memory (default: STRIDER_STORAGE_MODE, else device)");
   app.add_flag("--allow-tf32", o.allow_tf32, "cuda: let f32 matmuls and convolutions use TF32");
+  app.add_option("--winograd", o.winograd,
+                 "cpu: 3x3 convolutions of 32+ channels may run as Winograd F(4x4,3x3), rounding error about 5x the "
+                 "direct sum's (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--cuda-graph", o.cuda_graph, "cuda: capture the plan once as a CUDA graph (with one queue)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--fusion", o.fusion, "fold chains of elementwise ops, a conv with its activation, and attention (scores, softmax, weighted sum) into one kernel each (default on)")
@@ -230,6 +234,7 @@ Result<PreparedRun> prepare_run(const ModelOptions& o, const std::string& model_
                                         "device, unified, host", printable(mode)));
   run.session_options.storage_mode = *storage;
   run.session_options.allow_tf32 = o.allow_tf32;
+  run.session_options.winograd = o.winograd == "on";
   run.session_options.cuda_graph = o.cuda_graph == "on";
   run.session_options.fusion = o.fusion == "on";
   std::optional<Layout> layout = parse_layout(o.layout);

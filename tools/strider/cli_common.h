@@ -48,6 +48,7 @@ struct ModelOptions {
   uint64_t sim_seed = 0;
   std::string storage_mode;
   bool allow_tf32 = false;
+  std::string winograd = "on";
   std::string cuda_graph = "on";
   std::string fusion = "on";
   std::string max_memory;  // "" (80% of memory), "4GiB", "512MiB", bytes

@@ -249,7 +249,7 @@ std::optional<WinogradActivation> winograd_activation_of(const ConvSetup& c) {
 // Winograd F(4x4, 3x3) where that pays (hal/cpu/winograd_conv.h says why and when).
 std::optional<KernelPtr> winograd_kernel(const ConvSetup& c, const KernelRequest& r) {
   const WindowGeometry& g = c.window;
-  if (!r.constant_input(1) || c.x.dtype != DType::kF32 || c.x.rank() != 4 || c.group != 1 || c.w.sizes[2] != 3 ||
+  if (!thread_allows_winograd || !r.constant_input(1) || c.x.dtype != DType::kF32 || c.x.rank() != 4 || c.group != 1 || c.w.sizes[2] != 3 ||
       c.w.sizes[3] != 3 || c.x.strides[1] != 1 || c.y.strides[1] != 1)
     return std::nullopt;
   for (size_t d = 0; d < 2; ++d)

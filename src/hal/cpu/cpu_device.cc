@@ -1,5 +1,7 @@
 #include "hal/cpu/cpu_device.h"
 
+#include "hal/cpu/winograd_conv.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -11,7 +13,8 @@
 
 namespace strider::cpu {
 
-CpuDevice::CpuDevice(const DeviceOptions& options) : Device(options.budget), threads_(options.threads) {
+CpuDevice::CpuDevice(const DeviceOptions& options)
+    : Device(options.budget), threads_(options.threads), winograd_(options.cpu_winograd) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i)
@@ -64,7 +67,11 @@ bool CpuDevice::has_kernel(std::string_view op_type) const { return cpu::has_ker
 
 Result<std::unique_ptr<Kernel>> CpuDevice::create_kernel(const KernelRequest& request) {
   ScopedOmpThreads team(threads_);  // oneDNN sizes a primitive's team at creation
-  return cpu::create_kernel(request);
+  const bool allowed = thread_allows_winograd;
+  thread_allows_winograd = winograd_;
+  Result<std::unique_ptr<Kernel>> kernel = cpu::create_kernel(request);
+  thread_allows_winograd = allowed;
+  return kernel;
 }
 
 Status CpuDevice::upload(const Tensor& source, const TensorView& destination) {

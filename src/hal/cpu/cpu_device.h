@@ -35,6 +35,7 @@ class CpuDevice : public Device {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> next_id_{1};
   int threads_ = 0;  // SessionOptions::threads: kernels are created under it too
+  bool winograd_ = true;  // SessionOptions::winograd: kernels are created under it (thread_allows_winograd)
 };
 
 }  // namespace strider::cpu

@@ -35,6 +35,10 @@
 
 namespace strider::cpu {
 
+// Whether kernels created on this thread may be Winograd ones: the device sets it around
+// kernel creation from DeviceOptions::cpu_winograd (SessionOptions::winograd).
+inline thread_local bool thread_allows_winograd = true;
+
 // What the kernel applies after the bias, in its output transform.
 enum class WinogradActivation { kNone, kRelu, kSigmoid, kSilu };
 
