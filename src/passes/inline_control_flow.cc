@@ -217,6 +217,9 @@ Result<bool> inline_loop(Graph& g, NodeId id, const InferAppended& infer) {
   }
   ValueId cond = in.input(1);
   std::vector<ValueId> state(node.inputs.begin() + 2, node.inputs.begin() + ptrdiff_t(2 + carried));
+  for (size_t k = 0; k < state.size(); ++k)
+    if (state[k] == kNoValue)  // an empty name: a loop-carried value is not optional
+      return invalid_model(fmt::format("{}: its loop-carried input {} is missing", describe_node(node), k + 2));
   std::vector<std::vector<ValueId>> scans(body_outputs - 1 - carried);
   trial.release_outputs(id);
   const NodeId first = trial.num_nodes();
@@ -341,8 +344,12 @@ Result<bool> inline_scan(Graph& g, NodeId id) {
   if (scan_inputs < 1 || size_t(scan_inputs) > operands)
     return invalid_model(fmt::format("{}: num_scan_inputs {} of {} inputs", describe_node(node), scan_inputs, operands));
   std::vector<ValueId> states, xs;
-  for (size_t k = 0; k < operands; ++k)
-    (k < operands - size_t(scan_inputs) ? states : xs).push_back(node.inputs[first_operand + k]);
+  for (size_t k = 0; k < operands; ++k) {
+    const ValueId v = node.inputs[first_operand + k];
+    if (v == kNoValue)  // an empty name: a state or a scan input is not optional
+      return invalid_model(fmt::format("{}: its input {} is missing", describe_node(node), first_operand + k));
+    (k < operands - size_t(scan_inputs) ? states : xs).push_back(v);
+  }
   g.release_outputs(id);
   const NodeId first = g.num_nodes();
   std::vector<ValueId> results;

@@ -113,6 +113,17 @@ TEST(Cli, TruncatedModelIsAnInvalidModelInOneLine) {
   EXPECT_EQ(r.err.rfind("strider: error: INVALID_MODEL: ", 0), 0u) << r.err;
 }
 
+// A fuzzer's model: a Scan whose scan input is an empty name, beside an int4 scalar input.
+// --random-inputs made the int4 input from a missing float64 staging tensor (a crash), and
+// the Scan's missing input was read as value -1 (another): now one INVALID_MODEL line.
+TEST(Cli, RandomInt4InputAndAMissingScanInputAreOneError) {
+  CliResult r = run_cli("run " + std::string(STRIDER_SOURCE_DIR) +
+                        "/tests/corpus/model/scan_whose_scan_input_is_missing.onnx --random-inputs");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("INVALID_MODEL: node 'Scan_0' (Scan): its input 1 is missing"), std::string::npos) << r.err;
+}
+
 TEST(Cli, UnsupportedOpsAreAllListedWithTheirNodes) {
   TempDir files;
   onnx::ModelProto model = testing::make_model(17);

@@ -129,6 +129,8 @@ Result<Tensor> random_tensor(const std::string& name, DType dtype, const Shape& 
       case DType::kU32: t.data<uint32_t>()[i] = uint32_t(small(rng)); break;
       case DType::kU64: t.data<uint64_t>()[i] = uint64_t(small(rng)); break;
       case DType::kBool: t.data<uint8_t>()[i] = uint8_t(small(rng) & 1); break;
+      // The 4- and 2-bit integers, one byte each in memory: 0..1 is in every one's range.
+      case DType::kI4: case DType::kU4: case DType::kI2: case DType::kU2: t.data<uint8_t>()[i] = uint8_t(small(rng) & 1); break;
       default: f64.data<double>()[i] = normal(rng); break;
     }
   }
