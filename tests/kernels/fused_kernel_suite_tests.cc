@@ -1,0 +1,322 @@
+// The kernel suite's fused kernels (tests/kernels/kernel_suite.h): FusedAttention, FusedConv
+// (Winograd included), the gated activation, fused programs over broadcast operands and
+// FusedMatMul, each made by its pass from the unfused pattern and checked against the
+// float64 reference of that pattern, on every device and view layout of the catalog.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/onnx_types.h"
+#include "ir/builder.h"
+#include "kernel_harness.h"
+#include "kernel_suite.h"
+#include "ops/fused_attention.h"
+#include "ops/fused_elementwise.h"
+#include "passes/fuse_attention.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/infer_shapes.h"
+
+namespace strider {
+namespace {
+
+using kernel_test::KernelSuite;
+using kernel_test::Layout;
+
+// ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
+Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
+
+Tensor causal_keep(int64_t rows, int64_t keys) {  // query i keeps keys j <= i + keys - rows
+  Tensor t(DType::kBool, {rows, keys});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < keys; ++j) t.data<bool>()[i * keys + j] = j <= i + keys - rows;
+  return t;
+}
+
+// Builds the pattern with `scores_to_probs` between MatMul(q, kt) and MatMul(p, v), fuses
+// it, and checks the one FusedAttention node against the unfused graph's reference.
+template <typename Body>
+void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& kt, const Shape& v,
+                     std::map<std::string, Tensor> inputs, Body scores_to_probs, bool zero_rows = false) {
+  GraphBuilder b(17);
+  ValueId s = b.op("MatMul", {b.input("q", t, q), b.input("kt", t, kt)});
+  ValueId p = scores_to_probs(b, s);
+  b.output(b.op("MatMul", {p, b.input("v", t, v)}));
+  Graph unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  Graph fused = unfused;
+  Result<int> n = fuse_attention(fused);
+  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  ASSERT_EQ(*n, 1);
+  ASSERT_EQ(fused.node(0).op_type, kFusedAttentionOp);
+  ASSERT_EQ(read_fused_attention(fused.node(0))->zero_invalid_rows, zero_rows);
+  uint32_t seed = 11;
+  for (const char* name : {"q", "kt", "v"})
+    if (!inputs.count(name)) inputs[name] = kernel_test::random_tensor(t, unfused.value(*unfused.find_value(name)).shape, seed++);
+  suite->check_graph(std::move(fused), inputs, &unfused);
+}
+
+TEST_P(KernelSuite, FusedAttentionScaledWithAdditiveMask) {  // BERT: / sqrt(d) + mask
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    check_attention(this, t, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 3},
+                    {{"mask", kernel_test::random_tensor(t, {2, 1, 1, 6}, 5)}}, [&](GraphBuilder& b, ValueId s) {
+                      Tensor two = kernel_test::converted(scalar(2.0f), t);
+                      ValueId scaled = b.op("Div", {s, b.constant("two", two)});
+                      return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", t, {2, 1, 1, 6})})},
+                                  int_attribute("axis", -1));
+                    });
+  }
+}
+
+TEST_P(KernelSuite, FusedAttentionCausalWhereBothWays) {  // GPT-2: where(causal, s, -inf); masked_fill
+  for (int keep : {1, 0}) {
+    SCOPED_TRACE(keep ? "keep where" : "fill where");
+    Tensor mask = causal_keep(5, 7);
+    if (!keep)
+      for (int64_t i = 0; i < mask.num_elements(); ++i) mask.data<bool>()[i] = !mask.data<bool>()[i];
+    // Kt broadcast over the heads (one key head for three query heads), V over the batch.
+    check_attention(this, DType::kF32, {2, 3, 5, 4}, {2, 1, 4, 7}, {3, 7, 4}, {{"mask", mask}},
+                    [&](GraphBuilder& b, ValueId s) {
+                      ValueId scaled = b.op("Mul", {b.constant("scale", scalar(0.5f)), s});
+                      ValueId fill = b.constant("fill", scalar(-INFINITY));
+                      ValueId cond = b.input("mask", DType::kBool, {5, 7});
+                      return b.op("Softmax", {keep ? b.op("Where", {cond, scaled, fill}) : b.op("Where", {cond, fill, scaled})});
+                    });
+  }
+}
+
+// Masks that end rows early, over more query rows than the CPU's block of 32, so each block
+// leaves out the keys past its last row's last visible one: causal as an additive -inf
+// triangle (Llama) and as a Where (GPT-2), a padding mask (keys from 50 on masked for every
+// row), and the additive causal mask with a +inf key element (key 60): rows before it mask
+// it, and their score there is NaN where it is +inf - inf, so nothing may be left out.
+TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
+  const int64_t n = 70;
+  for (const char* kind : {"additive causal", "where causal", "padding", "additive causal, inf key"}) {
+    SCOPED_TRACE(kind);
+    const std::string k = kind;
+    const bool where = k == "where causal";
+    Tensor mask = where ? causal_keep(n, n) : Tensor(DType::kF32, {n, n});
+    if (!where)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          mask.data<float>()[i * n + j] = (k == "padding" ? j >= 50 : j > i) ? -INFINITY : 0.01f * float((i + j) % 7);
+    std::map<std::string, Tensor> inputs = {{"mask", mask}};
+    if (k == "additive causal, inf key") {
+      Tensor kt = kernel_test::random_tensor(DType::kF32, {1, 2, 8, n}, 21);
+      kt.data<float>()[2 * n + 60] = INFINITY;  // head 0, dim 2, key 60
+      inputs["kt"] = kt;
+    }
+    check_attention(this, DType::kF32, {1, 2, n, 8}, {1, 2, 8, n}, {1, 2, n, 8}, inputs, [&](GraphBuilder& b, ValueId s) {
+      ValueId scaled = b.op("Div", {s, b.constant("scale", scalar(2.0f))});
+      if (where)
+        return b.op("Softmax", {b.op("Where", {b.input("mask", DType::kBool, {n, n}), scaled,
+                                               b.constant("fill", scalar(-INFINITY))})});
+      return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", DType::kF32, {n, n})})});
+    });
+  }
+}
+
+// Rows with every key masked: NaN unguarded (as the unfused softmax gives), 0 with
+// Attention's guard Where(IsNaN(p), 0, p); a Cast to f32 and back around the softmax (Llama).
+TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {
+  Tensor bias = x({4, 6}, 9);
+  for (int64_t j = 0; j < 6; ++j) bias.data<float>()[6 + j] = -INFINITY;  // query row 1
+  for (bool guard : {false, true}) {
+    SCOPED_TRACE(guard ? "guarded" : "unguarded");
+    check_attention(this, DType::kF32, {2, 4, 5}, {2, 5, 6}, {2, 6, 3}, {{"bias", bias}},
+                    [&](GraphBuilder& b, ValueId s) {
+                      ValueId biased = b.op("Add", {b.input("bias", DType::kF32, {4, 6}), s});
+                      ValueId wide = b.op("Cast", {biased}, int_attribute("to", 1));
+                      ValueId p = b.op("Cast", {b.op("Softmax", {wide})}, int_attribute("to", 1));
+                      if (!guard) return p;
+                      ValueId zero = b.constant("zero", scalar(0.0f));
+                      return b.op("Where", {b.op("IsNaN", {p}), zero, p});
+                    }, guard);
+  }
+}
+
+// ---- FusedConv: a convolution and its activation, fused by the pass, vs the unfused reference --
+// A pointwise conv over a channel slice runs as a matmul with the activation as its post-op;
+// a 3x3 one as oneDNN's convolution with it (a residual as a binary post-op when its view is
+// packed); either falls back to a separate pass.
+TEST_P(KernelSuite, FusedConvWithActivation) {
+  struct Case { const char* name; Shape w; };
+  for (const Case& c : {Case{"pointwise", {6, 4, 1, 1}}, Case{"3x3", {6, 4, 3, 3}}})
+    for (const char* activation : {"SiLU", "Relu", "Sigmoid", "Clip", "residual SiLU"}) {
+      SCOPED_TRACE(std::string(c.name) + " " + activation);
+      GraphBuilder b(17);
+      AttributeMap pads = ints_attribute("pads", c.w[2] == 3 ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0});
+      ValueId y = b.op("Conv", {b.input("x", DType::kF32, {2, 4, 5, 6}), b.input("w", DType::kF32, c.w),
+                                b.input("bias", DType::kF32, {6})}, pads);
+      std::string act = activation;
+      ValueId out = act == "SiLU"  ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+                    : act == "Clip" ? b.op("Clip", {y, b.constant("low", scalar(-0.5f)), b.constant("high", scalar(0.75f))})
+                    : act == "residual SiLU"
+                        ? b.op("Add", {b.input("residual", DType::kF32, {2, 6, 5, 6}), b.op("Mul", {y, b.op("Sigmoid", {y})})})
+                        : b.op(act, {y});
+      b.output(out);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());  // SiLU is one FusedElementwise first
+      Result<int> n = fuse_conv_activations(fused);
+      ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+      ASSERT_EQ(*n, 1);
+      std::map<std::string, Tensor> inputs = {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}};
+      if (act == "residual SiLU") inputs["residual"] = x({2, 6, 5, 6}, 4);
+      check_graph(std::move(fused), inputs, &unfused);
+    }
+}
+
+// 3x3 stride-1 f32 convolutions with constant weights and enough channels run as Winograd
+// F(4x4, 3x3) on the CPU where the views are channels-inner (hal/cpu/winograd_conv.h): the
+// channels-last layouts of the catalog. Edge tiles cut by the output's size, every pad
+// shape, channel counts that leave a partial vector (36 in, 40 out), more tiles than one
+// chunk (split over cpu-split's threads), and the activations it applies itself (SiLU,
+// ReLU, sigmoid) or leaves to a pass of their own (Clip, a residual add). The weights are
+// scaled by 1/sqrt(fan-in) as trained networks' are, so the convolution's result is of the
+// order of its inputs, as is the activation's: the tolerance is relative to the output's
+// magnitude, and with unscaled weights a sigmoid would squash a result of magnitude 18 to 1
+// (Winograd's error is about 4e-6 of the convolution's magnitude, 5x the direct sum's:
+// bench/winograd_bench). The Clip keeps most of that magnitude for the same reason.
+TEST_P(KernelSuite, WinogradConvolutions) {
+  const Shape x_shape = {2, 36, 19, 23}, w_shape = {40, 36, 3, 3};
+  Tensor weights = x(w_shape, 2);
+  for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= std::sqrt(36.0f * 9.0f);
+  for (const std::vector<int64_t>& pads : {std::vector<int64_t>{1, 1, 1, 1}, {0, 0, 0, 0}, {2, 0, 1, 2}})
+    for (const char* activation : {"none", "SiLU", "Relu", "Sigmoid", "Clip", "residual SiLU"}) {
+      SCOPED_TRACE(fmt::format("pads {} {}", fmt::join(pads, ","), activation));
+      GraphBuilder b(17);
+      ValueId y = b.op("Conv", {b.input("x", DType::kF32, x_shape), b.constant("w", weights),
+                                b.constant("bias", x({40}, 3))},
+                       ints_attribute("pads", pads));
+      const std::string act = activation;
+      const Shape y_shape = {2, 40, 19 + pads[0] + pads[2] - 2, 23 + pads[1] + pads[3] - 2};
+      ValueId out = act == "none"   ? y
+                    : act == "SiLU" ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+                    : act == "Clip" ? b.op("Clip", {y, b.constant("low", scalar(-1.5f)), b.constant("high", scalar(2.5f))})
+                    : act == "residual SiLU"
+                        ? b.op("Add", {b.input("residual", DType::kF32, y_shape), b.op("Mul", {y, b.op("Sigmoid", {y})})})
+                        : b.op(act, {y});
+      b.output(out);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+      std::map<std::string, Tensor> inputs = {{"x", x(x_shape)}};
+      if (act == "residual SiLU") inputs["residual"] = x(y_shape, 4);
+      check_graph(std::move(fused), inputs, &unfused);
+    }
+}
+
+// The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as
+// one gated row (hal/cpu/vector_math.h), over long runs (computed where they lie), short
+// strided ones (gathered) and channel slices (the rows path); and with tanh's result read
+// twice, where the three instructions run one by one.
+TEST_P(KernelSuite, FusedGatedActivation) {
+  for (bool tanh_read_twice : {false, true}) {
+    SCOPED_TRACE(tanh_read_twice ? "tanh read twice" : "gate");
+    GraphBuilder b(17);
+    const Shape shape = {2, 24, 3, 50};
+    ValueId t = b.op("Tanh", {b.input("a", DType::kF32, shape)});
+    ValueId gate = b.op("Mul", {t, b.op("Sigmoid", {b.input("b", DType::kF32, shape)})});
+    ValueId out = b.op("Add", {b.input("c", DType::kF32, shape), gate});
+    b.output(tanh_read_twice ? b.op("Add", {out, t}) : out);
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    Tensor a = x(shape, 1);
+    for (int64_t i = 0; i < a.num_elements(); ++i) a.data<float>()[i] *= 4.0f;  // tanh's flat ends too
+    check_graph(std::move(fused), {{"a", a}, {"b", x(shape, 2)}, {"c", x(shape, 3)}}, &unfused);
+  }
+}
+
+// A fused program whose operands are broadcast along the innermost run (a scalar constant,
+// a per-row input [2, 1]): runs of 300 (computed where they lie, the broadcast rows filled)
+// and, in the catalog's strided layouts, shorter runs gathered into tiles.
+TEST_P(KernelSuite, FusedProgramWithBroadcastOperands) {
+  GraphBuilder b(17);
+  ValueId a = b.input("a", DType::kF32, {3, 2, 300});
+  ValueId shifted = b.op("Add", {a, b.constant("shift", scalar(1.5f))});
+  ValueId scaled = b.op("Mul", {shifted, b.input("row", DType::kF32, {2, 1})});
+  b.output(b.op("Sub", {b.op("Sigmoid", {scaled}), b.constant("half", scalar(0.5f))}));
+  Graph unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  Graph fused = unfused;
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  int programs = 0;
+  for (NodeId n = 0; n < fused.num_nodes(); ++n) programs += fused.node(n).op_type == kFusedElementwiseOp;
+  ASSERT_EQ(programs, 1);
+  check_graph(std::move(fused), {{"a", x({3, 2, 300})}, {"row", x({2, 1}, 2)}}, &unfused);
+}
+
+// ---- FusedMatMul: a MatMul and its epilogue, fused by the pass, vs the unfused reference --
+// Each epilogue either maps onto oneDNN's post-ops (bias, erf GELU grouped both ways, tanh
+// GELU, SiLU times an operand, a residual add, a scale, Relu) or runs as the matmul then a
+// pass (a value read twice).
+TEST_P(KernelSuite, FusedMatMulEpilogues) {
+  const float kSqrt2 = std::sqrt(2.0f);
+  using Epilogue = std::function<ValueId(GraphBuilder&, ValueId)>;
+  std::vector<std::pair<const char*, Epilogue>> cases = {
+      {"bias", [](GraphBuilder& b, ValueId y) { return b.op("Add", {y, b.input("bias", DType::kF32, {6})}); }},
+      {"bias then erf GELU", [&](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
+         ValueId e = b.op("Erf", {b.op("Div", {t, b.constant("sqrt2", scalar(kSqrt2))})});
+         ValueId p = b.op("Add", {e, b.constant("one", scalar(1.0f))});
+         return b.op("Mul", {b.op("Mul", {t, p}), b.constant("half", scalar(0.5f))});
+       }},
+      {"GELU, the half first", [&](GraphBuilder& b, ValueId y) {
+         ValueId e = b.op("Erf", {b.op("Mul", {y, b.constant("rsqrt2", scalar(1.0f / kSqrt2))})});
+         ValueId p = b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Add", {b.constant("one", scalar(1.0f)), e})});
+         return b.op("Mul", {y, p});
+       }},
+      {"bias, residual", [](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {y, b.input("bias", DType::kF32, {6})});
+         return b.op("Add", {b.input("residual", DType::kF32, {2, 5, 6}), t});
+       }},
+      {"scale, relu", [](GraphBuilder& b, ValueId y) {
+         return b.op("Relu", {b.op("Mul", {y, b.input("scale", DType::kF32, {5, 1})})});
+       }},
+      {"bias then tanh GELU (GPT-2)", [](GraphBuilder& b, ValueId y) {
+         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
+         ValueId cube = b.op("Mul", {t, b.op("Mul", {t, t})});
+         ValueId inner = b.op("Add", {t, b.op("Mul", {b.constant("k", scalar(0.044715f)), cube})});
+         ValueId th = b.op("Tanh", {b.op("Mul", {b.constant("c", scalar(std::sqrt(2.0f / float(M_PI)))), inner})});
+         return b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Mul", {t, b.op("Add", {b.constant("one", scalar(1.0f)), th})})});
+       }},
+      {"SiLU gate times up (Llama)", [](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {b.op("Mul", {y, b.op("Sigmoid", {y})}), b.input("residual", DType::kF32, {2, 5, 6})});
+       }},
+      {"read twice (no post-op)", [](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {b.op("Tanh", {y}), y});
+       }},
+  };
+  for (auto& [name, epilogue] : cases) {
+    SCOPED_TRACE(name);
+    GraphBuilder b(17);
+    ValueId y = b.op("MatMul", {b.input("a", DType::kF32, {2, 5, 4}), b.input("w", DType::kF32, {4, 6})});
+    b.output(epilogue(b, y));
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    Result<int> n = fuse_matmul_epilogues(fused);
+    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+    ASSERT_EQ(*n, 1);
+    std::map<std::string, Tensor> inputs = {{"a", x({2, 5, 4})}, {"w", x({4, 6}, 2)}};
+    uint32_t seed = 3;
+    for (const char* extra : {"bias", "residual", "scale"})
+      if (auto v = unfused.find_value(extra)) inputs[extra] = x(unfused.value(*v).shape, seed++);
+    check_graph(std::move(fused), inputs, &unfused);
+  }
+}
+
+}  // namespace
+}  // namespace strider

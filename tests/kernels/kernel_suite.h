@@ -1,0 +1,46 @@
+// The kernel suite's fixture: one device of kernel_harness.h's list and one view layout of
+// its catalog per test instance, instantiated once (kernel_suite_tests.cc) for every
+// TEST_P of the suite in any file of the binary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "ir/builder.h"
+#include "kernel_harness.h"
+
+namespace strider::kernel_test {
+
+class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {
+ protected:
+  void SetUp() override {
+    auto device = kernel_test::open_device(std::get<0>(GetParam()));
+    if (!device.is_ok()) GTEST_SKIP() << std::get<0>(GetParam()) << " is not here: " << device.status().message();
+    device_ = std::move(*device);
+  }
+  Layout layout() const { return std::get<1>(GetParam()); }
+  bool on_cuda() const { return std::string_view(std::get<0>(GetParam())) == "cuda"; }
+  void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
+    kernel_test::check_node(*device_, b.build(), inputs, layout());
+  }
+
+ public:
+  // A one-node graph made by a pass, checked against the graph it came from.
+  void check_graph(Graph graph, const std::map<std::string, Tensor>& inputs, const Graph* reference) {
+    kernel_test::check_node(*device_, std::move(graph), inputs, layout(), reference);
+  }
+
+ protected:
+  Tensor x(const Shape& shape, uint32_t seed = 1) { return kernel_test::random_tensor(DType::kF32, shape, seed); }
+  Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+    return kernel_test::random_tensor(dtype, shape, seed);
+  }
+  std::unique_ptr<Device> device_;
+};
+
+}  // namespace strider::kernel_test
