@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -173,6 +174,34 @@ TEST(CpuThreads, SessionsRunningAtOnceKeepAtMostTheProcessCoresBusy) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GE(cpu::busy_team_threads_peak(), cores) << "the runs were counted";
   EXPECT_LE(cpu::busy_team_threads_peak(), cores) << "two sessions' teams ran at once";
+}
+
+// A one-thread session on two cores leaves its waiter a core, and a waiter for a short
+// command polls it (a wake-up costs more than such a command). For a long command it must
+// sleep through most of it: polling through a 4-ms run kept a second core busy, and two
+// one-thread processes on two cores each ran at half speed.
+double waiter_cpu_ms_for_a_command_of(std::chrono::milliseconds length, cpu::WorkerQueue& queue) {
+  auto busy = [length](const QueueContext&) {
+    const auto until = std::chrono::steady_clock::now() + length;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return Status::ok();
+  };
+  EXPECT_TRUE(queue.wait(queue.submit({"first", busy, {}}).value).is_ok());  // the length the waiter expects
+  timespec before{}, after{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
+  EXPECT_TRUE(queue.wait(queue.submit({"second", busy, {}}).value).is_ok());
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
+  return (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) * 1e-6;
+}
+
+TEST(CpuThreads, AWaiterSleepsThroughMostOfALongCommand) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: a waiter never polls";
+  cpu::WorkerQueue* self = nullptr;
+  cpu::WorkerQueue queue(1, [&](int) -> Queue& { return *self; }, 1);
+  self = &queue;
+  const double waiter_ms = waiter_cpu_ms_for_a_command_of(std::chrono::milliseconds(30), queue);
+  EXPECT_LT(waiter_ms, 3.0) << "the waiter polled through much of the 30-ms command";
 }
 
 // First come, first served: a two-core lease waiting behind a held core is not overtaken

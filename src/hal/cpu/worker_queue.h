@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,9 @@ class WorkerQueue final : public Queue {
 
  private:
   void loop();
+  // Sleeps (woken early by the completion) until shortly before `value`'s expected end,
+  // from the last command's length `last`; returns at once for short commands.
+  void sleep_through_most_of(uint64_t value, std::chrono::microseconds last);
 
   int index_;
   std::function<Queue&(int)> queue_of_;
@@ -88,6 +92,10 @@ class WorkerQueue final : public Queue {
   // kWaitSpin, so a run of several ms ends without the waiter having gone to sleep (its
   // wake-up cost 0.1-0.2 ms here, after the worker finished).
   std::atomic<int64_t> last_command_us_{0};
+  // The command the worker runs now (its timepoint; 0 before the first) and when it began:
+  // a waiter sleeps until shortly before that command's expected end (sleep_through_most_of).
+  uint64_t running_ = 0;
+  std::chrono::steady_clock::time_point running_started_;
   Status first_error_;
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above exists
