@@ -14,6 +14,7 @@
 #include "strider/tools.h"
 #include "ir/builder.h"
 #include "kernel_harness.h"
+#include "kernel_suite.h"
 
 namespace strider {
 namespace {
@@ -101,6 +102,27 @@ TEST_P(Bf16MatMulConv, PointwiseAndDilatedConv1d) {
   AttributeMap attrs = ints_attribute("dilations", {4});
   attrs.set_ints("pads", {4, 0});
   d.output(d.op("Conv", {d.input("x", DType::kBF16, {1, 6, 20}), d.constant("w", bf16({6, 6, 2}, 4))}, attrs));
+  check(d, {{"x", bf16({1, 6, 20}, 3)}});
+}
+
+// MobileNetV2's depthwise 3x3 (stride 1 and 2) and a depthwise dilated Conv1d, with
+// strider's own CUDA kernel forced there (the timed choice may keep cuDNN this small).
+TEST_P(Bf16MatMulConv, DepthwiseConv) {
+  kernel_test::ScopedEnvironment own("STRIDER_CUDA_KERNEL_CHOICE", "own");
+  for (int64_t stride : {1, 2}) {
+    GraphBuilder b;
+    AttributeMap attrs = ints_attribute("pads", {1, 1, 1, 1});
+    attrs.set_ints("strides", {stride, stride});
+    attrs.set_int("group", 8);
+    b.output(b.op("Conv", {b.input("x", DType::kBF16, {2, 8, 9, 10}), b.constant("w", bf16({8, 1, 3, 3}, 2)),
+                           b.constant("bias", bf16({8}, 3))}, attrs));
+    check(b, {{"x", bf16({2, 8, 9, 10}, 1)}});
+  }
+  GraphBuilder d;
+  AttributeMap attrs = ints_attribute("dilations", {3});
+  attrs.set_ints("pads", {3, 3});
+  attrs.set_int("group", 6);
+  d.output(d.op("Conv", {d.input("x", DType::kBF16, {1, 6, 20}), d.constant("w", bf16({6, 1, 3}, 4))}, attrs));
   check(d, {{"x", bf16({1, 6, 20}, 3)}});
 }
 

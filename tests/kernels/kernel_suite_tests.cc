@@ -150,6 +150,50 @@ TEST_P(KernelSuite, ConvGroupedPaddedStrided) {
   check(b, {{"x", x({2, 4, 7, 6})}, {"w", x({6, 2, 3, 3}, 2)}, {"bias", x({6}, 3)}});
 }
 
+// Depthwise convolutions (group == channels): on cuda with strider's own kernel forced
+// (STRIDER_CUDA_KERNEL_CHOICE, hal/cuda/timed_choice.h), since the timed choice may keep
+// cuDNN for shapes this small; windows of 3x3 (unrolled) and others, strides, asymmetric
+// pads, dilation, with and without bias, 2-D and 1-D; runtime weights go to cuDNN.
+TEST_P(KernelSuite, DepthwiseConvolutions) {
+  kernel_test::ScopedEnvironment own("STRIDER_CUDA_KERNEL_CHOICE", "own");
+  struct Case {
+    Shape x, w;
+    std::vector<int64_t> pads, strides, dilations;
+    bool bias, constant;
+  };
+  const std::vector<Case> cases = {
+      {{2, 6, 9, 8}, {6, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+      {{2, 6, 9, 8}, {6, 1, 3, 3}, {1, 0, 0, 1}, {2, 2}, {1, 1}, false, true},
+      {{1, 5, 11, 10}, {5, 1, 5, 3}, {2, 1, 2, 1}, {1, 2}, {2, 1}, true, true},
+      {{2, 6, 20}, {6, 1, 3}, {2, 2}, {1}, {2}, true, true},
+      {{2, 6, 9, 8}, {6, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    GraphBuilder b;
+    AttributeMap attrs = ints_attribute("pads", c.pads);
+    attrs.set_ints("strides", c.strides);
+    attrs.set_ints("dilations", c.dilations);
+    attrs.set_int("group", c.x[1]);
+    std::map<std::string, Tensor> inputs = {{"x", x(c.x)}};
+    std::vector<ValueId> operands = {b.input("x", DType::kF32, c.x)};
+    if (c.constant) {
+      operands.push_back(b.constant("w", x(c.w, 2)));
+      if (c.bias) operands.push_back(b.constant("bias", x({c.x[1]}, 3)));
+    } else {
+      operands.push_back(b.input("w", DType::kF32, c.w));
+      inputs.insert({"w", x(c.w, 2)});
+      if (c.bias) {
+        operands.push_back(b.input("bias", DType::kF32, {c.x[1]}));
+        inputs.insert({"bias", x({c.x[1]}, 3)});
+      }
+    }
+    b.output(b.op("Conv", operands, attrs));
+    check(b, inputs);
+  }
+}
+
 TEST_P(KernelSuite, Pooling) {
   GraphBuilder b;
   AttributeMap attrs = ints_attribute("kernel_shape", {3, 3});

@@ -10,8 +10,10 @@
 #include <cstring>
 
 #include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/depthwise_conv.h"
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/lt_matmul.h"
+#include "hal/cuda/timed_choice.h"
 #include "ops/shape_ops.h"
 
 namespace strider::cuda {
@@ -250,6 +252,71 @@ std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const CudaContext&
   return std::nullopt;
 }
 
+// strider's depthwise kernel (depthwise_conv.h) for group == C_in == C_out with constant
+// weights and bias; nullopt where it does not apply.
+class DepthwiseConv final : public Kernel {
+ public:
+  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias) {
+    TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
+    DepthwiseArgs& a = launch_.args;
+    a.n = int32_t(x.sizes[0]), a.c = int32_t(x.sizes[1]), a.h = int32_t(x.sizes[2]), a.w = int32_t(x.sizes[3]);
+    a.oh = int32_t(y.sizes[2]), a.ow = int32_t(y.sizes[3]);
+    const size_t d = c.window.kernel.size() - 1;  // the last spatial dim; the first when 2-D
+    a.kw = int32_t(c.window.kernel[d]), a.stride_w = int32_t(c.window.strides[d]);
+    a.pad_w = int32_t(c.window.pads_begin[d]), a.dilation_w = int32_t(c.window.dilations[d]);
+    if (d == 1) {
+      a.kh = int32_t(c.window.kernel[0]), a.stride_h = int32_t(c.window.strides[0]);
+      a.pad_h = int32_t(c.window.pads_begin[0]), a.dilation_h = int32_t(c.window.dilations[0]);
+    } else {
+      a.kh = 1;
+    }
+    for (int i = 0; i < 4; ++i) a.xs[i] = x.strides[size_t(i)], a.ys[i] = y.strides[size_t(i)];
+    a.channels_inner = y.strides[1] == 1 && a.c > 1;
+    // Weights [C, 1, taps] -> f32 [taps][C]; the bias as f32.
+    const int64_t taps = int64_t(a.kh) * a.kw;
+    std::vector<float> w(size_t(taps * a.c)), b;
+    for (int64_t ch = 0; ch < a.c; ++ch)
+      for (int64_t t = 0; t < taps; ++t) w[size_t(t * a.c + ch)] = float(weights.element_as_double(ch * taps + t));
+    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(w))));
+    a.weights = weights_.as<float>();
+    if (bias) {
+      for (int64_t ch = 0; ch < a.c; ++ch) b.push_back(float(bias->element_as_double(ch)));
+      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
+      a.bias = bias_.as<float>();
+    }
+    a.x = x.allocation->address() + x.byte_offset;
+    a.y = y.allocation->address() + y.byte_offset;
+    return prepare_depthwise(y.dtype, &launch_);
+  }
+  Status run(const QueueContext& queue) override { return run_depthwise(launch_, stream_of(queue)); }
+  std::string implementation() const override { return "strider-cuda:depthwise-conv"; }
+
+ private:
+  DepthwiseLaunch launch_;
+  DeviceBuffer weights_, bias_;
+};
+
+std::optional<KernelPtr> depthwise_kernel(const ConvSetup& c, const KernelRequest& r) {
+  const Tensor* weights = r.constant_input(1);
+  const Tensor* bias = c.bias.allocation ? r.constant_input(2) : nullptr;
+  const int64_t channels = c.x.sizes[1];
+  if (weights == nullptr || (c.bias.allocation && bias == nullptr) || c.group != channels || c.group < 2 ||
+      c.y.sizes[1] != channels || c.w.sizes[1] != 1 || c.x.rank() < 3 || c.x.rank() > 4)
+    return std::nullopt;
+  auto kernel = std::make_unique<DepthwiseConv>();
+  if (!kernel->init(c, *weights, bias).is_ok()) return std::nullopt;
+  return KernelPtr(std::move(kernel));
+}
+
+// What the choice among a node's kernels depends on: shapes, strides, dtype, window.
+std::string choice_key(const ConvSetup& c, int ordinal) {
+  return fmt::format("Conv dev{} {} x{}:{} w{} y{}:{} g{} k{} s{} p{} d{}", ordinal, dtype_name(c.y.dtype),
+                     shape_to_string(c.x.sizes), shape_to_string(c.x.strides), shape_to_string(c.w.sizes),
+                     shape_to_string(c.y.sizes), shape_to_string(c.y.strides), c.group,
+                     shape_to_string(c.window.kernel), shape_to_string(c.window.strides),
+                     shape_to_string(c.window.pads_begin), shape_to_string(c.window.dilations));
+}
+
 Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) {
   ConvSetup c;
   c.x = r.inputs[0];
@@ -264,9 +331,13 @@ Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) 
   bool channels_last = c.x.strides[1] == 1 && c.x.sizes[1] > 1;
   if (!is_packed(c.x) || !is_packed(c.y) || channels_last)
     if (std::optional<KernelPtr> pointwise = pointwise_kernel(c, context, r.node.name)) return std::move(*pointwise);
+  std::vector<KernelPtr> candidates;
+  if (std::optional<KernelPtr> depthwise = depthwise_kernel(c, r)) candidates.push_back(std::move(*depthwise));
   auto conv = std::make_unique<CudnnConv>();
-  STRIDER_RETURN_IF_ERROR(conv->init(c, r.constant_input(1), context));
-  return KernelPtr(std::move(conv));
+  Status cudnn = conv->init(c, r.constant_input(1), context);
+  if (cudnn.is_ok()) candidates.push_back(std::move(conv));
+  if (candidates.empty()) return cudnn;
+  return fastest_kernel(choice_key(c, context.ordinal), std::move(candidates));
 }
 
 }  // namespace

@@ -1,0 +1,90 @@
+// Depthwise convolution (depthwise_conv.h): one thread per output element, numbered in the
+// output's memory order (channels innermost for a channels-last output, so a warp reads
+// 32 neighbouring channels of one pixel and 32 neighbouring weights of one tap; else width
+// innermost, so a warp shares one channel's weights and reads a row of pixels). A 3x3
+// window is unrolled at compile time; other windows loop.
+#include "hal/cuda/depthwise_conv.h"
+
+namespace strider::cuda {
+namespace {
+
+using namespace device;
+
+// Thread `i` -> (n, c, oh, ow) in the output's memory order.
+__device__ __forceinline__ void coordinates(const DepthwiseArgs& a, uint32_t i, int& n, int& c, int& oh, int& ow) {
+  uint32_t q0 = fast_divide(i, a.d0), r0 = i - q0 * a.d0.divisor;
+  uint32_t q1 = fast_divide(q0, a.d1), r1 = q0 - q1 * a.d1.divisor;
+  uint32_t q2 = fast_divide(q1, a.d2), r2 = q1 - q2 * a.d2.divisor;
+  n = int(q2);
+  if (a.channels_inner) {  // (n, oh, ow, c)
+    c = int(r0), ow = int(r1), oh = int(r2);
+  } else {  // (n, c, oh, ow)
+    ow = int(r0), oh = int(r1), c = int(r2);
+  }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) depthwise_kernel(const DepthwiseArgs a) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.count) return;
+  int n, c, oh, ow;
+  coordinates(a, uint32_t(i), n, c, oh, ow);
+  const int kh = K > 0 ? K : a.kh, kw = K > 0 ? K : a.kw;
+  const int h0 = oh * a.stride_h - a.pad_h, w0 = ow * a.stride_w - a.pad_w;
+  const Bits<T>* x = static_cast<const Bits<T>*>(a.x) + n * a.xs[0] + c * a.xs[1];
+  const float* weights = a.weights + c;
+  float acc = a.bias ? __ldg(a.bias + c) : 0.0f;
+  // With K > 0 both trip counts fold to constants and the loops unroll.
+#pragma unroll
+  for (int r = 0; r < kh; ++r) {
+    const int ih = h0 + r * a.dilation_h;
+    if (ih < 0 || ih >= a.h) continue;
+    const Bits<T>* row = x + ih * a.xs[2];
+#pragma unroll
+    for (int s = 0; s < kw; ++s) {
+      const int iw = w0 + s * a.dilation_w;
+      if (iw < 0 || iw >= a.w) continue;
+      acc = fmaf(to_compute<T>(row[iw * a.xs[3]]), __ldg(weights + int64_t(r * kw + s) * a.c), acc);
+    }
+  }
+  static_cast<Bits<T>*>(a.y)[n * a.ys[0] + c * a.ys[1] + oh * a.ys[2] + ow * a.ys[3]] = to_bits<T>(acc);
+}
+
+template <typename T>
+cudaError_t launch_depthwise(const DepthwiseArgs& a, cudaStream_t stream) {
+  const unsigned blocks = unsigned((a.count + kThreads - 1) / kThreads);
+  if (a.kh == 3 && a.kw == 3)
+    depthwise_kernel<T, 3><<<blocks, kThreads, 0, stream>>>(a);
+  else
+    depthwise_kernel<T, 0><<<blocks, kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+Status prepare_depthwise(DType dtype, DepthwiseLaunch* l) {
+  DepthwiseArgs& a = l->args;
+  a.count = int64_t(a.n) * a.c * a.oh * a.ow;
+  if (a.count >= int64_t(INT32_MAX)) return unsupported("depthwise convolution of 2^31 outputs or more");
+  if (a.channels_inner) {
+    a.d0 = make_fast_divisor(a.c), a.d1 = make_fast_divisor(a.ow), a.d2 = make_fast_divisor(a.oh);
+  } else {
+    a.d0 = make_fast_divisor(a.ow), a.d1 = make_fast_divisor(a.oh), a.d2 = make_fast_divisor(a.c);
+  }
+  switch (dtype) {
+    case DType::kF32: l->launcher = &launch_depthwise<float>; break;
+    case DType::kBF16: l->launcher = &launch_depthwise<__nv_bfloat16>; break;
+    case DType::kF16: l->launcher = &launch_depthwise<__half>; break;
+    default: return unsupported("depthwise convolution on this dtype");
+  }
+  return Status::ok();
+}
+
+Status run_depthwise(const DepthwiseLaunch& l, cudaStream_t stream) {
+  if (l.args.count == 0) return Status::ok();
+  cudaError_t error = l.launcher(l.args, stream);
+  if (error == cudaSuccess) return Status::ok();
+  return device_error(std::string("depthwise convolution launch failed: ") + cudaGetErrorString(error));
+}
+
+}  // namespace strider::cuda

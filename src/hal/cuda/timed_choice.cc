@@ -1,0 +1,88 @@
+#include "hal/cuda/timed_choice.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+#include "hal/cuda/cuda_check.h"
+
+namespace strider::cuda {
+namespace {
+
+constexpr int kRounds = 3, kRunsPerRound = 5;
+
+std::mutex cache_mutex;
+std::map<std::string, std::string>& chosen_implementations() {
+  static auto* cache = new std::map<std::string, std::string>;  // never destroyed: no exit-order hazard
+  return *cache;
+}
+
+bool is_own(const Kernel& k) { return k.implementation().starts_with("strider-cuda:"); }
+
+// Mean milliseconds of one run of each candidate (infinity where a run failed), the
+// candidates alternating round by round so drift falls on all alike.
+Result<std::vector<double>> time_candidates(const std::vector<std::unique_ptr<Kernel>>& candidates) {
+  cudaStream_t stream = nullptr;
+  STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "timing stream");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> best(candidates.size(), std::numeric_limits<double>::infinity());
+  std::vector<bool> failed(candidates.size(), false);
+  const QueueContext context{0, stream};
+  for (int round = 0; round <= kRounds; ++round) {  // round 0 warms up
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      if (failed[k]) continue;
+      cudaEventRecord(start, stream);
+      for (int i = 0; i < kRunsPerRound && !failed[k]; ++i) failed[k] = !candidates[k]->run(context).is_ok();
+      cudaEventRecord(stop, stream);
+      if (cudaEventSynchronize(stop) != cudaSuccess) failed[k] = true;
+      float ms = 0;
+      if (!failed[k] && round > 0 && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+        best[k] = std::min(best[k], double(ms) / kRunsPerRound);
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+  cudaGetLastError();  // a failed candidate's launch error must not reach the next launch
+  for (size_t k = 0; k < candidates.size(); ++k)
+    if (failed[k]) best[k] = std::numeric_limits<double>::infinity();
+  return best;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> fastest_kernel(const std::string& key, std::vector<std::unique_ptr<Kernel>> candidates) {
+  if (candidates.empty()) return internal_error("fastest_kernel of no candidates");
+  if (candidates.size() == 1) return std::move(candidates[0]);
+  if (const char* forced = std::getenv("STRIDER_CUDA_KERNEL_CHOICE")) {
+    const std::string_view want(forced);
+    if (want == "own" || want == "library")
+      for (auto& k : candidates)
+        if (is_own(*k) == (want == "own")) return std::move(k);
+  }
+  {
+    std::lock_guard lock(cache_mutex);
+    auto it = chosen_implementations().find(key);
+    if (it != chosen_implementations().end())
+      for (auto& k : candidates)
+        if (k->implementation() == it->second) return std::move(k);
+  }
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> ms, time_candidates(candidates));
+  size_t fastest = 0;
+  for (size_t k = 1; k < ms.size(); ++k)
+    if (ms[k] < ms[fastest]) fastest = k;
+  if (ms[fastest] == std::numeric_limits<double>::infinity())
+    return device_error(fmt::format("every kernel failed its trial run ({})", key));
+  std::lock_guard lock(cache_mutex);
+  chosen_implementations()[key] = candidates[fastest]->implementation();
+  return std::move(candidates[fastest]);
+}
+
+}  // namespace strider::cuda
