@@ -52,6 +52,10 @@ struct StepTime {
   std::string op_type, node;  // in the session's graph (after fusion)
   std::string implementation; // the kernel ("onednn:brgconv:avx512_core", "strider:fused")
   double ms = 0;
+  // The least the step moves and computes (exec/step_cost.h): every operand view's bytes
+  // once, and 2 FLOPs a multiply-add for convolutions, products and attention (else 0).
+  int64_t bytes = 0;
+  double flops = 0;
 };
 // Runs the session's steps once more, each alone after the previous one finished, on the
 // inputs of its last run; returns the kernel steps in plan order. For profiles: the sum is

@@ -14,6 +14,7 @@
 #include "strider/printable.h"
 #include "exec/model_impl.h"
 #include "exec/session_impl.h"
+#include "exec/step_cost.h"
 #include "passes/inline_control_flow.h"
 #include "hal/device.h"
 #include "onnx/importer.h"
@@ -444,7 +445,8 @@ Result<std::vector<StepTime>> time_each_step(Session& session) {
     const Kernel* kernel = impl.kernels[s].get();
     if (!kernel) continue;
     const Node& node = impl.graph.node(impl.plan.steps[s].node);
-    steps.push_back({int(s), node.op_type, node.name, kernel->implementation(), ms[s]});
+    const StepCost cost = step_cost(impl.plan, node);
+    steps.push_back({int(s), node.op_type, node.name, kernel->implementation(), ms[s], cost.bytes, cost.flops});
   }
   return steps;
 }

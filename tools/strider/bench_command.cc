@@ -89,8 +89,10 @@ Result<nlohmann::json> profile_steps(Session& session, int rounds) {
   nlohmann::json by_step = nlohmann::json::array(), by_op = nlohmann::json::object();
   for (size_t s : order) {
     const StepTime& t = steps[s];
+    const double seconds = std::max(t.ms, 1e-9) * 1e-3;
     by_step.push_back({{"step", t.step}, {"op_type", t.op_type}, {"node", t.node}, {"implementation", t.implementation},
-                       {"ms", t.ms}});
+                       {"ms", t.ms}, {"bytes", t.bytes}, {"flops", t.flops}, {"gb_per_s", double(t.bytes) / seconds * 1e-9},
+                       {"tflop_per_s", t.flops / seconds * 1e-12}});
     nlohmann::json& op = by_op[t.op_type];
     if (op.is_null()) op = {{"ms", 0.0}, {"steps", 0}};
     op["ms"] = op["ms"].get<double>() + t.ms;
@@ -99,17 +101,51 @@ Result<nlohmann::json> profile_steps(Session& session, int rounds) {
   return nlohmann::json{{"rounds", rounds}, {"steps_ms_sum", total}, {"steps", by_step}, {"op_types", by_op}};
 }
 
-void print_profile(const nlohmann::json& p) {
+struct Ceilings {
+  double gb_per_s = 0, tflop_per_s = 0;  // 0: not given
+};
+
+Result<Ceilings> parse_ceilings(const std::string& text) {
+  Ceilings c;
+  if (text.empty()) return c;
+  const size_t colon = text.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    c.gb_per_s = std::stod(text.substr(0, colon));
+    c.tflop_per_s = std::stod(text.substr(colon + 1));
+  } catch (const std::exception&) {
+    c.gb_per_s = 0;
+  }
+  if (!(c.gb_per_s > 0) || !(c.tflop_per_s > 0))
+    return invalid_argument(fmt::format("--ceilings '{}': want GB/s:TFLOP/s, both positive (\"4300:790\")", text));
+  return c;
+}
+
+// The larger of the step's shares of the two ceilings: how close it runs to what bounds it.
+std::string share_of_ceilings(const nlohmann::json& s, const Ceilings& c) {
+  if (c.gb_per_s <= 0) return "";
+  const double memory = s["gb_per_s"].get<double>() / c.gb_per_s, compute = s["tflop_per_s"].get<double>() / c.tflop_per_s;
+  return fmt::format("{:4.0f}% {}", 100.0 * std::max(memory, compute), compute > memory ? "flop" : "mem ");
+}
+
+void print_profile(const nlohmann::json& p, const Ceilings& ceilings) {
   const double total = std::max(p["steps_ms_sum"].get<double>(), 1e-12);
   fmt::print("  profile      each step alone, median of {} passes; the steps sum to {:.4f} ms\n",
              p["rounds"].get<int>(), total);
-  fmt::print("    {:>6} {:>6} {:>5}  {:<22} {:<34} {}\n", "ms", "%", "step", "op", "kernel", "node");
+  if (ceilings.gb_per_s > 0)
+    fmt::print("               ceilings {:.0f} GB/s, {:.0f} TFLOP/s; bytes: every operand once\n", ceilings.gb_per_s,
+               ceilings.tflop_per_s);
+  fmt::print("    {:>6} {:>6} {:>5}  {:>7} {:>8} {:>9}  {:<22} {:<34} {}\n", "ms", "%", "step", "GB/s", "TFLOP/s",
+             ceilings.gb_per_s > 0 ? "of ceil." : "", "op", "kernel", "node");
   size_t shown = 0;
   for (const auto& s : p["steps"]) {
     if (shown++ == 20) break;
-    fmt::print("    {:6.3f} {:5.1f}% {:>5}  {:<22} {:<34} {}\n", s["ms"].get<double>(),
-               100.0 * s["ms"].get<double>() / total, s["step"].get<int>(), printable(s["op_type"].get<std::string>(), 22),
-               s["implementation"].get<std::string>(), printable(s["node"].get<std::string>(), 60));
+    const double tflops = s["tflop_per_s"].get<double>();
+    fmt::print("    {:6.3f} {:5.1f}% {:>5}  {:7.1f} {:>8} {:>9}  {:<22} {:<34} {}\n", s["ms"].get<double>(),
+               100.0 * s["ms"].get<double>() / total, s["step"].get<int>(), s["gb_per_s"].get<double>(),
+               tflops > 0 ? fmt::format("{:.2f}", tflops) : "-", share_of_ceilings(s, ceilings),
+               printable(s["op_type"].get<std::string>(), 22), s["implementation"].get<std::string>(),
+               printable(s["node"].get<std::string>(), 60));
   }
   std::vector<std::pair<double, std::string>> ops;
   for (const auto& [op, figures] : p["op_types"].items()) ops.emplace_back(figures["ms"].get<double>(), op);
@@ -171,6 +207,9 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
       ->check(CLI::Range(1, 64));
   bench->add_flag("--profile", options.profile,
                   "time each step alone and print the slowest, with their kernels, and the time per op type");
+  bench->add_option("--ceilings", options.ceilings,
+                    "with --profile: the device's memory GB/s and TFLOP/s as GBPS:TFLOPS (e.g. 4300:790), to print "
+                    "each step's share of them");
   bench->add_option("--json", options.json_file, "write the figures as JSON here");
   bench->footer(
       "Device time: the steps alone, inputs already on the device, timed with CUDA events on\n"
@@ -182,6 +221,8 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
 }
 
 int bench_command(const BenchOptions& o) {
+  auto ceilings = parse_ceilings(o.ceilings);
+  if (!ceilings.is_ok()) return report_error(ceilings.status());
   auto prepared = prepare_run(o.model, o.model.model, o.model.inputs_dir);
   if (!prepared.is_ok()) return report_error(prepared.status());
   auto figures = measure(o, *prepared);
@@ -218,7 +259,7 @@ int bench_command(const BenchOptions& o) {
   fmt::print("  throughput   {:.1f} inferences/s\n", f["throughput_per_s"].get<double>());
   fmt::print("  memory       {:.2f} MiB planned (arena, constants, inputs, outputs; kernel workspaces apart)\n",
              double(f["planned_bytes"].get<int64_t>()) / (1 << 20));
-  if (o.profile) print_profile(f["profile"]);
+  if (o.profile) print_profile(f["profile"], *ceilings);
   if (o.sessions > 1) {
     for (const char* key : {"concurrent_shared_cores", "concurrent_own_threads"})
       fmt::print("  {} sessions at once, {}: {:.1f} runs/s, run() median {:.4f} ms\n", o.sessions,

@@ -44,6 +44,9 @@ struct BenchOptions {
   int warmup = 20;
   int iterations = 200;
   bool profile = false;  // per-step device times, the slowest first
+  // The device's ceilings for the profile's "% of ceiling": memory GB/s and TFLOP/s of the
+  // compute dtype ("4300:790"); empty: achieved figures only.
+  std::string ceilings;
   int sessions = 1;  // > 1: also that many sessions run at once, each from its own thread
   std::string json_file;
   bool selected = false;

@@ -1,0 +1,61 @@
+#include "exec/step_cost.h"
+
+#include <string_view>
+
+#include "ops/fused_attention.h"
+#include "ops/fused_elementwise.h"
+
+namespace strider {
+namespace {
+
+int64_t view_bytes(const TensorView& v) { return v.num_elements() * int64_t(dtype_size(v.dtype)); }
+
+// Multiply-adds of a product whose output is `y` and whose reduced dim is `k`.
+double product_flops(const TensorView& y, int64_t k) { return 2.0 * double(y.num_elements()) * double(k); }
+
+double conv_flops(const Plan& plan, const Node& node) {
+  const TensorView& w = plan.view(node.inputs[1]);  // [K, C / group, kernel...]
+  int64_t per_output = 1;
+  for (size_t d = 1; d < w.sizes.size(); ++d) per_output *= w.sizes[d];
+  return product_flops(plan.view(node.outputs[0]), per_output);
+}
+
+double flops(const Plan& plan, const Node& node) {
+  const std::string_view op = node.op_type;
+  const bool ours = node.domain == "strider";
+  if (node.outputs.empty() || node.outputs[0] == kNoValue) return 0;
+  if ((op == "Conv" || (ours && op == kFusedConvOp)) && node.inputs.size() > 1) return conv_flops(plan, node);
+  if (op == "MatMul" || (ours && op == kFusedMatMulOp)) {
+    const TensorView& a = plan.view(node.inputs[0]);
+    return a.rank() == 0 ? 0 : product_flops(plan.view(node.outputs[0]), a.sizes.back());
+  }
+  if (op == "Gemm") {
+    const TensorView& a = plan.view(node.inputs[0]);
+    auto trans_a = node.attributes.get_int("transA", 0);
+    if (a.rank() != 2 || !trans_a.is_ok()) return 0;
+    return product_flops(plan.view(node.outputs[0]), *trans_a ? a.sizes[0] : a.sizes[1]);
+  }
+  if (ours && op == kFusedAttentionOp && node.inputs.size() > kAttnV) {
+    const TensorView& q = plan.view(node.inputs[kAttnQ]);   // [.., Sq, D]
+    const TensorView& kt = plan.view(node.inputs[kAttnKt]);  // [.., D, T]
+    const TensorView& y = plan.view(node.outputs[0]);        // [.., Sq, Dv]
+    if (q.rank() < 2 || kt.rank() < 2) return 0;
+    const double rows = double(y.num_elements()) / double(y.sizes.back());  // batch x Sq
+    return 2.0 * rows * double(kt.sizes.back()) * double(q.sizes.back() + y.sizes.back());
+  }
+  return 0;
+}
+
+}  // namespace
+
+StepCost step_cost(const Plan& plan, const Node& node) {
+  StepCost cost;
+  for (ValueId v : node.inputs)
+    if (v != kNoValue) cost.bytes += view_bytes(plan.view(v));
+  for (ValueId v : node.outputs)
+    if (v != kNoValue) cost.bytes += view_bytes(plan.view(v));
+  cost.flops = flops(plan, node);
+  return cost;
+}
+
+}  // namespace strider
