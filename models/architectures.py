@@ -107,14 +107,14 @@ def make_anchors(feats, strides, grid_cell_offset=0.5):
     """Ultralytics make_anchors: grid cell centres (x + 0.5, y + 0.5) of every level, row-major, and
     each one's stride, computed from the feature maps' shapes as Ultralytics does during export."""
     anchor_points, stride_tensor = [], []
-    dtype = feats[0].dtype
+    dtype, device = feats[0].dtype, feats[0].device
     for i, stride in enumerate(strides):
         _, _, h, w = feats[i].shape
-        sx = torch.arange(end=w, dtype=dtype) + grid_cell_offset
-        sy = torch.arange(end=h, dtype=dtype) + grid_cell_offset
+        sx = torch.arange(end=w, dtype=dtype, device=device) + grid_cell_offset
+        sy = torch.arange(end=h, dtype=dtype, device=device) + grid_cell_offset
         sy, sx = torch.meshgrid(sy, sx, indexing="ij")
         anchor_points.append(torch.stack((sx, sy), -1).view(-1, 2))
-        stride_tensor.append(torch.full((h * w, 1), stride, dtype=dtype))
+        stride_tensor.append(torch.full((h * w, 1), stride, dtype=dtype, device=device))
     return torch.cat(anchor_points), torch.cat(stride_tensor)
 
 

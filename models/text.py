@@ -98,7 +98,7 @@ class BertEncoder(nn.Module):
 
     def forward(self, input_ids, attention_mask):
         s = input_ids.shape[1]
-        positions = torch.arange(s).unsqueeze(0)
+        positions = torch.arange(s, device=input_ids.device).unsqueeze(0)
         x = self.tokens(input_ids) + self.positions(positions) + self.segments(torch.zeros_like(input_ids))
         x = self.ln(x)
         additive = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
@@ -137,7 +137,7 @@ class Gpt2Decoder(nn.Module):
     def run(self, input_ids, pasts):
         s = input_ids.shape[1]
         start = 0 if pasts is None else pasts[0][0].shape[2]
-        x = self.wte(input_ids) + self.wpe(torch.arange(start, start + s).unsqueeze(0))
+        x = self.wte(input_ids) + self.wpe(torch.arange(start, start + s, device=input_ids.device).unsqueeze(0))
         keep = self.causal[:, :, start:start + s, :start + s]
         presents = []
         for i, block in enumerate(self.blocks):
@@ -223,7 +223,7 @@ class LlamaDecoder(nn.Module):
         s = input_ids.shape[1]
         x = self.embed(input_ids)
         cos, sin = self.cos[:s].to(x.dtype), self.sin[:s].to(x.dtype)
-        additive = torch.full((s, s), float("-inf")).triu(1).to(x.dtype)
+        additive = torch.full((s, s), float("-inf"), device=x.device).triu(1).to(x.dtype)
         for block in self.blocks:
             x = block(x, cos, sin, additive)
         return self.lm_head(self.norm(x))
@@ -338,24 +338,25 @@ class WhisperEncoder(nn.Module):
         return self.ln_post(x)
 
 
-def example_inputs(module, seed, seq=SEQ, vocab=VOCAB):
+def example_inputs(module, seed, seq=SEQ, vocab=VOCAB, batch=1):
     """Seeded inputs for `module`'s forward, by its `inputs` names: token ids uniform over the
-    vocabulary, a padding mask with the last 3 positions off, f32 normal for everything else."""
+    vocabulary, a padding mask with the last 3 positions off, f32 normal for everything else;
+    `batch` rows each (bench/gpu-peers.py times batch 32)."""
     gen = torch.Generator().manual_seed(seed)
-    past_shape = (1, HEADS, KvCacheDecoder.past_length, WIDTH // HEADS)
+    past_shape = (batch, HEADS, KvCacheDecoder.past_length, WIDTH // HEADS)
     tokens = KvCacheDecoder.new_tokens if isinstance(module, KvCacheDecoder) else seq
     values = []
     for name in module.inputs:
         if name == "input_ids":
-            values.append(torch.randint(0, vocab, (1, tokens), generator=gen))
+            values.append(torch.randint(0, vocab, (batch, tokens), generator=gen))
         elif name == "attention_mask":
-            mask = torch.ones(1, tokens, dtype=torch.long)
+            mask = torch.ones(batch, tokens, dtype=torch.long)
             mask[:, -3:] = 0
             values.append(mask)
         elif name.startswith("past_"):
             values.append(torch.randn(*past_shape, generator=gen))
         else:
-            values.append(torch.randn(1, WhisperEncoder.n_mels, WhisperEncoder.frames, generator=gen))
+            values.append(torch.randn(batch, WhisperEncoder.n_mels, WhisperEncoder.frames, generator=gen))
     return tuple(values)
 
 
