@@ -84,7 +84,7 @@ Result<std::vector<double>> Executor::time_each_step() {
   for (size_t s = 0; s < plan_.steps.size(); ++s) {
     Kernel* kernel = kernels_[s].get();
     if (!kernel) continue;
-    STRIDER_ASSIGN_OR_RETURN(ms[s], device_.queue(queue_of_step_[s]).time([kernel](const QueueContext& context) {
+    STRIDER_ASSIGN_OR_RETURN(ms[s], device_.queue(queue_of_step_[s]).time_device_only([kernel](const QueueContext& context) {
       return kernel->run(context);
     }));
   }

@@ -126,6 +126,24 @@ TEST_P(Bf16MatMulConv, DepthwiseConv) {
   check(d, {{"x", bf16({1, 6, 20}, 3)}});
 }
 
+// A first layer (3 channels, 3x3, stride 2) and WaveNet's dilated Conv1d, with strider's
+// direct CUDA kernel forced there.
+TEST_P(Bf16MatMulConv, DirectConv) {
+  kernel_test::ScopedEnvironment own("STRIDER_CUDA_KERNEL_CHOICE", "own");
+  GraphBuilder b;
+  AttributeMap attrs = ints_attribute("pads", {1, 1, 1, 1});
+  attrs.set_ints("strides", {2, 2});
+  b.output(b.op("Conv", {b.input("x", DType::kBF16, {2, 3, 9, 10}), b.constant("w", bf16({10, 3, 3, 3}, 2)),
+                         b.constant("bias", bf16({10}, 3))}, attrs));
+  check(b, {{"x", bf16({2, 3, 9, 10}, 1)}});
+  GraphBuilder d;
+  AttributeMap dilated = ints_attribute("dilations", {4});
+  dilated.set_ints("pads", {4, 0});
+  d.output(d.op("Conv", {d.input("x", DType::kBF16, {2, 6, 20}), d.constant("w", bf16({12, 6, 2}, 4)),
+                         d.constant("bias", bf16({12}, 5))}, dilated));
+  check(d, {{"x", bf16({2, 6, 20}, 3)}});
+}
+
 TEST_P(Bf16MatMulConv, MatMulBatchedAndGemmTransposed) {
   GraphBuilder b;
   b.output(b.op("MatMul", {b.input("a", DType::kBF16, {2, 6, 7}), b.constant("w", bf16({7, 5}, 2))}));

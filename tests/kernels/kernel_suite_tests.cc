@@ -194,6 +194,37 @@ TEST_P(KernelSuite, DepthwiseConvolutions) {
   }
 }
 
+// Convolutions of one group with few taps per output (input channels x window): on cuda
+// strider's direct kernel, forced as above. Output channels not a multiple of its group of
+// 8, strides, asymmetric pads, dilation, 1-D; more than kMaxDirectTaps taps go to cuDNN.
+TEST_P(KernelSuite, DirectConvolutions) {
+  kernel_test::ScopedEnvironment own("STRIDER_CUDA_KERNEL_CHOICE", "own");
+  struct Case {
+    Shape x, w;
+    std::vector<int64_t> pads, strides, dilations;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 9, 10}, {5, 3, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}, true},   // a first layer
+      {{2, 6, 20}, {10, 6, 1}, {0, 0}, {1}, {1}, true},                     // a gated stack's 1x1
+      {{2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, true},                     // WaveNet's dilated layer
+      {{1, 4, 8, 9}, {12, 4, 3, 3}, {2, 1, 0, 2}, {1, 2}, {2, 1}, false},
+      {{1, 130, 5, 5}, {3, 130, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},  // 1170 taps: cuDNN
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    GraphBuilder b;
+    AttributeMap attrs = ints_attribute("pads", c.pads);
+    attrs.set_ints("strides", c.strides);
+    attrs.set_ints("dilations", c.dilations);
+    std::vector<ValueId> operands = {b.input("x", DType::kF32, c.x), b.constant("w", x(c.w, 2))};
+    if (c.bias) operands.push_back(b.constant("bias", x({c.w[0]}, 3)));
+    b.output(b.op("Conv", operands, attrs));
+    check(b, {{"x", x(c.x)}});
+  }
+}
+
 TEST_P(KernelSuite, Pooling) {
   GraphBuilder b;
   AttributeMap attrs = ints_attribute("kernel_shape", {3, 3});

@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "hal/cuda/cuda_kernels.h"
-#include "hal/cuda/depthwise_conv.h"
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/lt_matmul.h"
+#include "hal/cuda/own_conv.h"
 #include "hal/cuda/timed_choice.h"
 #include "ops/shape_ops.h"
 
@@ -38,14 +38,6 @@ std::optional<cudnnDataType_t> dnn_type(DType dtype) {
   }
 }
 
-struct ConvSetup {
-  TensorView x, w, bias, y;  // bias.allocation is null when absent
-  int64_t group = 1;
-  WindowGeometry window;
-};
-
-// cuDNN wants at least 4 dims: a 1-D convolution gets a unit height.
-TensorView at_least_4d(const TensorView& v) { return v.rank() >= 4 ? v : insert_unit_dim(v, 2); }
 
 Status tensor_descriptor(cudnnTensorDescriptor_t* d, cudnnDataType_t type, const TensorView& v) {
   std::vector<int> dims, strides;
@@ -252,62 +244,6 @@ std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const CudaContext&
   return std::nullopt;
 }
 
-// strider's depthwise kernel (depthwise_conv.h) for group == C_in == C_out with constant
-// weights and bias; nullopt where it does not apply.
-class DepthwiseConv final : public Kernel {
- public:
-  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias) {
-    TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
-    DepthwiseArgs& a = launch_.args;
-    a.n = int32_t(x.sizes[0]), a.c = int32_t(x.sizes[1]), a.h = int32_t(x.sizes[2]), a.w = int32_t(x.sizes[3]);
-    a.oh = int32_t(y.sizes[2]), a.ow = int32_t(y.sizes[3]);
-    const size_t d = c.window.kernel.size() - 1;  // the last spatial dim; the first when 2-D
-    a.kw = int32_t(c.window.kernel[d]), a.stride_w = int32_t(c.window.strides[d]);
-    a.pad_w = int32_t(c.window.pads_begin[d]), a.dilation_w = int32_t(c.window.dilations[d]);
-    if (d == 1) {
-      a.kh = int32_t(c.window.kernel[0]), a.stride_h = int32_t(c.window.strides[0]);
-      a.pad_h = int32_t(c.window.pads_begin[0]), a.dilation_h = int32_t(c.window.dilations[0]);
-    } else {
-      a.kh = 1;
-    }
-    for (int i = 0; i < 4; ++i) a.xs[i] = x.strides[size_t(i)], a.ys[i] = y.strides[size_t(i)];
-    a.channels_inner = y.strides[1] == 1 && a.c > 1;
-    // Weights [C, 1, taps] -> f32 [taps][C]; the bias as f32.
-    const int64_t taps = int64_t(a.kh) * a.kw;
-    std::vector<float> w(size_t(taps * a.c)), b;
-    for (int64_t ch = 0; ch < a.c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) w[size_t(t * a.c + ch)] = float(weights.element_as_double(ch * taps + t));
-    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(w))));
-    a.weights = weights_.as<float>();
-    if (bias) {
-      for (int64_t ch = 0; ch < a.c; ++ch) b.push_back(float(bias->element_as_double(ch)));
-      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
-      a.bias = bias_.as<float>();
-    }
-    a.x = x.allocation->address() + x.byte_offset;
-    a.y = y.allocation->address() + y.byte_offset;
-    return prepare_depthwise(y.dtype, &launch_);
-  }
-  Status run(const QueueContext& queue) override { return run_depthwise(launch_, stream_of(queue)); }
-  std::string implementation() const override { return "strider-cuda:depthwise-conv"; }
-
- private:
-  DepthwiseLaunch launch_;
-  DeviceBuffer weights_, bias_;
-};
-
-std::optional<KernelPtr> depthwise_kernel(const ConvSetup& c, const KernelRequest& r) {
-  const Tensor* weights = r.constant_input(1);
-  const Tensor* bias = c.bias.allocation ? r.constant_input(2) : nullptr;
-  const int64_t channels = c.x.sizes[1];
-  if (weights == nullptr || (c.bias.allocation && bias == nullptr) || c.group != channels || c.group < 2 ||
-      c.y.sizes[1] != channels || c.w.sizes[1] != 1 || c.x.rank() < 3 || c.x.rank() > 4)
-    return std::nullopt;
-  auto kernel = std::make_unique<DepthwiseConv>();
-  if (!kernel->init(c, *weights, bias).is_ok()) return std::nullopt;
-  return KernelPtr(std::move(kernel));
-}
-
 // What the choice among a node's kernels depends on: shapes, strides, dtype, window.
 std::string choice_key(const ConvSetup& c, int ordinal) {
   return fmt::format("Conv dev{} {} x{}:{} w{} y{}:{} g{} k{} s{} p{} d{}", ordinal, dtype_name(c.y.dtype),
@@ -328,11 +264,14 @@ Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) 
   std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
   STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(NodeInputs(r.graph, r.node), spatial, kernel, false));
   if (!dnn_type(c.y.dtype)) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
-  bool channels_last = c.x.strides[1] == 1 && c.x.sizes[1] > 1;
-  if (!is_packed(c.x) || !is_packed(c.y) || channels_last)
-    if (std::optional<KernelPtr> pointwise = pointwise_kernel(c, context, r.node.name)) return std::move(*pointwise);
+  // Every kernel that takes these views, timed against each other (timed_choice.h):
+  // which is fastest depends on shape, dtype and layout, and cuDNN's own ranking was far
+  // off for bf16 depthwise, first-layer and Conv1d shapes.
   std::vector<KernelPtr> candidates;
-  if (std::optional<KernelPtr> depthwise = depthwise_kernel(c, r)) candidates.push_back(std::move(*depthwise));
+  std::optional<KernelPtr> offered[] = {pointwise_kernel(c, context, r.node.name), depthwise_conv_kernel(c, r),
+                                        direct_conv_kernel(c, r)};
+  for (std::optional<KernelPtr>& kernel : offered)
+    if (kernel) candidates.push_back(std::move(*kernel));
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
   if (cudnn.is_ok()) candidates.push_back(std::move(conv));

@@ -69,4 +69,20 @@ Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t st
   return launch_status("copy");
 }
 
+namespace {
+__global__ void delay_kernel(long long nanoseconds) {
+  const long long start = clock64();
+  // clock64 counts cycles; 2 GHz is the H200's boost clock, so this waits at least as long
+  // at any lower clock.
+  while (clock64() - start < nanoseconds * 2) {
+  }
+}
+}  // namespace
+
+Status launch_delay(cudaStream_t stream, int microseconds) {
+  delay_kernel<<<1, 1, 0, stream>>>(1000LL * microseconds);
+  cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? Status::ok() : device_error(std::string("delay kernel: ") + cudaGetErrorString(error));
+}
+
 }  // namespace strider::cuda

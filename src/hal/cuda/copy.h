@@ -18,4 +18,8 @@ Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t st
 // Reshape does when neither view can be seen in the other's sizes.
 Status launch_reshape_copy(const TensorView& dst, const TensorView& src, cudaStream_t stream);
 
+// Enqueues a one-thread kernel that keeps `stream` busy for about `microseconds` (for
+// timing what follows it on the device alone: CudaQueue::time_device_only).
+Status launch_delay(cudaStream_t stream, int microseconds);
+
 }  // namespace strider::cuda

@@ -29,6 +29,7 @@ class CudaQueue final : public Queue {
   Status wait(uint64_t value) override;
   // CUDA events around `work` on this stream.
   Result<double> time(const std::function<Status(const QueueContext&)>& work) override;
+  Result<double> time_device_only(const std::function<Status(const QueueContext&)>& work) override;
   // A CUDA graph of what `work` enqueues on this stream, replayed with cudaGraphLaunch.
   Result<std::function<Status(const QueueContext&)>> capture(
       const std::function<Status(const QueueContext&)>& work) override;

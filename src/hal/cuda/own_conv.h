@@ -1,0 +1,29 @@
+// The convolutions conv.cc may choose instead of cuDNN's: strider's own depthwise
+// (depthwise_conv.h) and direct (direct_conv.h) kernels. Each factory returns nullopt
+// where its kernel does not apply (non-constant weights, groups, too many taps), so the
+// caller simply offers what it gets to the timed choice (timed_choice.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "hal/kernel.h"
+#include "hal/matmul_views.h"
+#include "ops/shape_ops.h"
+
+namespace strider::cuda {
+
+// One Conv node's operands and window, resolved once.
+struct ConvSetup {
+  TensorView x, w, bias, y;  // bias.allocation is null when absent
+  int64_t group = 1;
+  WindowGeometry window;
+};
+
+// cuDNN and the own kernels want at least 4 dims: a 1-D convolution gets a unit height.
+inline TensorView at_least_4d(const TensorView& v) { return v.rank() >= 4 ? v : insert_unit_dim(v, 2); }
+
+std::optional<std::unique_ptr<Kernel>> depthwise_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+
+}  // namespace strider::cuda
