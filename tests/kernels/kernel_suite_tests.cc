@@ -167,6 +167,10 @@ TEST_P(KernelSuite, DepthwiseConvolutions) {
       {{1, 5, 11, 10}, {5, 1, 5, 3}, {2, 1, 2, 1}, {1, 2}, {2, 1}, true, true},
       {{2, 6, 20}, {6, 1, 3}, {2, 2}, {1}, {2}, true, true},
       {{2, 6, 9, 8}, {6, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, false},
+      // widths not a multiple of the 3x3 kernel's tile of 4 outputs; a height dilation
+      {{1, 5, 7, 7}, {5, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+      {{1, 5, 9, 11}, {5, 1, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}, false, true},
+      {{2, 4, 10, 6}, {4, 1, 3, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, true, true},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];

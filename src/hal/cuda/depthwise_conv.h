@@ -29,8 +29,9 @@ struct DepthwiseArgs {
   int32_t kh = 0, kw = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
   bool channels_inner = false;     // y's channel stride is 1: threads run along channels
+  int32_t tile_w = 1;              // outputs of one row a thread computes (set by prepare)
   FastDivisor d0, d1, d2;          // the three inner dims of the thread order
-  int64_t count = 0;               // output elements
+  int64_t count = 0;               // threads: output elements / tile_w, rounded up per row
 };
 
 struct DepthwiseLaunch {

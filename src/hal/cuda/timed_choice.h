@@ -7,7 +7,10 @@
 // Contract: every candidate is fully created for the same views and computes the same
 // values; each writes only its outputs, whose memory exists at creation (the trial runs
 // overwrite them, as cuDNN's algorithm trial always did). Timing runs on a private stream
-// and waits for it; it never touches the queues' streams. A candidate whose trial run
+// and waits for it; it never touches the queues' streams. What is timed is the device's
+// time alone (a delay kernel first, so the host's enqueueing is hidden): plans run as CUDA
+// graphs, where a library's host cost per call is gone; timed with it, cuDNN lost to
+// kernels several times slower on the device. A candidate whose trial run
 // fails is dropped; with none left, the first candidate's error is returned.
 //
 // STRIDER_CUDA_KERNEL_CHOICE=own|library (a testing aid) skips the timing: `own` keeps
