@@ -121,6 +121,31 @@ TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
   }
 }
 
+// Transformer-sized heads, where CUDA's tiled kernel runs (tensor cores for bf16 / f16):
+// more query rows than its 64-row block, more keys than its 64-key tile, head sizes that
+// are not a multiple of its 16-wide steps, value heads narrower than the query's, a padding
+// mask with -inf; and a head wider than the tiled kernel takes (the warp-per-row kernel).
+TEST_P(KernelSuite, FusedAttentionTransformerHeads) {
+  struct Case { const char* name; Shape q, kt, v; std::vector<DType> dtypes; };
+  const std::vector<DType> all = {DType::kF32, DType::kBF16, DType::kF16};
+  for (const Case& c : {Case{"head 64", {2, 2, 70, 64}, {2, 2, 64, 90}, {2, 2, 90, 64}, all},
+                        Case{"head 80, value head 40", {1, 3, 33, 80}, {1, 3, 80, 40}, {1, 3, 40, 40}, all},
+                        Case{"head 136", {1, 2, 9, 136}, {1, 2, 136, 12}, {1, 2, 12, 20}, {DType::kF32}}})
+    for (DType t : c.dtypes) {
+      SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(t)));
+      const int64_t keys = c.kt.back();
+      Tensor mask = kernel_test::random_tensor(DType::kF32, {c.q[0], 1, 1, keys}, 7);
+      for (int64_t j = keys - 5; j < keys; ++j) mask.data<float>()[j] = -INFINITY;  // batch 0's padding
+      check_attention(this, t, c.q, c.kt, c.v, {{"mask", kernel_test::converted(mask, t)}},
+                      [&](GraphBuilder& b, ValueId s) {
+                        Tensor root = kernel_test::converted(scalar(std::sqrt(float(c.q.back()))), t);
+                        ValueId scaled = b.op("Div", {s, b.constant("root", root)});
+                        return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", t, {c.q[0], 1, 1, keys})})},
+                                    int_attribute("axis", -1));
+                      });
+    }
+}
+
 // Rows with every key masked: NaN unguarded (as the unfused softmax gives), 0 with
 // Attention's guard Where(IsNaN(p), 0, p); a Cast to f32 and back around the softmax (Llama).
 TEST_P(KernelSuite, FusedAttentionFullyMaskedRows) {

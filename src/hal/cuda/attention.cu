@@ -1,4 +1,5 @@
-// FusedAttention's kernel (hal/cuda/attention.h): a warp per query row, online softmax.
+// FusedAttention's warp-per-row kernel and the choice between it and the tiled one
+// (hal/cuda/attention.h).
 #include "hal/cuda/attention.h"
 #include "hal/cuda/launch.h"
 
@@ -103,7 +104,7 @@ cudaError_t launch_attention(const AttentionLaunch& a, cudaStream_t stream) {
 
 }  // namespace
 
-Status prepare_attention(DType dtype, const Shape& batch, const std::vector<Strides>& batch_strides,
+Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
                          AttentionLaunch* launch) {
   std::vector<Strides> strides = batch_strides;
   strides.resize(size_t(kAttentionOperands), Strides(batch.size(), 0));
@@ -113,6 +114,11 @@ Status prepare_attention(DType dtype, const Shape& batch, const std::vector<Stri
     case DType::kBF16: launch->launcher = &launch_attention<__nv_bfloat16>; break;
     case DType::kF16: launch->launcher = &launch_attention<__half>; break;
     default: return unsupported(std::string("no CUDA FusedAttention for ") + std::string(dtype_name(dtype)));
+  }
+  STRIDER_ASSIGN_OR_RETURN(AttentionLauncher tiled, tiled_attention_launcher(dtype, head, v_head));
+  if (tiled) {
+    launch->launcher = tiled;
+    launch->kernel = "tiled";
   }
   return Status::ok();
 }

@@ -1,10 +1,17 @@
-// FusedAttention on the GPU (ops/fused_attention.h): one warp per query row. The lanes take
-// 32 keys at a time, each computing one score (the dot product through Q's and Kt's
-// strides, then the score steps), and the row's softmax is kept online (a running max and
-// sum, the partial output rescaled when the max grows), so the scores are never stored;
-// then each key's probability is broadcast across the warp and the lanes add it times V's
-// row into their share of the output (up to kAttentionLaneChunks elements each; wider value
-// heads take more passes). All in f32 for f32, bf16 and f16 storage.
+// FusedAttention on the GPU (ops/fused_attention.h), two kernels with one semantics (the
+// score steps of ops/attention_math.h, then an online softmax, so the scores are never
+// stored; a NaN score or a row of -inf only makes the row NaN, or 0 with zero_invalid_rows):
+// - tiled (tiled_attention.cu), for query and value heads of up to kTiledAttentionHeadMax:
+//   a block takes 64 query rows of one batch element, K and V come through shared memory a
+//   64-key tile at a time, read once per 64 queries; the two products of each tile run on
+//   tensor cores for bf16 / f16 (f32 accumulation) and as f32 FMAs for f32 (no TF32: f32
+//   stays exact).
+// - warp per row (attention.cu), for wider heads: one warp per query row, the lanes take
+//   32 keys at a time, each computing one score through Q's and Kt's strides, then each
+//   key's probability is broadcast across the warp and the lanes add it times V's row into
+//   their share of the output (up to kAttentionLaneChunks elements each; wider value heads
+//   take more passes). All in f32 for f32, bf16 and f16 storage.
+// Both read every operand through its strides (QKV chunks and head transposes in place).
 // Compiled by nvcc and the host compiler: no fmt.
 #pragma once
 
@@ -29,10 +36,19 @@ struct AttentionLaunch {
   float step_value[kMaxScoreSteps] = {};
   bool zero_invalid_rows = false;
   cudaError_t (*launcher)(const AttentionLaunch&, cudaStream_t) = nullptr;
+  const char* kernel = "warp-per-row";  // or "tiled": for profiles and inspect
 };
+using AttentionLauncher = cudaError_t (*)(const AttentionLaunch&, cudaStream_t);
 
-// UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch dims than kMaxDims.
-Status prepare_attention(DType dtype, const Shape& batch, const std::vector<Strides>& batch_strides,
+inline constexpr int64_t kTiledAttentionHeadMax = 128;
+// The tiled kernel's launcher for these heads, or null where it does not apply (a head over
+// kTiledAttentionHeadMax, a dtype other than f32, bf16, f16). Allows the kernel its shared
+// memory on the current device: call it where the kernel is created, on its device.
+Result<AttentionLauncher> tiled_attention_launcher(DType dtype, int64_t head, int64_t v_head);
+
+// Picks the kernel for these heads (the tiled one where it applies). UNSUPPORTED for a dtype
+// other than f32, bf16, f16, or more batch dims than kMaxDims.
+Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
                          AttentionLaunch* launch);
 Status run_attention(const AttentionLaunch& launch, cudaStream_t stream);
 

@@ -14,7 +14,7 @@ class AttentionKernel final : public Kernel {
  public:
   AttentionKernel(AttentionLaunch launch, std::string expression) : launch_(launch), expression_(std::move(expression)) {}
   Status run(const QueueContext& context) override { return run_attention(launch_, stream_of(context)); }
-  std::string implementation() const override { return "strider-cuda:attention " + expression_; }
+  std::string implementation() const override { return fmt::format("strider-cuda:attention({}) {}", launch_.kernel, expression_); }
 
  private:
   AttentionLaunch launch_;
@@ -26,7 +26,7 @@ Result<std::unique_ptr<Kernel>> make_attention(const KernelRequest& r, const Cud
   STRIDER_ASSIGN_OR_RETURN(AttentionViews v, attention_views(p, r));
   if (v.operands() > kAttentionOperands) return invalid_argument("FusedAttention has too many step operands");
   AttentionLaunch launch;
-  STRIDER_RETURN_IF_ERROR(prepare_attention(r.inputs[kAttnQ].dtype, v.batch, v.batch_strides, &launch));
+  STRIDER_RETURN_IF_ERROR(prepare_attention(r.inputs[kAttnQ].dtype, v.head, v.v_head, v.batch, v.batch_strides, &launch));
   launch.q_len = v.q_len;
   launch.head = v.head;
   launch.keys = v.keys;
