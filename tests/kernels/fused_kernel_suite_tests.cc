@@ -56,7 +56,13 @@ void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& k
   uint32_t seed = 11;
   for (const char* name : {"q", "kt", "v"})
     if (!inputs.count(name)) inputs[name] = kernel_test::random_tensor(t, unfused.value(*unfused.find_value(name)).shape, seed++);
-  suite->check_graph(std::move(fused), inputs, &unfused);
+  // CUDA has two attention kernels (hal/cuda/attention.h): both run every case.
+  for (const char* kernel : {"warp-per-row", "tiled"}) {
+    if (!suite->on_cuda() && std::string_view(kernel) == "tiled") continue;
+    SCOPED_TRACE(kernel);
+    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
+    suite->check_graph(fused, inputs, &unfused);
+  }
 }
 
 TEST_P(KernelSuite, FusedAttentionScaledWithAdditiveMask) {  // BERT: / sqrt(d) + mask

@@ -45,12 +45,12 @@ class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, Layo
     device_ = std::move(*device);
   }
   Layout layout() const { return std::get<1>(GetParam()); }
-  bool on_cuda() const { return std::string_view(std::get<0>(GetParam())) == "cuda"; }
   void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
     kernel_test::check_node(*device_, b.build(), inputs, layout());
   }
 
  public:
+  bool on_cuda() const { return std::string_view(std::get<0>(GetParam())) == "cuda"; }
   // A one-node graph made by a pass, checked against the graph it came from.
   void check_graph(Graph graph, const std::map<std::string, Tensor>& inputs, const Graph* reference) {
     kernel_test::check_node(*device_, std::move(graph), inputs, layout(), reference);

@@ -12,6 +12,8 @@
 //   their share of the output (up to kAttentionLaneChunks elements each; wider value heads
 //   take more passes). All in f32 for f32, bf16 and f16 storage.
 // Both read every operand through its strides (QKV chunks and head transposes in place).
+// The tiled kernel runs only with STRIDER_CUDA_ATTENTION=tiled for now: it has not yet run
+// on a GPU (the kernel suite's attention tests run both kernels on cuda).
 // Compiled by nvcc and the host compiler: no fmt.
 #pragma once
 
