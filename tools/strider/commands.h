@@ -54,4 +54,23 @@ struct BenchOptions {
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int bench_command(const BenchOptions& options);
 
+struct ServeOptions {
+  std::string repository;
+  std::vector<std::string> models;  // NAME=PATH
+  std::string host = "0.0.0.0";
+  int http_port = 8080;
+  std::string port_file;
+  std::string device = "cpu";
+  std::string dtype = "f32";
+  int threads = 0;
+  int instances = 1;
+  int max_queue = 64;
+  int http_threads = 0;
+  int max_body_mb = 256;
+  bool log_requests = false;
+  bool selected = false;
+};
+void add_serve_command(CLI::App& app, ServeOptions& options);
+int serve_command(const ServeOptions& options);
+
 }  // namespace strider::cli

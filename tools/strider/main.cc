@@ -1,4 +1,4 @@
-// The `strider` command line: run, check, inspect, bench.
+// The `strider` command line: run, check, inspect, bench, serve.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -22,10 +22,12 @@ int main(int argc, char** argv) {
   CheckOptions check;
   InspectOptions inspect;
   BenchOptions bench;
+  ServeOptions serve;
   add_run_command(app, run);
   add_check_command(app, check);
   add_inspect_command(app, inspect);
   add_bench_command(app, bench);
+  add_serve_command(app, serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version (CallForHelp and friends derive from it)
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (check.selected) return check_command(check);
     if (inspect.selected) return inspect_command(inspect);
     if (bench.selected) return bench_command(bench);
+    if (serve.selected) return serve_command(serve);
     fmt::print("{}", app.help());
     return kExitUsage;
   } catch (const std::bad_alloc&) {

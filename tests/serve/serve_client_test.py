@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""`strider serve` through a real HTTP client (Debian's python3-requests), on loopback.
+
+Starts the server as a user would (a Triton model repository with a good CNN, a BERT-style
+encoder with int64 inputs, a corrupt model and a folder without a model; an ephemeral port),
+then checks: health and metadata; JSON and binary-extension inference give the same outputs
+as `strider run` on the same seeded random inputs; malformed requests, wrong shapes and
+datatypes, an oversized body and an abrupt disconnect each get their error and leave the
+server serving; concurrent clients all get right answers; statistics and /metrics count what
+happened; SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import requests
+
+STRIDER, SOURCE = sys.argv[1], sys.argv[2]
+CNN = os.path.join(SOURCE, "models/dynamic/SmallCnn_dynamic_batch/model.onnx")
+BERT = os.path.join(SOURCE, "models/dynamic/BertEncoder_dynamic/model.onnx")
+failures = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        failures.append(what)
+
+
+def strider_run(model, inputs, work):
+    """Outputs of `strider run` on these inputs (name -> array), by position."""
+    args = [STRIDER, "run", model, "--output-dir", os.path.join(work, "out")]
+    for name, array in inputs.items():
+        path = os.path.join(work, name + ".npy")
+        np.save(path, array)
+        args += ["--input", "%s=%s" % (name, path)]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    outputs, i = [], 0
+    while os.path.exists(os.path.join(work, "out", "output_%d.npy" % i)):
+        outputs.append(np.load(os.path.join(work, "out", "output_%d.npy" % i)))
+        i += 1
+    shutil.rmtree(os.path.join(work, "out"))
+    return outputs
+
+
+def make_repository(root):
+    for name, source in (("cnn", CNN), ("bert", BERT)):
+        os.makedirs(os.path.join(root, name, "1"))
+        shutil.copy(source, os.path.join(root, name, "1", "model.onnx"))
+    os.makedirs(os.path.join(root, "cnn", "3"))  # the highest version is served
+    shutil.copy(CNN, os.path.join(root, "cnn", "3", "model.onnx"))
+    os.makedirs(os.path.join(root, "broken", "1"))
+    with open(os.path.join(root, "broken", "1", "model.onnx"), "wb") as f:
+        f.write(b"\x08\x07 this is not a model" * 10)
+    os.makedirs(os.path.join(root, "empty"))
+
+
+def start_server(root, work):
+    port_file = os.path.join(work, "port")
+    server = subprocess.Popen([STRIDER, "serve", "--model-repository", root, "--host", "127.0.0.1", "--http-port", "0",
+                               "--port-file", port_file, "--max-body-mb", "1", "--threads", "1"],
+                              stderr=open(os.path.join(work, "server.log"), "w"))
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if server.poll() is not None:
+            print(open(os.path.join(work, "server.log")).read())
+            sys.exit("the server exited with %d before listening" % server.returncode)
+        time.sleep(0.1)
+    return server, "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+
+def json_infer(url, model, inputs, outputs=None):
+    body = {"id": "r1", "inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32" if a.dtype == np.float32 else "INT64",
+                                    "data": a.flatten().tolist()} for n, a in inputs.items()]}
+    if outputs:
+        body["outputs"] = [{"name": o} for o in outputs]
+    return requests.post("%s/v2/models/%s/infer" % (url, model), data=json.dumps(body))
+
+
+def binary_infer(url, model, inputs):
+    header = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32" if a.dtype == np.float32 else "INT64",
+                          "parameters": {"binary_data_size": a.nbytes}} for n, a in inputs.items()],
+              "parameters": {"binary_data_output": True}}
+    head = json.dumps(header).encode()
+    body = head + b"".join(a.tobytes() for a in inputs.values())
+    r = requests.post("%s/v2/models/%s/infer" % (url, model), data=body,
+                      headers={"Inference-Header-Content-Length": str(len(head))})
+    if r.status_code != 200:
+        return r, None
+    length = int(r.headers["Inference-Header-Content-Length"])
+    meta, rest, arrays = json.loads(r.content[:length]), r.content[length:], []
+    for out in meta["outputs"]:
+        size = out["parameters"]["binary_data_size"]
+        arrays.append(np.frombuffer(rest[:size], dtype=np.float32).reshape(out["shape"]))
+        rest = rest[size:]
+    return r, arrays
+
+
+def check_metadata(url):
+    check(requests.get(url + "/v2/health/live").status_code == 200, "live")
+    check(requests.get(url + "/v2/health/ready").status_code == 200, "ready with two of four models loaded")
+    meta = requests.get(url + "/v2/models/cnn").json()
+    check(meta["versions"] == ["3"] and meta["inputs"][0]["shape"] == [-1, 3, 16, 16], "cnn metadata: version 3, open batch dim")
+    check(requests.get(url + "/v2/models/cnn/versions/3/ready").status_code == 200, "cnn version 3 ready")
+    check(requests.get(url + "/v2/models/cnn/versions/1/ready").status_code == 404, "cnn version 1 not served: 404")
+    broken = requests.get(url + "/v2/models/broken")
+    check(broken.status_code == 503 and "broken" in broken.json()["error"], "a corrupt model is reported by name: " + broken.text[:120])
+    check(requests.get(url + "/v2/models/empty/ready").status_code == 503, "a folder without a model is not ready")
+    check(requests.get(url + "/v2/models/nope").status_code == 404, "unknown model: 404")
+    check(requests.get(url + "/v2/nowhere").json().get("error", "").startswith("no route"), "unknown path: JSON error")
+    check("binary_tensor_data" in requests.get(url + "/v2").json()["extensions"], "server metadata")
+    check(requests.get(url + "/v2/models/cnn/config").json()["input"][0]["data_type"] == "TYPE_FP32", "Triton config")
+
+
+def check_inference(url, work):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    expected = strider_run(CNN, {"x": x}, work)
+    r = json_infer(url, "cnn", {"x": x})
+    got = np.array(r.json()["outputs"][0]["data"], dtype=np.float32).reshape(r.json()["outputs"][0]["shape"])
+    check(r.status_code == 200 and r.json()["id"] == "r1" and np.array_equal(got, expected[0]), "cnn JSON infer == strider run")
+    r, arrays = binary_infer(url, "cnn", {"x": x})
+    check(arrays is not None and np.array_equal(arrays[0], expected[0]), "cnn binary infer == strider run")
+    ids = rng.integers(0, 100, size=(2, 7)).astype(np.int64)
+    mask = np.ones((2, 7), dtype=np.int64)
+    mask[1, 5:] = 0
+    expected = strider_run(BERT, {"input_ids": ids, "attention_mask": mask}, work)
+    r = json_infer(url, "bert", {"input_ids": ids, "attention_mask": mask}, outputs=["pooled"])
+    out = r.json()["outputs"]
+    check(r.status_code == 200 and len(out) == 1 and out[0]["name"] == "pooled", "bert: only the output asked for")
+    got = np.array(out[0]["data"], dtype=np.float32).reshape(out[0]["shape"])
+    check(np.array_equal(got, expected[1]), "bert INT64 JSON infer == strider run (max diff %g)" % np.abs(got - expected[1]).max())
+    r, arrays = binary_infer(url, "bert", {"input_ids": ids, "attention_mask": mask})
+    check(arrays is not None and np.array_equal(arrays[0], expected[0]), "bert binary infer == strider run")
+    return x
+
+
+def check_bad_requests(url, x):
+    infer = url + "/v2/models/cnn/infer"
+    small_binary = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32",
+                                           "parameters": {"binary_data_size": 8}}]}).encode()
+    cases = [
+        ("malformed JSON", requests.post(infer, data="{\"inputs\": [")),
+        ("wrong datatype", requests.post(infer, data=json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP64",
+                                                                             "data": [0.0] * 768}]}))),
+        ("wrong shape", json_infer(url, "cnn", {"x": x[:, :2]})),
+        ("data not matching the shape", requests.post(infer, data=json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16],
+                                                                                          "datatype": "FP32", "data": [1.0, 2.0]}]}))),
+        ("unknown input", requests.post(infer, data=json.dumps({"inputs": [{"name": "z", "shape": [1], "datatype": "FP32", "data": [1]}]}))),
+        ("binary size mismatch", requests.post(infer, data=small_binary + b"12345678",
+                                                headers={"Inference-Header-Content-Length": str(len(small_binary))})),
+        ("bad header length", requests.post(infer, data="{}", headers={"Inference-Header-Content-Length": "x"})),
+    ]
+    for what, r in cases:
+        ok = r.status_code == 400 and "error" in r.json()
+        check(ok, "%s: 400 %s" % (what, r.text[:100]))
+    r = requests.post(infer, data=b"[" + b"1.0," * 400000 + b"1.0]")
+    check(r.status_code == 413 and "limit" in r.json()["error"], "a body over --max-body-mb: 413")
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:  # an abrupt disconnect mid-body
+        s.sendall(b"POST /v2/models/cnn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"inputs\": [")
+    r = json_infer(url, "cnn", {"x": x})
+    check(r.status_code == 200, "still serving after all of that")
+
+
+def check_concurrency(url):
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal((1, 3, 16, 16)).astype(np.float32) for _ in range(4)]
+    reference = [binary_infer(url, "cnn", {"x": a})[1][0] for a in inputs]
+    wrong = []
+
+    def client(k):
+        for i in range(10):
+            j = (k + i) % 4
+            r, arrays = binary_infer(url, "cnn", {"x": inputs[j]})
+            if arrays is None or not np.array_equal(arrays[0], reference[j]):
+                wrong.append((k, i, r.status_code))
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not wrong, "8 concurrent clients x 10 requests, each its own right answer (%d wrong)" % len(wrong))
+
+
+def check_statistics(url):
+    stats = requests.get(url + "/v2/models/cnn/stats").json()["model_stats"][0]["inference_stats"]
+    check(stats["success"]["count"] >= 86 and stats["fail"]["count"] >= 6, "statistics: %s" % json.dumps(stats)[:160])
+    metrics = requests.get(url + "/metrics").text
+    line = [l for l in metrics.splitlines() if l.startswith('nv_inference_request_success{model="cnn"')]
+    check(line and int(line[0].split()[-1]) == stats["success"]["count"], "metrics agree with statistics: %s" % line)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="strider-serve-")
+    root = os.path.join(work, "repository")
+    make_repository(root)
+    server, url = start_server(root, work)
+    try:
+        check_metadata(url)
+        x = check_inference(url, work)
+        check_bad_requests(url, x)
+        check_concurrency(url)
+        check_statistics(url)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            code = "hung"
+    check(code == 0, "SIGTERM: exit %s" % code)
+    log = open(os.path.join(work, "server.log")).read()
+    check('"message":"stopped"' in log, "the log ends with the shutdown")
+    shutil.rmtree(work)
+    if failures:
+        sys.exit("%d failed: %s" % (len(failures), "; ".join(failures)))
+    print("all passed")
+
+
+main()

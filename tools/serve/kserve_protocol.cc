@@ -1,0 +1,277 @@
+#include "kserve_protocol.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace strider::serve {
+namespace {
+
+using nlohmann::json;
+
+struct DatatypeName {
+  DType dtype;
+  std::string_view name;
+};
+constexpr DatatypeName kDatatypes[] = {
+    {DType::kBool, "BOOL"}, {DType::kU8, "UINT8"},   {DType::kU16, "UINT16"}, {DType::kU32, "UINT32"},
+    {DType::kU64, "UINT64"}, {DType::kI8, "INT8"},   {DType::kI16, "INT16"},  {DType::kI32, "INT32"},
+    {DType::kI64, "INT64"}, {DType::kF16, "FP16"},   {DType::kBF16, "BF16"},  {DType::kF32, "FP32"},
+    {DType::kF64, "FP64"},
+};
+
+// The most elements one request tensor may declare (the body limit bounds real data; this
+// bounds the arithmetic on a hostile shape before any data is looked at).
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+Result<Shape> parse_shape(const json& shape, const std::string& input, int64_t* elements) {
+  if (!shape.is_array()) return invalid_argument(fmt::format("input '{}': 'shape' must be an array of sizes", input));
+  Shape sizes;
+  *elements = 1;
+  for (const json& d : shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return invalid_argument(fmt::format("input '{}': shape {} has a size that is not a non-negative integer", input, shape.dump()));
+    sizes.push_back(d.get<int64_t>());
+    if (sizes.back() > 0 && *elements > kMaxElements / sizes.back())
+      return invalid_argument(fmt::format("input '{}': shape {} is too large", input, shape.dump()));
+    *elements *= sizes.back();
+  }
+  return sizes;
+}
+
+// Appends the leaves of a flat or nested array, row-major.
+Status flatten(const json& data, std::vector<const json*>& leaves, const std::string& input, int64_t limit) {
+  if (!data.is_array()) {
+    if (int64_t(leaves.size()) >= limit)
+      return invalid_argument(fmt::format("input '{}': more data elements than its shape holds ({})", input, limit));
+    leaves.push_back(&data);
+    return Status::ok();
+  }
+  for (const json& item : data) STRIDER_RETURN_IF_ERROR(flatten(item, leaves, input, limit));
+  return Status::ok();
+}
+
+template <typename T>
+Status store_integers(const std::vector<const json*>& leaves, Tensor& tensor, const std::string& input) {
+  T* out = tensor.data<T>();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const json& v = *leaves[i];
+    bool fits = false;
+    if (v.is_number_unsigned()) fits = v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+    else if (v.is_number_integer())
+      fits = v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+             (std::is_unsigned_v<T> || v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max()));
+    if (!fits)
+      return invalid_argument(fmt::format("input '{}': element {} ({}) is not an integer of its datatype", input, i, v.dump()));
+    out[i] = v.is_number_unsigned() ? T(v.get<uint64_t>()) : T(v.get<int64_t>());
+  }
+  return Status::ok();
+}
+
+Result<Tensor> tensor_from_json(const json& data, DType dtype, const Shape& shape, int64_t elements,
+                                const std::string& input) {
+  std::vector<const json*> leaves;
+  STRIDER_RETURN_IF_ERROR(flatten(data, leaves, input, elements));
+  if (int64_t(leaves.size()) != elements)
+    return invalid_argument(fmt::format("input '{}': {} data elements for shape {} ({} elements)", input,
+                                        leaves.size(), shape_to_string(shape), elements));
+  const DType stored = dtype == DType::kF16 || dtype == DType::kBF16 ? DType::kF32 : dtype;
+  STRIDER_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(stored, shape));
+  Status status = Status::ok();
+  switch (stored) {
+    case DType::kF32:
+    case DType::kF64:
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (!leaves[i]->is_number())
+          return invalid_argument(fmt::format("input '{}': element {} ({}) is not a number", input, i, leaves[i]->dump()));
+        if (stored == DType::kF32) tensor.data<float>()[i] = leaves[i]->get<float>();
+        else tensor.data<double>()[i] = leaves[i]->get<double>();
+      }
+      break;
+    case DType::kBool:
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (!leaves[i]->is_boolean())
+          return invalid_argument(fmt::format("input '{}': element {} ({}) is not true or false", input, i, leaves[i]->dump()));
+        tensor.data<bool>()[i] = leaves[i]->get<bool>();
+      }
+      break;
+    case DType::kI8: status = store_integers<int8_t>(leaves, tensor, input); break;
+    case DType::kI16: status = store_integers<int16_t>(leaves, tensor, input); break;
+    case DType::kI32: status = store_integers<int32_t>(leaves, tensor, input); break;
+    case DType::kI64: status = store_integers<int64_t>(leaves, tensor, input); break;
+    case DType::kU8: status = store_integers<uint8_t>(leaves, tensor, input); break;
+    case DType::kU16: status = store_integers<uint16_t>(leaves, tensor, input); break;
+    case DType::kU32: status = store_integers<uint32_t>(leaves, tensor, input); break;
+    case DType::kU64: status = store_integers<uint64_t>(leaves, tensor, input); break;
+    default: return internal_error("no JSON decoding for " + std::string(dtype_name(dtype)));
+  }
+  STRIDER_RETURN_IF_ERROR(status);
+  if (stored != dtype) return convert_float_tensor(tensor, dtype);
+  return tensor;
+}
+
+// One entry of "inputs": its tensor from JSON data or the next bytes of `binary`.
+Status parse_input(const json& entry, const std::vector<ValueInfo>& model_inputs, std::string_view binary,
+                   size_t* binary_offset, InferRequest* request) {
+  if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
+    return invalid_argument("every entry of 'inputs' needs a 'name'");
+  const std::string name = entry["name"].get<std::string>();
+  const ValueInfo* info = nullptr;
+  for (const ValueInfo& v : model_inputs)
+    if (v.name == name) info = &v;
+  if (!info) {
+    std::string names;
+    for (const ValueInfo& v : model_inputs) names += (names.empty() ? "" : ", ") + v.name;
+    return invalid_argument(fmt::format("input '{}' is not an input of the model (its inputs: {})", name, names));
+  }
+  if (request->inputs.count(name)) return invalid_argument(fmt::format("input '{}' is given twice", name));
+  if (!entry.contains("datatype") || !entry["datatype"].is_string())
+    return invalid_argument(fmt::format("input '{}': 'datatype' is missing", name));
+  const std::string datatype = entry["datatype"].get<std::string>();
+  if (datatype != kserve_datatype(info->dtype))
+    return invalid_argument(fmt::format("input '{}': datatype {}, the model takes {}", name, datatype,
+                                        kserve_datatype(info->dtype)));
+  if (!entry.contains("shape")) return invalid_argument(fmt::format("input '{}': 'shape' is missing", name));
+  int64_t elements = 0;
+  STRIDER_ASSIGN_OR_RETURN(Shape shape, parse_shape(entry["shape"], name, &elements));
+  const json* size = nullptr;
+  if (entry.contains("parameters") && entry["parameters"].is_object() && entry["parameters"].contains("binary_data_size"))
+    size = &entry["parameters"]["binary_data_size"];
+  if (size) {
+    if (!size->is_number_unsigned())
+      return invalid_argument(fmt::format("input '{}': binary_data_size must be a non-negative integer", name));
+    const uint64_t bytes = size->get<uint64_t>();
+    if (bytes != uint64_t(elements) * uint64_t(dtype_size(info->dtype)))
+      return invalid_argument(fmt::format("input '{}': binary_data_size {} for shape {} of {} ({} bytes)", name, bytes,
+                                          shape_to_string(shape), datatype, elements * dtype_size(info->dtype)));
+    if (bytes > binary.size() - *binary_offset)
+      return invalid_argument(fmt::format("input '{}': binary_data_size {} but only {} bytes of binary data are left",
+                                          name, bytes, binary.size() - *binary_offset));
+    auto span = std::as_bytes(std::span(binary.data() + *binary_offset, size_t(bytes)));
+    *binary_offset += size_t(bytes);
+    STRIDER_ASSIGN_OR_RETURN(request->inputs[name], Tensor::from_bytes(info->dtype, shape, span));
+    return Status::ok();
+  }
+  if (!entry.contains("data"))
+    return invalid_argument(fmt::format("input '{}': neither 'data' nor parameters.binary_data_size", name));
+  STRIDER_ASSIGN_OR_RETURN(request->inputs[name], tensor_from_json(entry["data"], info->dtype, shape, elements, name));
+  return Status::ok();
+}
+
+bool binary_flag(const json& object, const char* key) {
+  return object.contains("parameters") && object["parameters"].is_object() &&
+         object["parameters"].contains(key) && object["parameters"][key].is_boolean() &&
+         object["parameters"][key].get<bool>();
+}
+
+Status parse_outputs(const json& outputs, InferRequest* request) {
+  if (!outputs.is_array()) return invalid_argument("'outputs' must be an array");
+  for (const json& o : outputs) {
+    if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
+      return invalid_argument("every entry of 'outputs' needs a 'name'");
+    request->outputs.push_back({o["name"].get<std::string>(), binary_flag(o, "binary_data")});
+  }
+  return Status::ok();
+}
+
+json output_data(const Tensor& t) {
+  json data = json::array();
+  const int64_t n = t.num_elements();
+  if (t.dtype() == DType::kBool)
+    for (int64_t i = 0; i < n; ++i) data.push_back(t.data<bool>()[i]);
+  else if (is_floating(t.dtype()))
+    for (int64_t i = 0; i < n; ++i) data.push_back(t.element_as_double(i));
+  else if (t.dtype() == DType::kU64)
+    for (int64_t i = 0; i < n; ++i) data.push_back(t.data<uint64_t>()[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) data.push_back(t.element_as_int(i));
+  return data;
+}
+
+}  // namespace
+
+std::string_view kserve_datatype(DType dtype) {
+  for (const DatatypeName& d : kDatatypes)
+    if (d.dtype == dtype) return d.name;
+  return {};
+}
+
+std::optional<DType> dtype_from_kserve(std::string_view datatype) {
+  for (const DatatypeName& d : kDatatypes)
+    if (d.name == datatype) return d.dtype;
+  return std::nullopt;
+}
+
+std::string triton_config_datatype(DType dtype) {
+  std::string_view name = kserve_datatype(dtype);
+  return name.empty() ? "TYPE_INVALID" : "TYPE_" + std::string(name);
+}
+
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
+                                         const std::vector<ValueInfo>& model_inputs) {
+  if (header_length && *header_length > body.size())
+    return invalid_argument(fmt::format("Inference-Header-Content-Length {} is more than the body's {} bytes",
+                                        *header_length, body.size()));
+  const std::string_view header = header_length ? body.substr(0, *header_length) : body;
+  const std::string_view binary = header_length ? body.substr(*header_length) : std::string_view();
+  json request = json::parse(header, nullptr, false);
+  if (request.is_discarded()) return invalid_argument("the request is not valid JSON");
+  if (!request.is_object()) return invalid_argument("the request must be a JSON object");
+  InferRequest result;
+  if (request.contains("id")) {
+    if (!request["id"].is_string()) return invalid_argument("'id' must be a string");
+    result.id = request["id"].get<std::string>();
+  }
+  if (!request.contains("inputs") || !request["inputs"].is_array())
+    return invalid_argument("the request needs an 'inputs' array");
+  size_t offset = 0;
+  for (const json& entry : request["inputs"]) STRIDER_RETURN_IF_ERROR(parse_input(entry, model_inputs, binary, &offset, &result));
+  if (offset != binary.size())
+    return invalid_argument(fmt::format("{} bytes of binary data follow the header that no input claims", binary.size() - offset));
+  for (const ValueInfo& v : model_inputs)
+    if (!result.inputs.count(v.name)) return invalid_argument(fmt::format("input '{}' is missing", v.name));
+  if (request.contains("outputs")) STRIDER_RETURN_IF_ERROR(parse_outputs(request["outputs"], &result));
+  result.binary_outputs = binary_flag(request, "binary_data_output");
+  return result;
+}
+
+Result<InferResponse> make_infer_response(const std::string& model_name, const std::string& version,
+                                          const InferRequest& request, const std::vector<ValueInfo>& model_outputs,
+                                          const std::vector<Tensor>& outputs) {
+  std::vector<RequestedOutput> wanted = request.outputs;
+  if (wanted.empty())
+    for (const ValueInfo& v : model_outputs) wanted.push_back({v.name, false});
+  json response = {{"model_name", model_name}, {"model_version", version}, {"outputs", json::array()}};
+  if (!request.id.empty()) response["id"] = request.id;
+  std::string binary;
+  for (const RequestedOutput& w : wanted) {
+    size_t at = model_outputs.size();
+    for (size_t i = 0; i < model_outputs.size(); ++i)
+      if (model_outputs[i].name == w.name) at = i;
+    if (at == model_outputs.size()) return invalid_argument(fmt::format("output '{}' is not an output of the model", w.name));
+    const Tensor& t = outputs[at];
+    json entry = {{"name", w.name}, {"datatype", kserve_datatype(t.dtype())}, {"shape", t.shape()}};
+    if (w.binary || request.binary_outputs) {
+      entry["parameters"] = {{"binary_data_size", t.byte_size()}};
+      binary.append(reinterpret_cast<const char*>(t.bytes()), t.byte_size());
+    } else {
+      entry["data"] = output_data(t);
+    }
+    response["outputs"].push_back(std::move(entry));
+  }
+  InferResponse result;
+  result.body = response.dump();
+  if (!binary.empty() || request.binary_outputs) {
+    result.header_length = result.body.size();
+    result.body += binary;
+  }
+  return result;
+}
+
+json tensor_metadata(const ValueInfo& value) {
+  return {{"name", value.name}, {"datatype", kserve_datatype(value.dtype)}, {"shape", value.shape}};
+}
+
+}  // namespace strider::serve

@@ -1,0 +1,67 @@
+// The Open Inference Protocol (KServe v2, also Triton's HTTP/REST API): its datatypes, and
+// inference requests and responses as JSON, with the binary tensor data extension.
+//
+// A request body is JSON, or (binary extension) a JSON header of `Inference-Header-Content-
+// Length` bytes followed by the raw bytes of the inputs whose `parameters.binary_data_size`
+// says so, in the order the header lists them. Tensor data in JSON is a flat or nested array
+// in row-major order. Everything is checked against the model before anything runs: an
+// unknown or missing input, a datatype that is not the model's, a shape whose element count
+// does not match the data, a binary size that does not match, trailing bytes, all come back
+// as INVALID_ARGUMENT naming the input (the server answers 400 with it).
+//
+// Written on strider's public headers alone, like the CLI.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "strider/session.h"
+#include "strider/status.h"
+#include "strider/tensor.h"
+
+namespace strider::serve {
+
+// "FP32", "BF16", "INT64", "BOOL", ... for the dtypes the protocol names; empty for others.
+std::string_view kserve_datatype(DType dtype);
+// The dtype of a protocol datatype, nullopt for BYTES and unknown names.
+std::optional<DType> dtype_from_kserve(std::string_view datatype);
+// Triton's model configuration spelling: "TYPE_FP32".
+std::string triton_config_datatype(DType dtype);
+
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;  // parameters.binary_data: raw bytes after the JSON header
+};
+
+struct InferRequest {
+  std::string id;
+  std::map<std::string, Tensor> inputs;
+  std::vector<RequestedOutput> outputs;  // empty: every output of the model
+  bool binary_outputs = false;           // parameters.binary_data_output: the default for outputs
+};
+
+// `header_length`: the Inference-Header-Content-Length header's value when the request has one.
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
+                                         const std::vector<ValueInfo>& model_inputs);
+
+struct InferResponse {
+  std::string body;
+  std::optional<size_t> header_length;  // set when binary outputs follow the JSON
+};
+
+// The response to `request` with the run's outputs (in `model_outputs` order). An output
+// the request named that the model lacks is INVALID_ARGUMENT.
+Result<InferResponse> make_infer_response(const std::string& model_name, const std::string& version,
+                                          const InferRequest& request, const std::vector<ValueInfo>& model_outputs,
+                                          const std::vector<Tensor>& outputs);
+
+// Model metadata ({name, versions, platform, inputs, outputs}); -1 for a dim the model leaves open.
+nlohmann::json tensor_metadata(const ValueInfo& value);
+
+}  // namespace strider::serve

@@ -1,0 +1,170 @@
+#include "model_repository.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace strider::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Zeros of every input with its open dims 1: token ids and masks of zeros are valid inputs.
+Result<std::map<std::string, Tensor>> warm_up_inputs(const std::vector<ValueInfo>& inputs) {
+  std::map<std::string, Tensor> feed;
+  for (const ValueInfo& v : inputs) {
+    Shape shape = v.shape;
+    for (int64_t& d : shape)
+      if (d < 0) d = 1;
+    STRIDER_ASSIGN_OR_RETURN(feed[v.name], Tensor::create(v.dtype, shape));
+  }
+  return feed;
+}
+
+// DIR/NAME/config.json over the defaults.
+Result<ModelDefaults> model_options(const fs::path& folder, ModelDefaults options) {
+  const fs::path config = folder / "config.json";
+  if (!fs::exists(config)) return options;
+  std::ifstream in(config);
+  std::stringstream text;
+  text << in.rdbuf();
+  json c = json::parse(text.str(), nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return invalid_argument(config.string() + " is not a JSON object");
+  for (const auto& [key, value] : c.items()) {
+    if (key == "device" && value.is_string()) options.device = value.get<std::string>();
+    else if (key == "dtype" && value.is_string() && parse_dtype(value.get<std::string>()))
+      options.dtype = *parse_dtype(value.get<std::string>());
+    else if (key == "threads" && value.is_number_integer() && value.get<int>() >= 0) options.threads = value.get<int>();
+    else if (key == "instances" && value.is_number_integer() && value.get<int>() >= 1) options.instances = value.get<int>();
+    else return invalid_argument(fmt::format("{}: '{}': {} is not a valid setting", config.string(), key, value.dump()));
+  }
+  return options;
+}
+
+// The highest numbered VERSION folder with a model.onnx.
+std::optional<fs::path> latest_version(const fs::path& folder, std::string* version) {
+  std::optional<fs::path> best;
+  long best_number = -1;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name.size() > 9) continue;
+    if (!fs::exists(e.path() / "model.onnx") || std::stol(name) <= best_number) continue;
+    best_number = std::stol(name);
+    best = e.path() / "model.onnx";
+    *version = name;
+  }
+  return best;
+}
+
+}  // namespace
+
+void ServedModel::load(const ModelDefaults& options) {
+  options_ = options;
+  SessionOptions session;
+  session.device = options.device;
+  session.dtype = options.dtype;
+  session.threads = options.threads;
+  for (int i = 0; i < options.instances; ++i) {
+    auto loaded = DynamicSession::load(path, session);
+    if (!loaded.is_ok()) {
+      error = loaded.status().to_string();
+      instances_.clear();
+      return;
+    }
+    auto instance = std::make_unique<Instance>();
+    instance->session = std::move(*loaded);
+    auto feed = warm_up_inputs(instance->session->inputs());
+    Status warmed = feed.is_ok() ? instance->session->run(*feed).status() : feed.status();
+    if (!warmed.is_ok()) {
+      error = "warm-up run failed: " + warmed.to_string();
+      instances_.clear();
+      return;
+    }
+    instances_.push_back(std::move(instance));
+  }
+}
+
+Result<std::vector<Tensor>> ServedModel::infer(const std::map<std::string, Tensor>& inputs) {
+  if (!ready()) return internal_error(fmt::format("model '{}' is not ready: {}", name, error));
+  if (in_flight_.fetch_add(1) >= options_.max_queue) {
+    in_flight_.fetch_sub(1);
+    return resource_exhausted(fmt::format("model '{}': {} requests are queued already", name, options_.max_queue));
+  }
+  const int64_t start = now_ns();
+  Instance* chosen = nullptr;
+  std::unique_lock<std::mutex> lock;
+  for (auto& instance : instances_) {
+    lock = std::unique_lock(instance->busy, std::try_to_lock);
+    if (lock.owns_lock()) {
+      chosen = instance.get();
+      break;
+    }
+  }
+  if (!chosen) {
+    chosen = instances_[next_.fetch_add(1) % instances_.size()].get();
+    lock = std::unique_lock(chosen->busy);
+  }
+  const int64_t started = now_ns();
+  Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
+  const int64_t done = now_ns();
+  lock.unlock();
+  in_flight_.fetch_sub(1);
+  stats_.queue_ns += started - start;
+  stats_.compute_ns += done - started;
+  stats_.executions += 1;
+  stats_.last_inference_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return outputs;
+}
+
+Status ModelRepository::load_directory(const std::string& dir, const ModelDefaults& defaults) {
+  if (!fs::is_directory(dir)) return invalid_argument("model repository '" + dir + "' is not a folder");
+  std::vector<fs::path> folders;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.is_directory()) folders.push_back(e.path());
+  std::sort(folders.begin(), folders.end());
+  for (const fs::path& folder : folders) {
+    auto model = std::make_unique<ServedModel>();
+    model->name = folder.filename().string();
+    std::optional<fs::path> onnx = latest_version(folder, &model->version);
+    auto options = model_options(folder, defaults);
+    if (!options.is_ok()) model->error = options.status().to_string();
+    else if (!onnx) model->error = "no VERSION/model.onnx under " + folder.string();
+    else {
+      model->path = onnx->string();
+      model->load(*options);
+    }
+    models_.push_back(std::move(model));
+  }
+  return Status::ok();
+}
+
+Status ModelRepository::load_model(const std::string& name, const std::string& path, const ModelDefaults& defaults) {
+  if (find(name)) return invalid_argument("model '" + name + "' is given twice");
+  auto model = std::make_unique<ServedModel>();
+  model->name = name;
+  model->path = path;
+  model->load(defaults);
+  models_.push_back(std::move(model));
+  return Status::ok();
+}
+
+ServedModel* ModelRepository::find(const std::string& name) {
+  for (auto& m : models_)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
+bool ModelRepository::ready() const {
+  return std::any_of(models_.begin(), models_.end(), [](const auto& m) { return m->ready(); });
+}
+
+}  // namespace strider::serve

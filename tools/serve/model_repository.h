@@ -1,0 +1,88 @@
+// The models a server serves: loaded at start from Triton's repository layout
+// (DIR/NAME/VERSION/model.onnx, the highest numbered VERSION; an optional DIR/NAME/config.json
+// of strider options) or from NAME=PATH pairs. Each model is K instances (DynamicSessions:
+// any input shape per run, one plan per shape, cached), warmed by one run on zeros with
+// every open dim 1 before the model counts as ready. A model that fails to load is kept
+// with its error, by name, and the others serve.
+//
+// Threads: infer() may be called from any number of threads. A request takes the first free
+// instance (else waits for the next one in turn); at most `max_queue` requests per model wait
+// or run at once, beyond that infer() is RESOURCE_EXHAUSTED at once (the server's 503), so memory
+// never grows with the load. Statistics are atomics, read without locks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "strider/dynamic_session.h"
+
+namespace strider::serve {
+
+// Strider options for every model; a model's config.json may override device, dtype,
+// threads and instances: {"device": "cuda", "dtype": "bf16", "threads": 2, "instances": 2}.
+struct ModelDefaults {
+  std::string device = "cpu";
+  DType dtype = DType::kF32;
+  int threads = 0;
+  int instances = 1;
+  int max_queue = 64;  // requests per model waiting or running at once
+};
+
+// Per model, as Triton's statistics extension reports them.
+struct ModelStats {
+  std::atomic<int64_t> success{0}, success_ns{0}, failure{0}, failure_ns{0};
+  std::atomic<int64_t> queue_ns{0}, compute_ns{0}, inferences{0}, executions{0};
+  std::atomic<int64_t> last_inference_ms{0};
+};
+
+class ServedModel {
+ public:
+  std::string name, version = "1", path;
+  std::string error;  // why it did not load; empty when ready
+  bool ready() const { return error.empty() && !instances_.empty(); }
+  const std::vector<ValueInfo>& inputs() const { return instances_.front()->session->inputs(); }
+  const std::vector<ValueInfo>& outputs() const { return instances_.front()->session->outputs(); }
+  ModelStats& stats() { return stats_; }
+  const ModelDefaults& options() const { return options_; }
+
+  // Loads the instances and warms them; on failure `error` says why.
+  void load(const ModelDefaults& options);
+  // Runs one request on a free instance. RESOURCE_EXHAUSTED when max_queue requests are in already.
+  Result<std::vector<Tensor>> infer(const std::map<std::string, Tensor>& inputs);
+
+ private:
+  struct Instance {
+    std::unique_ptr<DynamicSession> session;
+    std::mutex busy;
+  };
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<uint64_t> next_{0};
+  ModelStats stats_;
+  ModelDefaults options_;
+};
+
+class ModelRepository {
+ public:
+  // Every model under `dir` (Triton's layout). A folder without a VERSION/model.onnx is a
+  // model that failed to load ("no model.onnx under ..."), not an error of the whole.
+  Status load_directory(const std::string& dir, const ModelDefaults& defaults);
+  // NAME=PATH.
+  Status load_model(const std::string& name, const std::string& path, const ModelDefaults& defaults);
+  ServedModel* find(const std::string& name);
+  const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
+  // Loading is over and at least one model is ready.
+  bool ready() const;
+
+ private:
+  std::vector<std::unique_ptr<ServedModel>> models_;
+};
+
+}  // namespace strider::serve

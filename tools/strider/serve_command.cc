@@ -1,0 +1,107 @@
+// `strider serve`: the Open Inference Protocol over HTTP (tools/serve/http_server.h).
+// SIGTERM or SIGINT stops accepting, lets the requests in flight finish and exits 0.
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "commands.h"
+#include "http_server.h"
+
+namespace strider::cli {
+namespace {
+
+// Blocks SIGTERM and SIGINT in this thread and every thread made after it, so that only
+// the waiter below takes them (sessions' workers and the HTTP pool never see a signal).
+sigset_t block_stop_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+Status load_models(const ServeOptions& options, serve::ModelRepository& repository) {
+  serve::ModelDefaults defaults;
+  defaults.device = options.device;
+  std::optional<DType> dtype = parse_dtype(options.dtype);
+  if (!dtype || (*dtype != DType::kF32 && *dtype != DType::kBF16))
+    return invalid_argument("--dtype must be f32 or bf16, not '" + options.dtype + "'");
+  defaults.dtype = *dtype;
+  defaults.threads = options.threads;
+  defaults.instances = options.instances;
+  defaults.max_queue = options.max_queue;
+  if (!options.repository.empty()) STRIDER_RETURN_IF_ERROR(repository.load_directory(options.repository, defaults));
+  for (const std::string& pair : options.models) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+      return invalid_argument("--model takes NAME=PATH, not '" + pair + "'");
+    STRIDER_RETURN_IF_ERROR(repository.load_model(pair.substr(0, eq), pair.substr(eq + 1), defaults));
+  }
+  if (repository.models().empty()) return invalid_argument("no models: give --model-repository DIR or --model NAME=PATH");
+  for (const auto& m : repository.models()) {
+    if (m->ready()) serve::log_json("info", "model ready", {{"model", m->name}, {"version", m->version}, {"path", m->path}});
+    else serve::log_json("error", "model failed to load", {{"model", m->name}, {"error", m->error}});
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, ServeOptions& options) {
+  CLI::App* serve = app.add_subcommand("serve", "serve models over the Open Inference Protocol (KServe v2 / Triton) on HTTP");
+  serve->add_option("--model-repository", options.repository, "a Triton model repository: DIR/NAME/VERSION/model.onnx");
+  serve->add_option("--model", options.models, "NAME=PATH of a model to serve (repeatable)");
+  serve->add_option("--host", options.host, "address to listen on")->capture_default_str();
+  serve->add_option("--http-port", options.http_port, "HTTP port (0: any free port, printed)")->capture_default_str();
+  serve->add_option("--port-file", options.port_file, "write the HTTP port here once listening");
+  serve->add_option("--device", options.device, "cpu, sim or cuda")->capture_default_str();
+  serve->add_option("--dtype", options.dtype, "f32 or bf16")->capture_default_str();
+  serve->add_option("--threads", options.threads, "cpu threads per instance (0: every core)")->capture_default_str();
+  serve->add_option("--instances", options.instances, "instances (sessions) per model")->capture_default_str()->check(CLI::Range(1, 64));
+  serve->add_option("--max-queue", options.max_queue, "requests per model waiting or running; more get 503")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  serve->add_option("--http-threads", options.http_threads, "connections served at once (0: max(8, cores))")->capture_default_str();
+  serve->add_option("--max-body-mb", options.max_body_mb, "largest request body; larger get 413")->capture_default_str();
+  serve->add_flag("--log-requests", options.log_requests, "one JSON line per request on stderr");
+  serve->callback([&options] { options.selected = true; });
+}
+
+int serve_command(const ServeOptions& options) {
+  const sigset_t signals = block_stop_signals();
+  serve::ModelRepository repository;
+  if (Status loaded = load_models(options, repository); !loaded.is_ok()) return report_error(loaded);
+  serve::HttpOptions http;
+  http.host = options.host;
+  http.port = options.http_port;
+  http.threads = options.http_threads;
+  http.max_body_bytes = size_t(options.max_body_mb) << 20;
+  http.log_requests = options.log_requests;
+  serve::HttpServer server(repository, http);
+  Result<int> port = server.bind();
+  if (!port.is_ok()) return report_error(port.status());
+  if (!options.port_file.empty()) std::ofstream(options.port_file) << *port << "\n";
+  serve::log_json("info", "serving", {{"http", fmt::format("{}:{}", options.host, *port)}, {"ready", repository.ready()}});
+  std::atomic<bool> listening_over{false};
+  std::thread waiter([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (!listening_over) {
+      serve::log_json("info", "stopping: finishing the requests in flight", {{"signal", signal}});
+      server.stop();
+    }
+  });
+  Status served = server.listen();
+  listening_over = true;
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if listen() ended by itself
+  waiter.join();
+  if (!served.is_ok()) return report_error(served);
+  serve::log_json("info", "stopped");
+  return kExitOk;
+}
+
+}  // namespace strider::cli
