@@ -63,15 +63,17 @@ def make_repository(root):
     os.makedirs(os.path.join(root, "empty"))
 
 
-def start_server(root, work):
+def start_server(root, work, *extra, log="server.log"):
     port_file = os.path.join(work, "port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
     server = subprocess.Popen([STRIDER, "serve", "--model-repository", root, "--host", "127.0.0.1", "--http-port", "0",
-                               "--port-file", port_file, "--max-body-mb", "1", "--threads", "1"],
-                              stderr=open(os.path.join(work, "server.log"), "w"))
+                               "--port-file", port_file, "--max-body-mb", "1", "--threads", "1"] + list(extra),
+                              stderr=open(os.path.join(work, log), "w"))
     deadline = time.time() + 120
     while time.time() < deadline and not (os.path.exists(port_file) and open(port_file).read().strip()):
         if server.poll() is not None:
-            print(open(os.path.join(work, "server.log")).read())
+            print(open(os.path.join(work, log)).read())
             sys.exit("the server exited with %d before listening" % server.returncode)
         time.sleep(0.1)
     return server, "http://127.0.0.1:%s" % open(port_file).read().strip()
@@ -198,6 +200,52 @@ def check_statistics(url):
     check(line and int(line[0].split()[-1]) == stats["success"]["count"], "metrics agree with statistics: %s" % line)
 
 
+def stop(server, work, log):
+    server.send_signal(signal.SIGTERM)
+    try:
+        code = server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        code = "hung"
+    check(code == 0, "SIGTERM: exit %s" % code)
+    check('"message":"stopped"' in open(os.path.join(work, log)).read(), "the log ends with the shutdown")
+
+
+def check_batching(root, work):
+    """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
+    (fewer runs than requests), each gets its own rows, and a request whose timeout passes
+    in the queue is refused, never run."""
+    server, url = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", log="batching.log")
+    try:
+        rng = np.random.default_rng(5)
+        inputs = [rng.standard_normal((1 + k % 3, 3, 16, 16)).astype(np.float32) for k in range(12)]
+        expected = strider_run(CNN, {"x": np.concatenate(inputs)}, work)[0]
+        first = np.cumsum([0] + [len(a) for a in inputs])
+        results = [None] * len(inputs)
+
+        def client(k):
+            results[k] = binary_infer(url, "cnn", {"x": inputs[k]})[1]
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(len(inputs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wrong = [k for k in range(len(inputs)) if results[k] is None or
+                 not np.allclose(results[k][0], expected[first[k]:first[k + 1]], rtol=1e-5, atol=1e-6)]
+        check(not wrong, "batched: 12 concurrent requests of 1-3 rows, each its own rows (wrong: %s)" % wrong)
+        metrics = requests.get(url + "/metrics").text
+        runs = [int(l.split()[-1]) for l in metrics.splitlines() if l.startswith('strider_batch_size_count{model="cnn"')]
+        check(runs and runs[0] < len(inputs), "batched: %s runs for %d requests" % (runs, len(inputs)))
+        body = {"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32", "data": inputs[0].flatten().tolist()}],
+                "parameters": {"timeout": 1000}}
+        r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
+        check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 30-ms batching delay: 503 " + r.text[:90])
+        log = open(os.path.join(work, "batching.log")).read()
+        check('"batching":"on","level":"info","message":"model ready","model":"cnn"' in log, "the log says the cnn batches")
+    finally:
+        stop(server, work, "batching.log")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="strider-serve-")
     root = os.path.join(work, "repository")
@@ -210,15 +258,8 @@ def main():
         check_concurrency(url)
         check_statistics(url)
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            code = server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            code = "hung"
-    check(code == 0, "SIGTERM: exit %s" % code)
-    log = open(os.path.join(work, "server.log")).read()
-    check('"message":"stopped"' in log, "the log ends with the shutdown")
+        stop(server, work, "server.log")
+    check_batching(root, work)
     shutil.rmtree(work)
     if failures:
         sys.exit("%d failed: %s" % (len(failures), "; ".join(failures)))

@@ -79,7 +79,7 @@ json triton_config(const ServedModel& m) {
 json model_statistics(ServedModel& m) {
   ModelStats& s = m.stats();
   auto pair = [](int64_t count, int64_t ns) { return json{{"count", count}, {"ns", ns}}; };
-  const int64_t executions = s.executions.load();
+  const int64_t executions = m.executions(), requests = s.success + s.failure;
   return {{"name", m.name},
           {"version", m.version},
           {"last_inference", s.last_inference_ms.load()},
@@ -87,11 +87,30 @@ json model_statistics(ServedModel& m) {
           {"execution_count", executions},
           {"inference_stats", {{"success", pair(s.success, s.success_ns)},
                                {"fail", pair(s.failure, s.failure_ns)},
-                               {"queue", pair(executions, s.queue_ns)},
+                               {"queue", pair(requests, s.queue_ns)},
                                {"compute_input", pair(0, 0)},
-                               {"compute_infer", pair(executions, s.compute_ns)},
+                               {"compute_infer", pair(requests, s.compute_ns)},
                                {"compute_output", pair(0, 0)}}},
           {"batch_stats", json::array()}};
+}
+
+// The merged batches' sizes, for the models that batch.
+std::string batch_size_histogram(const ModelRepository& repository) {
+  std::string text = "# HELP strider_batch_size Rows of each batch a model ran\n# TYPE strider_batch_size histogram\n";
+  for (const auto& m : repository.models()) {
+    if (!m->batcher()) continue;
+    const BatchStats& b = m->batcher()->stats();
+    const std::string labels = fmt::format("model=\"{}\",version=\"{}\"", m->name, m->version);
+    int64_t cumulative = 0;
+    for (int k = 0; k < 8; ++k) {
+      cumulative += b.by_size[k];
+      const std::string le = k < 7 ? std::to_string(1 << k) : "+Inf";
+      text += fmt::format("strider_batch_size_bucket{{{},le=\"{}\"}} {}\n", labels, le, cumulative);
+    }
+    text += fmt::format("strider_batch_size_sum{{{}}} {}\nstrider_batch_size_count{{{}}} {}\n", labels, b.rows.load(),
+                        labels, b.batches.load());
+  }
+  return text;
 }
 
 // Prometheus text under Triton's metric names, so its dashboards read it.
@@ -105,7 +124,7 @@ std::string prometheus_metrics(const ModelRepository& repository) {
       {"nv_inference_count", "counter", "Inferences performed (a batch of n counts n)",
        [](ServedModel& m) -> int64_t { return m.stats().inferences; }},
       {"nv_inference_exec_count", "counter", "Model executions (runs)",
-       [](ServedModel& m) -> int64_t { return m.stats().executions; }},
+       [](ServedModel& m) -> int64_t { return m.executions(); }},
       {"nv_inference_request_duration_us", "counter", "Cumulative request time, received to answered",
        [](ServedModel& m) -> int64_t { return (m.stats().success_ns + m.stats().failure_ns) / 1000; }},
       {"nv_inference_queue_duration_us", "counter", "Cumulative time requests waited for an instance",
@@ -121,7 +140,7 @@ std::string prometheus_metrics(const ModelRepository& repository) {
     for (const auto& m : repository.models())
       text += fmt::format("{}{{model=\"{}\",version=\"{}\"}} {}\n", metric.name, m->name, m->version, metric.value(*m));
   }
-  return text;
+  return text + batch_size_histogram(repository);
 }
 
 // The model a route names, or null after answering 404.
@@ -162,7 +181,9 @@ void infer(ServedModel& model, const Request& req, Response& res) {
   }
   Result<InferRequest> request = parse_infer_request(req.body, header_length, model.inputs());
   if (!request.is_ok()) return fail(400, request.status().message());
-  Result<std::vector<Tensor>> outputs = model.infer(request->inputs);
+  const Clock::time_point deadline =
+      request->timeout_us ? Clock::now() + std::chrono::microseconds(*request->timeout_us) : Clock::time_point::max();
+  Result<std::vector<Tensor>> outputs = model.infer(std::move(request->inputs), deadline);
   if (!outputs.is_ok()) return fail(http_status(outputs.status()), outputs.status().message());
   Result<InferResponse> response = make_infer_response(model.name, model.version, *request, model.outputs(), *outputs);
   if (!response.is_ok()) return fail(400, response.status().message());

@@ -234,6 +234,11 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<si
     if (!result.inputs.count(v.name)) return invalid_argument(fmt::format("input '{}' is missing", v.name));
   if (request.contains("outputs")) STRIDER_RETURN_IF_ERROR(parse_outputs(request["outputs"], &result));
   result.binary_outputs = binary_flag(request, "binary_data_output");
+  if (request.contains("parameters") && request["parameters"].is_object() && request["parameters"].contains("timeout")) {
+    const json& timeout = request["parameters"]["timeout"];
+    if (!timeout.is_number_unsigned()) return invalid_argument("parameters.timeout must be a count of microseconds");
+    result.timeout_us = timeout.get<int64_t>();
+  }
   return result;
 }
 

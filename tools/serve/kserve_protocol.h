@@ -44,6 +44,7 @@ struct InferRequest {
   std::map<std::string, Tensor> inputs;
   std::vector<RequestedOutput> outputs;  // empty: every output of the model
   bool binary_outputs = false;           // parameters.binary_data_output: the default for outputs
+  std::optional<int64_t> timeout_us;     // parameters.timeout (Triton's): fail rather than wait longer
 };
 
 // `header_length`: the Inference-Header-Content-Length header's value when the request has one.

@@ -72,8 +72,12 @@ void ServedModel::load(const ModelDefaults& options) {
   session.device = options.device;
   session.dtype = options.dtype;
   session.threads = options.threads;
+  DynamicSessionOptions dynamic;
+  // Each batch size is a plan: keep every size up to max_batch (the memory budget still
+  // drops the least recently used when they do not fit).
+  dynamic.max_cached_shapes = std::max(8, options.max_batch + 2);
   for (int i = 0; i < options.instances; ++i) {
-    auto loaded = DynamicSession::load(path, session);
+    auto loaded = DynamicSession::load(path, session, dynamic);
     if (!loaded.is_ok()) {
       error = loaded.status().to_string();
       instances_.clear();
@@ -90,14 +94,45 @@ void ServedModel::load(const ModelDefaults& options) {
     }
     instances_.push_back(std::move(instance));
   }
+  if (options.max_batch > 1) start_batching();
 }
 
-Result<std::vector<Tensor>> ServedModel::infer(const std::map<std::string, Tensor>& inputs) {
+void ServedModel::start_batching() {
+  batching_note = Batcher::batchable(*instances_.front()->session);
+  if (!batching_note.empty()) return;
+  std::vector<DynamicSession*> sessions;
+  for (auto& instance : instances_) sessions.push_back(instance->session.get());
+  auto batcher = std::make_unique<Batcher>(sessions, options_.max_batch, options_.max_queue_delay);
+  if (Status prepared = batcher->prepare(); !prepared.is_ok()) {
+    batching_note = "planning its batch sizes failed: " + prepared.to_string();
+    return;
+  }
+  batcher_ = std::move(batcher);
+}
+
+Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
   if (!ready()) return internal_error(fmt::format("model '{}' is not ready: {}", name, error));
   if (in_flight_.fetch_add(1) >= options_.max_queue) {
     in_flight_.fetch_sub(1);
     return resource_exhausted(fmt::format("model '{}': {} requests are queued already", name, options_.max_queue));
   }
+  Result<std::vector<Tensor>> outputs = internal_error("not run");
+  if (batcher_) {
+    Batcher::Outcome outcome = batcher_->submit(std::move(inputs), deadline).get();
+    stats_.queue_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.queued).count();
+    stats_.compute_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.computed).count();
+    outputs = std::move(outcome.outputs);
+  } else {
+    outputs = infer_unbatched(inputs, deadline);
+  }
+  in_flight_.fetch_sub(1);
+  stats_.last_inference_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return outputs;
+}
+
+Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::string, Tensor>& inputs,
+                                                         Clock::time_point deadline) {
   const int64_t start = now_ns();
   Instance* chosen = nullptr;
   std::unique_lock<std::mutex> lock;
@@ -113,15 +148,11 @@ Result<std::vector<Tensor>> ServedModel::infer(const std::map<std::string, Tenso
     lock = std::unique_lock(chosen->busy);
   }
   const int64_t started = now_ns();
-  Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
-  const int64_t done = now_ns();
-  lock.unlock();
-  in_flight_.fetch_sub(1);
   stats_.queue_ns += started - start;
-  stats_.compute_ns += done - started;
+  if (Clock::now() >= deadline) return resource_exhausted("the request's timeout passed while it waited for an instance");
+  Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
+  stats_.compute_ns += now_ns() - started;
   stats_.executions += 1;
-  stats_.last_inference_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return outputs;
 }
 

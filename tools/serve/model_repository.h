@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batcher.h"
 #include "strider/dynamic_session.h"
 
 namespace strider::serve {
@@ -33,6 +34,9 @@ struct ModelDefaults {
   int threads = 0;
   int instances = 1;
   int max_queue = 64;  // requests per model waiting or running at once
+  // Dynamic batching (batcher.h) when over 1 and the model has a batch dim.
+  int max_batch = 0;
+  std::chrono::microseconds max_queue_delay{500};
 };
 
 // Per model, as Triton's statistics extension reports them.
@@ -50,19 +54,30 @@ class ServedModel {
   const std::vector<ValueInfo>& inputs() const { return instances_.front()->session->inputs(); }
   const std::vector<ValueInfo>& outputs() const { return instances_.front()->session->outputs(); }
   ModelStats& stats() { return stats_; }
+  // Runs of the model: batches when it batches.
+  int64_t executions() const { return batcher_ ? batcher_->stats().batches.load() : stats_.executions.load(); }
   const ModelDefaults& options() const { return options_; }
+
+  // Why the model runs unbatched although batching was asked (empty otherwise).
+  std::string batching_note;
+  const Batcher* batcher() const { return batcher_.get(); }
 
   // Loads the instances and warms them; on failure `error` says why.
   void load(const ModelDefaults& options);
-  // Runs one request on a free instance. RESOURCE_EXHAUSTED when max_queue requests are in already.
-  Result<std::vector<Tensor>> infer(const std::map<std::string, Tensor>& inputs);
+  // Runs one request on a free instance, or through the batcher. RESOURCE_EXHAUSTED when
+  // max_queue requests are in already, or when `deadline` passes while it waits.
+  Result<std::vector<Tensor>> infer(std::map<std::string, Tensor> inputs,
+                                    Clock::time_point deadline = Clock::time_point::max());
 
  private:
   struct Instance {
     std::unique_ptr<DynamicSession> session;
     std::mutex busy;
   };
+  Result<std::vector<Tensor>> infer_unbatched(const std::map<std::string, Tensor>& inputs, Clock::time_point deadline);
+  void start_batching();
   std::vector<std::unique_ptr<Instance>> instances_;
+  std::unique_ptr<Batcher> batcher_;  // after instances_: stopped before they go
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> next_{0};
   ModelStats stats_;

@@ -65,6 +65,8 @@ struct ServeOptions {
   int threads = 0;
   int instances = 1;
   int max_queue = 64;
+  int max_batch = 0;
+  int max_queue_delay_us = 500;
   int http_threads = 0;
   int max_body_mb = 256;
   bool log_requests = false;

@@ -35,6 +35,8 @@ Status load_models(const ServeOptions& options, serve::ModelRepository& reposito
   defaults.threads = options.threads;
   defaults.instances = options.instances;
   defaults.max_queue = options.max_queue;
+  defaults.max_batch = options.max_batch;
+  defaults.max_queue_delay = std::chrono::microseconds(options.max_queue_delay_us);
   if (!options.repository.empty()) STRIDER_RETURN_IF_ERROR(repository.load_directory(options.repository, defaults));
   for (const std::string& pair : options.models) {
     const size_t eq = pair.find('=');
@@ -44,7 +46,9 @@ Status load_models(const ServeOptions& options, serve::ModelRepository& reposito
   }
   if (repository.models().empty()) return invalid_argument("no models: give --model-repository DIR or --model NAME=PATH");
   for (const auto& m : repository.models()) {
-    if (m->ready()) serve::log_json("info", "model ready", {{"model", m->name}, {"version", m->version}, {"path", m->path}});
+    if (m->ready())
+      serve::log_json("info", "model ready", {{"model", m->name}, {"version", m->version}, {"path", m->path},
+                                              {"batching", m->batcher() ? "on" : m->batching_note.empty() ? "off" : m->batching_note}});
     else serve::log_json("error", "model failed to load", {{"model", m->name}, {"error", m->error}});
   }
   return Status::ok();
@@ -65,6 +69,11 @@ void add_serve_command(CLI::App& app, ServeOptions& options) {
   serve->add_option("--instances", options.instances, "instances (sessions) per model")->capture_default_str()->check(CLI::Range(1, 64));
   serve->add_option("--max-queue", options.max_queue, "requests per model waiting or running; more get 503")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  serve->add_option("--max-batch", options.max_batch,
+                    "merge requests along the batch dim up to this many rows (0 or 1: no batching)")
+      ->capture_default_str()->check(CLI::Range(0, 4096));
+  serve->add_option("--max-queue-delay-us", options.max_queue_delay_us,
+                    "longest a request waits for others to batch with")->capture_default_str()->check(CLI::Range(0, 10000000));
   serve->add_option("--http-threads", options.http_threads, "connections served at once (0: max(8, cores))")->capture_default_str();
   serve->add_option("--max-body-mb", options.max_body_mb, "largest request body; larger get 413")->capture_default_str();
   serve->add_flag("--log-requests", options.log_requests, "one JSON line per request on stderr");

@@ -1,0 +1,221 @@
+#include "batcher.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace strider::serve {
+namespace {
+
+// Rows of a request: every input's dim 0, the same for all; -1 when they disagree or an
+// input is a scalar (such a request runs alone and the session names what is wrong).
+int64_t request_rows(const std::map<std::string, Tensor>& inputs) {
+  int64_t rows = -1;
+  for (const auto& [name, t] : inputs) {
+    if (t.rank() == 0 || (rows >= 0 && t.shape()[0] != rows)) return -1;
+    rows = t.shape()[0];
+  }
+  return rows;
+}
+
+// Same inputs, dtypes and sizes after dim 0.
+bool mergeable(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+    const Tensor &x = i->second, &y = j->second;
+    if (i->first != j->first || x.dtype() != y.dtype() || x.rank() != y.rank() ||
+        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1))
+      return false;
+  }
+  return true;
+}
+
+Result<Tensor> concatenate_rows(const std::vector<const Tensor*>& parts, int64_t rows) {
+  Shape shape = parts.front()->shape();
+  shape[0] = rows;
+  STRIDER_ASSIGN_OR_RETURN(Tensor merged, Tensor::create(parts.front()->dtype(), shape));
+  size_t at = 0;
+  for (const Tensor* p : parts) {
+    std::memcpy(merged.bytes() + at, p->bytes(), p->byte_size());
+    at += p->byte_size();
+  }
+  if (at != merged.byte_size()) return internal_error("merged batch sizes disagree");
+  return merged;
+}
+
+// Rows [first, first + rows) of a batch output of `total` rows.
+Result<Tensor> slice_rows(const Tensor& output, const std::string& name, int64_t first, int64_t rows, int64_t total) {
+  if (output.rank() == 0 || output.shape()[0] != total || output.byte_size() % size_t(total) != 0)
+    return internal_error(fmt::format("output '{}' of shape {} does not have the batch's {} rows", name,
+                                      shape_to_string(output.shape()), total));
+  const size_t row_bytes = output.byte_size() / size_t(total);
+  Shape shape = output.shape();
+  shape[0] = rows;
+  return Tensor::from_bytes(output.dtype(), shape, std::span(output.bytes() + size_t(first) * row_bytes, size_t(rows) * row_bytes));
+}
+
+int size_bucket(int64_t rows) {
+  int bucket = 0;
+  while (bucket < 7 && (int64_t(1) << bucket) < rows) ++bucket;
+  return bucket;
+}
+
+}  // namespace
+
+Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay)
+    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay) {
+  for (DynamicSession* s : sessions_) threads_.emplace_back([this, s] { serve(s); });
+}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  arrived_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+std::string Batcher::batchable(const DynamicSession& session) {
+  for (const auto* list : {&session.inputs(), &session.outputs()})
+    for (const ValueInfo& v : *list)
+      if (v.shape.empty() || v.shape[0] >= 0)
+        return fmt::format("'{}' has no open dim 0 (shape {})", v.name, shape_to_string(v.shape));
+  return "";
+}
+
+Status Batcher::prepare() {
+  const std::vector<ValueInfo>& inputs = sessions_.front()->inputs();
+  for (const ValueInfo& v : inputs)
+    if (std::any_of(v.shape.begin() + 1, v.shape.end(), [](int64_t d) { return d < 0; }))
+      return Status::ok();  // other open dims: each shape is planned when it first comes
+  std::vector<int64_t> sizes;
+  for (int64_t n = 1; n < max_batch_; n *= 2) sizes.push_back(n);
+  sizes.push_back(max_batch_);
+  for (DynamicSession* session : sessions_)
+    for (int64_t n : sizes) {
+      std::map<std::string, Shape> shapes;
+      for (const ValueInfo& v : inputs) {
+        shapes[v.name] = v.shape;
+        shapes[v.name][0] = n;
+      }
+      STRIDER_RETURN_IF_ERROR(session->prepare(shapes).with_context(fmt::format("planning batch size {}", n)));
+    }
+  return Status::ok();
+}
+
+std::future<Batcher::Outcome> Batcher::submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
+  auto pending = std::make_unique<Pending>();
+  pending->rows = request_rows(inputs);
+  pending->inputs = std::move(inputs);
+  pending->enqueued = Clock::now();
+  pending->deadline = deadline;
+  std::future<Outcome> future = pending->done.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(pending));
+  }
+  arrived_.notify_all();  // also the instance waiting out the oldest request's delay
+  return future;
+}
+
+void Batcher::serve(DynamicSession* session) {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    arrived_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and every request was answered
+    std::vector<std::unique_ptr<Pending>> batch = take_batch(lock);
+    if (batch.empty()) continue;
+    lock.unlock();
+    run_batch(session, batch);
+    lock.lock();
+  }
+}
+
+// Waits until the oldest request has waited max_delay or max_batch mergeable rows are
+// queued, then takes the oldest and the mergeable ones behind it (empty if another
+// instance took them meanwhile). Requests past their deadline are answered here.
+std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch(std::unique_lock<std::mutex>& lock) {
+  while (!queue_.empty()) {
+    const Pending& head = *queue_.front();
+    int64_t rows = 0;
+    for (const auto& p : queue_)
+      if (head.rows > 0 && p->rows > 0 && mergeable(head.inputs, p->inputs)) rows += p->rows;
+    const Clock::time_point until = head.enqueued + max_delay_;
+    if (stopping_ || head.rows <= 0 || rows >= max_batch_ || Clock::now() >= until) break;
+    arrived_.wait_until(lock, until);
+  }
+  std::vector<std::unique_ptr<Pending>> batch;
+  int64_t rows = 0;
+  const Clock::time_point now = Clock::now();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Pending& p = **it;
+    const bool expired = p.deadline <= now;
+    const bool fits = batch.empty() || (p.rows > 0 && batch.front()->rows > 0 && rows + p.rows <= max_batch_ &&
+                                        mergeable(batch.front()->inputs, p.inputs));
+    if (expired) {
+      Outcome timed_out;
+      timed_out.outputs = resource_exhausted("the request's timeout passed while it waited in the queue");
+      timed_out.queued = now - p.enqueued;
+      p.done.set_value(std::move(timed_out));
+      it = queue_.erase(it);
+    } else if (fits) {
+      rows += std::max<int64_t>(p.rows, 0);
+      batch.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return batch;
+}
+
+void Batcher::run_batch(DynamicSession* session, std::vector<std::unique_ptr<Pending>>& batch) {
+  const Clock::time_point start = Clock::now();
+  int64_t total = 0;
+  for (const auto& p : batch) total += std::max<int64_t>(p->rows, 0);
+  Result<std::vector<Tensor>> outputs = internal_error("not run");
+  if (batch.size() == 1) {
+    outputs = session->run(batch.front()->inputs);
+  } else {
+    std::map<std::string, Tensor> merged;
+    Status status = Status::ok();
+    for (const auto& [name, first] : batch.front()->inputs) {
+      std::vector<const Tensor*> parts;
+      for (const auto& p : batch) parts.push_back(&p->inputs.at(name));
+      Result<Tensor> m = concatenate_rows(parts, total);
+      if (!m.is_ok()) status = m.status();
+      else merged[name] = std::move(*m);
+    }
+    outputs = status.is_ok() ? session->run(merged) : Result<std::vector<Tensor>>(status);
+  }
+  const Clock::duration computed = Clock::now() - start;
+  stats_.batches += 1;
+  stats_.rows += total;
+  stats_.by_size[size_bucket(total)] += 1;
+  int64_t first = 0;
+  for (auto& p : batch) {
+    Outcome outcome;
+    outcome.queued = start - p->enqueued;
+    outcome.computed = computed;
+    if (batch.size() == 1) {
+      outcome.outputs = std::move(outputs);
+    } else if (!outputs.is_ok()) {
+      outcome.outputs = outputs.status();
+    } else {
+      std::vector<Tensor> mine;
+      Status status = Status::ok();
+      for (size_t k = 0; k < outputs->size() && status.is_ok(); ++k) {
+        Result<Tensor> rows = slice_rows((*outputs)[k], session->outputs()[k].name, first, p->rows, total);
+        if (rows.is_ok()) mine.push_back(std::move(*rows));
+        else status = rows.status();
+      }
+      outcome.outputs = status.is_ok() ? Result<std::vector<Tensor>>(std::move(mine)) : Result<std::vector<Tensor>>(status);
+    }
+    first += std::max<int64_t>(p->rows, 0);
+    p->done.set_value(std::move(outcome));
+  }
+}
+
+}  // namespace strider::serve
