@@ -11,6 +11,7 @@ happened; SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -215,7 +216,8 @@ def check_batching(root, work):
     """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
     (fewer runs than requests), each gets its own rows, and a request whose timeout passes
     in the queue is refused, never run."""
-    server, url = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", log="batching.log")
+    server, url = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
+                               log="batching.log")
     try:
         rng = np.random.default_rng(5)
         inputs = [rng.standard_normal((1 + k % 3, 3, 16, 16)).astype(np.float32) for k in range(12)]
@@ -241,7 +243,8 @@ def check_batching(root, work):
         r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
         check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 30-ms batching delay: 503 " + r.text[:90])
         log = open(os.path.join(work, "batching.log")).read()
-        check('"batching":"on","level":"info","message":"model ready","model":"cnn"' in log, "the log says the cnn batches")
+        check(re.search(r'"batching":"on","level":"info","max_batch":8,"message":"model ready","model":"cnn"', log),
+              "the log says the cnn batches, up to 8 rows (--batch-cap fixed)")
     finally:
         stop(server, work, "batching.log")
 

@@ -55,6 +55,19 @@ Result<Tensor> slice_rows(const Tensor& output, const std::string& name, int64_t
   return Tensor::from_bytes(output.dtype(), shape, std::span(output.bytes() + size_t(first) * row_bytes, size_t(rows) * row_bytes));
 }
 
+// Timed runs of each batch size at load, after the one that plans it.
+constexpr int kTimedRuns = 4;
+
+// The smallest batch whose time per row is within 5% of the best size's: on a CPU a batch
+// often costs as much per row as one request (C2f on two cores: 8 rows ran at 0.88x the
+// requests per second of one at a time), and merging then only adds copies and latency.
+int64_t best_batch(const std::vector<int64_t>& sizes, const std::vector<double>& row_seconds) {
+  const double best = *std::min_element(row_seconds.begin(), row_seconds.end());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (row_seconds[i] <= best * 1.05) return sizes[i];
+  return sizes.back();
+}
+
 int size_bucket(int64_t rows) {
   int bucket = 0;
   while (bucket < 7 && (int64_t(1) << bucket) < rows) ++bucket;
@@ -63,19 +76,9 @@ int size_bucket(int64_t rows) {
 
 }  // namespace
 
-Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay)
-    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay) {
-  for (DynamicSession* s : sessions_) threads_.emplace_back([this, s] { serve(s); });
-}
-
-Batcher::~Batcher() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  arrived_.notify_all();
-  for (std::thread& t : threads_) t.join();
-}
+Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
+                 bool measured)
+    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_) {}
 
 std::string Batcher::batchable(const DynamicSession& session) {
   for (const auto* list : {&session.inputs(), &session.outputs()})
@@ -90,63 +93,75 @@ Status Batcher::prepare() {
   for (const ValueInfo& v : inputs)
     if (std::any_of(v.shape.begin() + 1, v.shape.end(), [](int64_t d) { return d < 0; }))
       return Status::ok();  // other open dims: each shape is planned when it first comes
-  std::vector<int64_t> sizes;
-  for (int64_t n = 1; n < max_batch_; n *= 2) sizes.push_back(n);
+  std::vector<int64_t> sizes;  // every size up to 64 (one planned on demand cost 0.1-0.3 s
+                               // of a request's latency), powers of two beyond
+  for (int64_t n = 1; n < max_batch_; n = n < 64 ? n + 1 : n * 2) sizes.push_back(n);
   sizes.push_back(max_batch_);
-  for (DynamicSession* session : sessions_)
-    for (int64_t n : sizes) {
-      std::map<std::string, Shape> shapes;
-      for (const ValueInfo& v : inputs) {
-        shapes[v.name] = v.shape;
-        shapes[v.name][0] = n;
-      }
-      STRIDER_RETURN_IF_ERROR(session->prepare(shapes).with_context(fmt::format("planning batch size {}", n)));
+  std::vector<double> row_seconds;
+  for (int64_t n : sizes) {
+    std::map<std::string, Tensor> feed;
+    for (const ValueInfo& v : inputs) {
+      Shape shape = v.shape;
+      shape[0] = n;
+      STRIDER_ASSIGN_OR_RETURN(feed[v.name], Tensor::create(v.dtype, shape));
     }
+    double best = 1e30;
+    for (DynamicSession* session : sessions_)
+      for (int run = 0; run < kTimedRuns; ++run) {  // the first plans the size
+        const Clock::time_point start = Clock::now();
+        STRIDER_RETURN_IF_ERROR(session->run(feed).status().with_context(fmt::format("batch size {}", n)));
+        if (run > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    row_seconds.push_back(best / double(n));
+  }
+  if (measured_) max_batch_ = int(best_batch(sizes, row_seconds));
+  row_seconds_ = std::move(row_seconds);
   return Status::ok();
 }
 
-std::future<Batcher::Outcome> Batcher::submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
-  auto pending = std::make_unique<Pending>();
-  pending->rows = request_rows(inputs);
-  pending->inputs = std::move(inputs);
-  pending->enqueued = Clock::now();
-  pending->deadline = deadline;
-  std::future<Outcome> future = pending->done.get_future();
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(pending));
-  }
-  arrived_.notify_all();  // also the instance waiting out the oldest request's delay
-  return future;
-}
-
-void Batcher::serve(DynamicSession* session) {
+Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
+  Pending pending;
+  pending.rows = request_rows(inputs);
+  pending.inputs = std::move(inputs);
+  pending.enqueued = Clock::now();
+  pending.deadline = deadline;
   std::unique_lock lock(mutex_);
-  while (true) {
-    arrived_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and every request was answered
-    std::vector<std::unique_ptr<Pending>> batch = take_batch(lock);
-    if (batch.empty()) continue;
-    lock.unlock();
-    run_batch(session, batch);
-    lock.lock();
+  queue_.push_back(&pending);
+  changed_.notify_all();  // also a caller waiting out the oldest request's delay
+  while (!pending.done) {
+    if (free_.empty() || queue_.empty()) {
+      changed_.wait(lock);
+      continue;
+    }
+    DynamicSession* session = free_.back();  // reserved while the batch forms and runs
+    free_.pop_back();
+    std::vector<Pending*> batch = take_batch(lock);
+    if (!batch.empty()) {
+      lock.unlock();
+      run_batch(session, batch);
+      lock.lock();
+      for (Pending* p : batch) p->done = true;
+    }
+    free_.push_back(session);
+    changed_.notify_all();
   }
+  return std::move(pending.outcome);
 }
 
 // Waits until the oldest request has waited max_delay or max_batch mergeable rows are
-// queued, then takes the oldest and the mergeable ones behind it (empty if another
-// instance took them meanwhile). Requests past their deadline are answered here.
-std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch(std::unique_lock<std::mutex>& lock) {
+// queued, then takes the oldest and the mergeable ones behind it (empty if another caller
+// took them meanwhile). Requests past their deadline are answered here.
+std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>& lock) {
   while (!queue_.empty()) {
     const Pending& head = *queue_.front();
     int64_t rows = 0;
     for (const auto& p : queue_)
       if (head.rows > 0 && p->rows > 0 && mergeable(head.inputs, p->inputs)) rows += p->rows;
     const Clock::time_point until = head.enqueued + max_delay_;
-    if (stopping_ || head.rows <= 0 || rows >= max_batch_ || Clock::now() >= until) break;
-    arrived_.wait_until(lock, until);
+    if (head.rows <= 0 || rows >= max_batch_ || Clock::now() >= until) break;
+    changed_.wait_until(lock, until);
   }
-  std::vector<std::unique_ptr<Pending>> batch;
+  std::vector<Pending*> batch;
   int64_t rows = 0;
   const Clock::time_point now = Clock::now();
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -155,14 +170,13 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch(std::unique_l
     const bool fits = batch.empty() || (p.rows > 0 && batch.front()->rows > 0 && rows + p.rows <= max_batch_ &&
                                         mergeable(batch.front()->inputs, p.inputs));
     if (expired) {
-      Outcome timed_out;
-      timed_out.outputs = resource_exhausted("the request's timeout passed while it waited in the queue");
-      timed_out.queued = now - p.enqueued;
-      p.done.set_value(std::move(timed_out));
+      p.outcome.outputs = resource_exhausted("the request's timeout passed while it waited in the queue");
+      p.outcome.queued = now - p.enqueued;
+      p.done = true;  // its caller wakes with the notify after this batch
       it = queue_.erase(it);
     } else if (fits) {
       rows += std::max<int64_t>(p.rows, 0);
-      batch.push_back(std::move(*it));
+      batch.push_back(*it);
       it = queue_.erase(it);
     } else {
       ++it;
@@ -171,7 +185,7 @@ std::vector<std::unique_ptr<Batcher::Pending>> Batcher::take_batch(std::unique_l
   return batch;
 }
 
-void Batcher::run_batch(DynamicSession* session, std::vector<std::unique_ptr<Pending>>& batch) {
+void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
   const Clock::time_point start = Clock::now();
   int64_t total = 0;
   for (const auto& p : batch) total += std::max<int64_t>(p->rows, 0);
@@ -195,8 +209,8 @@ void Batcher::run_batch(DynamicSession* session, std::vector<std::unique_ptr<Pen
   stats_.rows += total;
   stats_.by_size[size_bucket(total)] += 1;
   int64_t first = 0;
-  for (auto& p : batch) {
-    Outcome outcome;
+  for (Pending* p : batch) {
+    Outcome& outcome = p->outcome;
     outcome.queued = start - p->enqueued;
     outcome.computed = computed;
     if (batch.size() == 1) {
@@ -214,7 +228,6 @@ void Batcher::run_batch(DynamicSession* session, std::vector<std::unique_ptr<Pen
       outcome.outputs = status.is_ok() ? Result<std::vector<Tensor>>(std::move(mine)) : Result<std::vector<Tensor>>(status);
     }
     first += std::max<int64_t>(p->rows, 0);
-    p->done.set_value(std::move(outcome));
   }
 }
 

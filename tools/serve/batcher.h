@@ -1,30 +1,34 @@
 // Dynamic batching for one model: requests queue up, and each of the model's instances takes
 // the oldest request and merges it along dim 0 with the requests behind it that fit (the
-// same dtypes and the same sizes in every dim after the first), until the merged batch holds
-// `max_batch` rows or the oldest request has waited `max_delay`; the merged inputs run as one
-// call, and each request gets its own rows of every output back.
+// same dtypes and the same sizes in every dim after the first), once the mergeable rows
+// reach `max_batch` or the oldest request has waited `max_delay`; the merged inputs run as
+// one call, and each request gets its own rows of every output back. With a delay of 0
+// (the default) batching is greedy: a free instance takes what is queued at once, so
+// batches form only while the instances are busy, and one client never waits for others.
 //
 // Which models batch: every input and every output has an open dim 0 (the model's batch
 // dim); others are served unbatched (batchable() says why not). A request of more than
 // `max_batch` rows runs alone. No padding: a merged batch runs at its exact size (a model
 // whose batch rows interact would otherwise be silently wrong), so each size is its own plan
-// in the instance's DynamicSession cache; the sizes 1, 2, 4, ... and max_batch are planned
-// at load.
+// in the instance's DynamicSession cache; every size up to max_batch (up to 64, then powers
+// of two) is planned and timed at load where the model's other dims are static, and batches
+// are capped at the size that ran fastest per row.
 //
 // Deadlines: a request whose deadline passes while it waits is answered with an error and
-// never runs. Threads: submit() from any thread; one thread per instance runs the batches;
-// the destructor lets the queue drain and joins them.
+// never runs. Threads: there are none of the batcher's own. submit() blocks its caller until
+// its request is answered, and a waiting caller that finds an instance free and requests
+// queued runs the next batch itself (its own request or others'), so one client's request
+// runs on its own thread with no hand-off (a hand-off to a batching thread cost one client
+// 4-13% of its requests per second on two cores).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "strider/dynamic_session.h"
@@ -41,20 +45,25 @@ struct BatchStats {
 class Batcher {
  public:
   // `sessions`: the model's instances (not owned; they outlive the batcher).
-  Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay);
-  ~Batcher();
+  // `measured`: prepare() may lower max_batch to the fastest size per row; else it stays.
+  Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
+          bool measured = true);
   // Empty when every input and output has an open dim 0; else why the model cannot batch.
   static std::string batchable(const DynamicSession& session);
-  // Plans the batch sizes 1, 2, 4, ... and max_batch on every instance where the model's
-  // other dims are static.
+  // Where the model's other dims are static: plans every batch size on every instance and
+  // times it (zeros in), and lowers max_batch to the smallest size whose time per row is
+  // within 5% of the best (merging more only adds latency). Elsewhere sizes plan on first use.
   Status prepare();
+  int max_batch() const { return max_batch_; }
+  // Seconds per row of each batch size 1, 2, ... that prepare() timed (empty if it did not).
+  const std::vector<double>& row_seconds() const { return row_seconds_; }
 
   struct Outcome {
     Result<std::vector<Tensor>> outputs = internal_error("not run");
     Clock::duration queued{}, computed{};
   };
-  // Queues one request (inputs by name, every input with the same dim 0).
-  std::future<Outcome> submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline);
+  // Runs one request (inputs by name, every input with the same dim 0) in some batch.
+  Outcome submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline);
   const BatchStats& stats() const { return stats_; }
 
  private:
@@ -62,21 +71,22 @@ class Batcher {
     std::map<std::string, Tensor> inputs;
     int64_t rows = 0;
     Clock::time_point enqueued, deadline;
-    std::promise<Outcome> done;
+    bool done = false;  // under mutex_; `outcome` is written before it is set
+    Outcome outcome;
   };
-  void serve(DynamicSession* session);
-  std::vector<std::unique_ptr<Pending>> take_batch(std::unique_lock<std::mutex>& lock);
-  void run_batch(DynamicSession* session, std::vector<std::unique_ptr<Pending>>& batch);
+  std::vector<Pending*> take_batch(std::unique_lock<std::mutex>& lock);
+  void run_batch(DynamicSession* session, std::vector<Pending*>& batch);
 
   std::vector<DynamicSession*> sessions_;
   int max_batch_;
   std::chrono::microseconds max_delay_;
+  bool measured_;
   std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::deque<std::unique_ptr<Pending>> queue_;
-  bool stopping_ = false;
+  std::condition_variable changed_;  // a request queued or answered, an instance freed
+  std::deque<Pending*> queue_;       // the callers' own, alive until answered
+  std::vector<DynamicSession*> free_;
+  std::vector<double> row_seconds_;
   BatchStats stats_;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace strider::serve

@@ -16,7 +16,7 @@
 // 413 for a body over the limit, 503 when the model is not ready or its queue is full,
 // 500 when a run fails on the device. Nothing a client sends can crash the server.
 //
-// Threads: cpp-httplib serves each connection on a pool of `http_threads` threads; requests
+// Threads: cpp-httplib serves each open connection on a thread of a pool of `threads`; requests
 // for one model run on its instances (model_repository.h). stop() (any thread, e.g. on
 // SIGTERM) stops accepting, lets the requests in flight finish, and makes listen() return.
 #pragma once
@@ -35,7 +35,7 @@ namespace strider::serve {
 struct HttpOptions {
   std::string host = "0.0.0.0";
   int port = 8080;  // 0: any free port (bound() says which)
-  int threads = 0;  // 0: max(8, cores)
+  int threads = 0;  // connections served at once; 0: 256
   size_t max_body_bytes = size_t(256) << 20;
   bool log_requests = false;  // one JSON line per request on stderr
 };

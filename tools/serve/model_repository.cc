@@ -102,7 +102,8 @@ void ServedModel::start_batching() {
   if (!batching_note.empty()) return;
   std::vector<DynamicSession*> sessions;
   for (auto& instance : instances_) sessions.push_back(instance->session.get());
-  auto batcher = std::make_unique<Batcher>(sessions, options_.max_batch, options_.max_queue_delay);
+  auto batcher =
+      std::make_unique<Batcher>(sessions, options_.max_batch, options_.max_queue_delay, options_.measure_batch);
   if (Status prepared = batcher->prepare(); !prepared.is_ok()) {
     batching_note = "planning its batch sizes failed: " + prepared.to_string();
     return;
@@ -118,7 +119,7 @@ Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inp
   }
   Result<std::vector<Tensor>> outputs = internal_error("not run");
   if (batcher_) {
-    Batcher::Outcome outcome = batcher_->submit(std::move(inputs), deadline).get();
+    Batcher::Outcome outcome = batcher_->submit(std::move(inputs), deadline);
     stats_.queue_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.queued).count();
     stats_.compute_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.computed).count();
     outputs = std::move(outcome.outputs);

@@ -36,7 +36,8 @@ struct ModelDefaults {
   int max_queue = 64;  // requests per model waiting or running at once
   // Dynamic batching (batcher.h) when over 1 and the model has a batch dim.
   int max_batch = 0;
-  std::chrono::microseconds max_queue_delay{500};
+  std::chrono::microseconds max_queue_delay{0};  // 0: greedy (batches form while an instance runs)
+  bool measure_batch = true;  // cap batches at the size timed fastest per row at load
 };
 
 // Per model, as Triton's statistics extension reports them.

@@ -66,7 +66,8 @@ struct ServeOptions {
   int instances = 1;
   int max_queue = 64;
   int max_batch = 0;
-  int max_queue_delay_us = 500;
+  int max_queue_delay_us = 0;
+  std::string batch_cap = "measured";
   int http_threads = 0;
   int max_body_mb = 256;
   bool log_requests = false;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <thread>
@@ -37,6 +38,7 @@ Status load_models(const ServeOptions& options, serve::ModelRepository& reposito
   defaults.max_queue = options.max_queue;
   defaults.max_batch = options.max_batch;
   defaults.max_queue_delay = std::chrono::microseconds(options.max_queue_delay_us);
+  defaults.measure_batch = options.batch_cap == "measured";
   if (!options.repository.empty()) STRIDER_RETURN_IF_ERROR(repository.load_directory(options.repository, defaults));
   for (const std::string& pair : options.models) {
     const size_t eq = pair.find('=');
@@ -46,10 +48,19 @@ Status load_models(const ServeOptions& options, serve::ModelRepository& reposito
   }
   if (repository.models().empty()) return invalid_argument("no models: give --model-repository DIR or --model NAME=PATH");
   for (const auto& m : repository.models()) {
-    if (m->ready())
-      serve::log_json("info", "model ready", {{"model", m->name}, {"version", m->version}, {"path", m->path},
-                                              {"batching", m->batcher() ? "on" : m->batching_note.empty() ? "off" : m->batching_note}});
-    else serve::log_json("error", "model failed to load", {{"model", m->name}, {"error", m->error}});
+    if (!m->ready()) {
+      serve::log_json("error", "model failed to load", {{"model", m->name}, {"error", m->error}});
+      continue;
+    }
+    nlohmann::json fields = {{"model", m->name}, {"version", m->version}, {"path", m->path},
+                             {"batching", m->batcher() ? "on" : m->batching_note.empty() ? "off" : m->batching_note}};
+    if (m->batcher()) {
+      fields["max_batch"] = m->batcher()->max_batch();
+      std::vector<double> ms;
+      for (double s : m->batcher()->row_seconds()) ms.push_back(std::round(s * 1e6) / 1e3);
+      fields["ms_per_row_by_batch_size"] = ms;
+    }
+    serve::log_json("info", "model ready", fields);
   }
   return Status::ok();
 }
@@ -73,8 +84,11 @@ void add_serve_command(CLI::App& app, ServeOptions& options) {
                     "merge requests along the batch dim up to this many rows (0 or 1: no batching)")
       ->capture_default_str()->check(CLI::Range(0, 4096));
   serve->add_option("--max-queue-delay-us", options.max_queue_delay_us,
-                    "longest a request waits for others to batch with")->capture_default_str()->check(CLI::Range(0, 10000000));
-  serve->add_option("--http-threads", options.http_threads, "connections served at once (0: max(8, cores))")->capture_default_str();
+                    "longest a request waits for others to batch with (0: greedy, batches form while the model runs)")->capture_default_str()->check(CLI::Range(0, 10000000));
+  serve->add_option("--batch-cap", options.batch_cap,
+                    "measured: batches stop at the size timed fastest per row at load; fixed: at --max-batch")
+      ->capture_default_str()->check(CLI::IsMember({"measured", "fixed"}));
+  serve->add_option("--http-threads", options.http_threads, "connections served at once (0: 256)")->capture_default_str();
   serve->add_option("--max-body-mb", options.max_body_mb, "largest request body; larger get 413")->capture_default_str();
   serve->add_flag("--log-requests", options.log_requests, "one JSON line per request on stderr");
   serve->callback([&options] { options.selected = true; });

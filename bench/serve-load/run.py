@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""Load test of `strider serve` on loopback with Debian's `hey`: throughput and p50/p99 latency
+at 1, 8 and 64 concurrent clients, dynamic batching off and on, per model; then optionally a
+soak (fixed duration under load) sampling the server's resident memory.
+
+Each request is one image (batch 1) sent with the binary tensor data extension, so the
+client's JSON work does not dominate. Every configuration runs a fixed number of requests;
+any non-200 answer or transport error is counted and printed. Client and server share the
+machine: on a 2-core CPU the client takes part of it.
+
+  bench/serve-load/run.py --strider build/strider [--models c2f,mobilenetv2] [--device cpu]
+      [--clients 1,8,64] [--requests 400] [--max-batch 8] [--delay-us 0] [--soak-s 180]
+      [--model-dir DIR]   (exported by export.py when missing)
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = {"c2f": (1, 16, 40, 40), "mobilenetv2": (1, 3, 224, 224)}
+
+
+def start(args, model_dir, models, batching, work):
+    tag = "batched" if batching else "unbatched"
+    port_file = os.path.join(work, "port-" + tag)
+    cmd = [args.strider, "serve", "--host", "127.0.0.1", "--http-port", "0", "--port-file", port_file,
+           "--device", args.device, "--dtype", args.dtype, "--max-queue", "1024"]
+    for m in models:
+        cmd += ["--model", "%s=%s" % (m, os.path.join(model_dir, m, "1", "model.onnx"))]
+    if batching:
+        cmd += ["--max-batch", str(args.max_batch), "--max-queue-delay-us", str(args.delay_us)]
+    log = open(os.path.join(work, "server-%s.log" % tag), "w")
+    server = subprocess.Popen(cmd + args.server_args.split(), stderr=log)
+    deadline = time.time() + 600
+    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if server.poll() is not None or time.time() > deadline:
+            sys.exit("the server did not start: see %s" % log.name)
+        time.sleep(0.2)
+    return server, "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+
+def stop(server):
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(timeout=60)
+    if code != 0:
+        print("warning: the server exited with %d" % code)
+
+
+def request_body(model, work):
+    x = np.random.default_rng(3).standard_normal(SHAPES[model]).astype(np.float32)
+    head = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}],
+                       "parameters": {"binary_data_output": True}}).encode()
+    path = os.path.join(work, model + ".body")
+    with open(path, "wb") as f:
+        f.write(head + x.tobytes())
+    return path, len(head)
+
+
+def hey(url, model, body, head_length, clients, requests=None, seconds=None):
+    cmd = ["hey", "-c", str(clients), "-m", "POST", "-T", "application/octet-stream",
+           "-H", "Inference-Header-Content-Length: %d" % head_length, "-D", body, "-t", "60"]
+    cmd += ["-z", "%ds" % seconds] if seconds else ["-n", str(requests)]
+    out = subprocess.run(cmd + ["%s/v2/models/%s/infer" % (url, model)], capture_output=True, text=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    pct = {int(p): float(s) * 1e3 for p, s in re.findall(r"(\d+)%+ in ([\d.]+) secs", out)}
+    codes = {int(c): int(n) for c, n in re.findall(r"\[(\d+)\]\s+(\d+) responses", out)}
+    errors = sum(n for c, n in codes.items() if c != 200)
+    transport = re.search(r"Error distribution:(.*)", out, re.S)
+    if transport:
+        errors += sum(int(n) for n in re.findall(r"\[(\d+)\]", transport.group(1)))
+    return {"rate": rate, "p50": pct.get(50, float("nan")), "p99": pct.get(99, float("nan")), "errors": errors,
+            "ok": codes.get(200, 0)}
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def soak(args, model_dir, model, work):
+    server, url = start(args, model_dir, [model], True, work)
+    body, head = request_body(model, work)
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            samples.append((time.time(), rss_kib(server.pid)))
+            done.wait(5)
+    t = threading.Thread(target=sample)
+    t.start()
+    r = hey(url, model, body, head, 16, seconds=args.soak_s)
+    done.set()
+    t.join()
+    stop(server)
+    start_t = samples[0][0]
+    third = samples[len(samples) // 3][1]
+    late = max(s[1] for s in samples[len(samples) // 3:])
+    print("\nsoak: %s, batching on, 16 clients, %d s: %d requests ok, %d failed, %.1f req/s" %
+          (model, args.soak_s, r["ok"], r["errors"], r["rate"]))
+    print("resident memory (MiB) every 5 s: " + " ".join("%.0f" % (s[1] / 1024) for s in samples))
+    print("after the first third: %.1f MiB, most after it: %.1f MiB (%+.1f%%): %s" %
+          (third / 1024, late / 1024, 100.0 * (late - third) / third, "flat" if late <= third * 1.05 else "GROWING"))
+    return samples, start_t
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--strider", required=True)
+    p.add_argument("--models", default="c2f,mobilenetv2")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="f32")
+    p.add_argument("--clients", default="1,8,64")
+    p.add_argument("--requests", type=int, default=400, help="per configuration (at least 4x the clients)")
+    p.add_argument("--max-batch", type=int, default=8)
+    p.add_argument("--delay-us", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds per configuration (medians)")
+    p.add_argument("--soak-s", type=int, default=0)
+    p.add_argument("--model-dir", default=os.path.join(HERE, "models"))
+    p.add_argument("--server-args", default="", help="more options for strider serve, as one string")
+    p.add_argument("--json", help="write the rows here")
+    args = p.parse_args()
+    models = args.models.split(",")
+    if not all(os.path.exists(os.path.join(args.model_dir, m, "1", "model.onnx")) for m in models):
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export.py"), args.model_dir], check=True)
+    work = tempfile.mkdtemp(prefix="strider-load-")
+    # Both servers run at once, idle while the other is measured; their runs alternate, round
+    # after round, so a drift of the machine's speed hits both alike; medians over rounds.
+    servers = {batching: start(args, args.model_dir, models, batching, work) for batching in (False, True)}
+    rows = []
+    for m in models:
+        body, head = request_body(m, work)
+        for batching, (server, url) in servers.items():
+            hey(url, m, body, head, 4, requests=40)  # warm the connections and plans
+        for c in [int(c) for c in args.clients.split(",")]:
+            runs = {False: [], True: []}
+            for _ in range(args.rounds):
+                for batching, (server, url) in servers.items():
+                    runs[batching].append(hey(url, m, body, head, c, requests=max(args.requests, 4 * c)))
+            for batching in (False, True):
+                r = {k: float(np.median([x[k] for x in runs[batching]])) for k in ("rate", "p50", "p99")}
+                r["errors"] = sum(x["errors"] for x in runs[batching])
+                rows.append(dict(model=m, batching=batching, clients=c, **r))
+                print("%-12s batching %-3s %3d clients: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  %d failed" %
+                      (m, "on" if batching else "off", c, r["rate"], r["p50"], r["p99"], r["errors"]), flush=True)
+    for server, url in servers.values():
+        stop(server)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("\n| model | clients | unbatched req/s | p50 / p99 ms | batched req/s | p50 / p99 ms | speed-up | failed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for m in models:
+        for c in [int(c) for c in args.clients.split(",")]:
+            off = next(r for r in rows if r["model"] == m and r["clients"] == c and not r["batching"])
+            on = next(r for r in rows if r["model"] == m and r["clients"] == c and r["batching"])
+            print("| %s | %d | %.1f | %.2f / %.2f | %.1f | %.2f / %.2f | %.2fx | %d |" %
+                  (m, c, off["rate"], off["p50"], off["p99"], on["rate"], on["p50"], on["p99"],
+                   on["rate"] / off["rate"], off["errors"] + on["errors"]))
+    if args.soak_s:
+        soak(args, args.model_dir, models[-1], work)
+
+
+main()
