@@ -32,7 +32,7 @@ SHAPES = {"c2f": (1, 16, 40, 40), "mobilenetv2": (1, 3, 224, 224)}
 def start(args, model_dir, models, batching, work):
     tag = "batched" if batching else "unbatched"
     port_file = os.path.join(work, "port-" + tag)
-    cmd = [args.strider, "serve", "--host", "127.0.0.1", "--http-port", "0", "--port-file", port_file,
+    cmd = [args.strider, "serve", "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1", "--port-file", port_file,
            "--device", args.device, "--dtype", args.dtype, "--max-queue", "1024"]
     for m in models:
         cmd += ["--model", "%s=%s" % (m, os.path.join(model_dir, m, "1", "model.onnx"))]
@@ -41,11 +41,12 @@ def start(args, model_dir, models, batching, work):
     log = open(os.path.join(work, "server-%s.log" % tag), "w")
     server = subprocess.Popen(cmd + args.server_args.split(), stderr=log)
     deadline = time.time() + 600
-    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+    while not os.path.exists(port_file):
         if server.poll() is not None or time.time() > deadline:
             sys.exit("the server did not start: see %s" % log.name)
         time.sleep(0.2)
-    return server, "http://127.0.0.1:%s" % open(port_file).read().strip()
+    ports = dict(line.split() for line in open(port_file).read().splitlines())
+    return server, "http://127.0.0.1:%s" % ports["http"]
 
 
 def stop(server):

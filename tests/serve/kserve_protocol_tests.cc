@@ -105,10 +105,10 @@ TEST(KserveProtocol, MalformedRequestsSayWhatIsWrong) {
   EXPECT_EQ(error_of(missing.dump()), "input 'flag' is missing");
   json negative = three_inputs({1, 2, 3, 4, 5, 6});
   negative["inputs"][0]["shape"] = {-2, 3};
-  EXPECT_EQ(error_of(negative.dump()), "input 'x': shape [-2,3] has a size that is not a non-negative integer");
+  EXPECT_EQ(error_of(negative.dump()), "input 'x': shape [-2, 3] has a size that is not a non-negative integer");
   json huge = three_inputs({1});
   huge["inputs"][0]["shape"] = {1 << 30, 1 << 30, 1 << 30};
-  EXPECT_EQ(error_of(huge.dump()), "input 'x': shape [1073741824,1073741824,1073741824] is too large");
+  EXPECT_EQ(error_of(huge.dump()), "input 'x': shape [1073741824, 1073741824, 1073741824] is too large");
   json bytes = three_inputs({1, 2, 3, 4, 5, 6});
   bytes["inputs"][0]["datatype"] = "BYTES";
   EXPECT_EQ(error_of(bytes.dump()), "input 'x': datatype BYTES, the model takes FP32");

@@ -7,7 +7,8 @@ then checks: health and metadata; JSON and binary-extension inference give the s
 as `strider run` on the same seeded random inputs; malformed requests, wrong shapes and
 datatypes, an oversized body and an abrupt disconnect each get their error and leave the
 server serving; concurrent clients all get right answers; statistics and /metrics count what
-happened; SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
+happened; the gRPC service answers the same (raw and typed contents, its error codes);
+SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
 """
 import json
 import os
@@ -69,15 +70,17 @@ def start_server(root, work, *extra, log="server.log"):
     if os.path.exists(port_file):
         os.remove(port_file)
     server = subprocess.Popen([STRIDER, "serve", "--model-repository", root, "--host", "127.0.0.1", "--http-port", "0",
-                               "--port-file", port_file, "--max-body-mb", "1", "--threads", "1"] + list(extra),
+                               "--grpc-port", "0", "--port-file", port_file, "--max-body-mb", "1", "--threads", "1"]
+                              + list(extra),
                               stderr=open(os.path.join(work, log), "w"))
     deadline = time.time() + 120
-    while time.time() < deadline and not (os.path.exists(port_file) and open(port_file).read().strip()):
+    while time.time() < deadline and not os.path.exists(port_file):
         if server.poll() is not None:
             print(open(os.path.join(work, log)).read())
             sys.exit("the server exited with %d before listening" % server.returncode)
         time.sleep(0.1)
-    return server, "http://127.0.0.1:%s" % open(port_file).read().strip()
+    ports = dict(line.split() for line in open(port_file).read().splitlines())
+    return server, "http://127.0.0.1:%s" % ports["http"], "127.0.0.1:%s" % ports["grpc"]
 
 
 def json_infer(url, model, inputs, outputs=None):
@@ -216,7 +219,7 @@ def check_batching(root, work):
     """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
     (fewer runs than requests), each gets its own rows, and a request whose timeout passes
     in the queue is refused, never run."""
-    server, url = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
+    server, url, _ = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
                                log="batching.log")
     try:
         rng = np.random.default_rng(5)
@@ -249,17 +252,67 @@ def check_batching(root, work):
         stop(server, work, "batching.log")
 
 
+def check_grpc(address, work):
+    """The gRPC service through Debian's python3-grpcio, with message classes that protoc
+    generates from tools/serve/proto/grpc_service.proto here (no grpc_tools needed)."""
+    import grpc
+    subprocess.run(["protoc", "--python_out=" + work, "-I", os.path.join(SOURCE, "tools/serve/proto"), "grpc_service.proto"],
+                   check=True)
+    sys.path.insert(0, work)
+    import grpc_service_pb2 as pb
+    channel = grpc.insecure_channel(address)
+
+    def call(method, request, response_type):
+        stub = channel.unary_unary("/inference.GRPCInferenceService/" + method, request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=response_type.FromString)
+        return stub(request, timeout=60)
+    check(call("ServerLive", pb.ServerLiveRequest(), pb.ServerLiveResponse).live, "gRPC ServerLive")
+    check(call("ServerReady", pb.ServerReadyRequest(), pb.ServerReadyResponse).ready, "gRPC ServerReady")
+    check(call("ModelReady", pb.ModelReadyRequest(name="cnn"), pb.ModelReadyResponse).ready, "gRPC ModelReady")
+    meta = call("ModelMetadata", pb.ModelMetadataRequest(name="bert"), pb.ModelMetadataResponse)
+    check([i.datatype for i in meta.inputs] == ["INT64", "INT64"] and list(meta.inputs[0].shape) == [-1, -1],
+          "gRPC ModelMetadata: INT64 inputs, open dims")
+    check("binary_tensor_data" in call("ServerMetadata", pb.ServerMetadataRequest(), pb.ServerMetadataResponse).extensions,
+          "gRPC ServerMetadata")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
+    expected = strider_run(CNN, {"x": x}, work)[0]
+    raw = pb.ModelInferRequest(model_name="cnn", id="g1", inputs=[pb.ModelInferRequest.InferInputTensor(
+        name="x", datatype="FP32", shape=list(x.shape))], raw_input_contents=[x.tobytes()])
+    r = call("ModelInfer", raw, pb.ModelInferResponse)
+    y = np.frombuffer(r.raw_output_contents[0], dtype=np.float32).reshape(list(r.outputs[0].shape))
+    check(r.id == "g1" and np.array_equal(y, expected), "gRPC ModelInfer, raw contents == strider run")
+    typed = pb.ModelInferRequest(model_name="cnn", inputs=[pb.ModelInferRequest.InferInputTensor(
+        name="x", datatype="FP32", shape=list(x.shape), contents=pb.InferTensorContents(fp32_contents=x.flatten().tolist()))])
+    r = call("ModelInfer", typed, pb.ModelInferResponse)
+    y = np.frombuffer(r.raw_output_contents[0], dtype=np.float32).reshape(list(r.outputs[0].shape))
+    check(np.array_equal(y, expected), "gRPC ModelInfer, typed contents == strider run")
+    for what, request, code in [
+            ("unknown model", pb.ModelInferRequest(model_name="nope"), grpc.StatusCode.NOT_FOUND),
+            ("raw bytes short", pb.ModelInferRequest(model_name="cnn", inputs=raw.inputs, raw_input_contents=[x.tobytes()[:-4]]),
+             grpc.StatusCode.INVALID_ARGUMENT),
+            ("wrong datatype", pb.ModelInferRequest(model_name="cnn", inputs=[pb.ModelInferRequest.InferInputTensor(
+                name="x", datatype="INT32", shape=[1])]), grpc.StatusCode.INVALID_ARGUMENT),
+            ("not ready", pb.ModelInferRequest(model_name="broken"), grpc.StatusCode.UNAVAILABLE)]:
+        try:
+            call("ModelInfer", request, pb.ModelInferResponse)
+            check(False, "gRPC %s: no error" % what)
+        except grpc.RpcError as e:
+            check(e.code() == code, "gRPC %s: %s %s" % (what, e.code(), e.details()[:80]))
+
+
 def main():
     work = tempfile.mkdtemp(prefix="strider-serve-")
     root = os.path.join(work, "repository")
     make_repository(root)
-    server, url = start_server(root, work)
+    server, url, grpc_address = start_server(root, work)
     try:
         check_metadata(url)
         x = check_inference(url, work)
         check_bad_requests(url, x)
         check_concurrency(url)
         check_statistics(url)
+        check_grpc(grpc_address, work)
     finally:
         stop(server, work, "server.log")
     check_batching(root, work)

@@ -58,10 +58,6 @@ void no_delay_socket(socket_t socket) {
   setsockopt(socket, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
 }
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string server_version() {
   const std::string text = version_text();
   const std::string first = text.substr(0, text.find('\n'));  // "strider 0.1.0 (commit ...)"
@@ -185,10 +181,9 @@ std::optional<size_t> parse_size(const std::string& text) {
 
 // POST .../infer: the whole request, answered with the outputs or the error.
 void infer(ServedModel& model, const Request& req, Response& res) {
-  const int64_t start = now_ns();
+  const int64_t start = steady_now_ns();
   auto fail = [&](int status, const std::string& message) {
-    model.stats().failure += 1;
-    model.stats().failure_ns += now_ns() - start;
+    model.record(false, start);
     send_error(res, status, message);
   };
   if (!model.ready()) return fail(503, fmt::format("model '{}' is not ready: {}", model.name, model.error));
@@ -207,9 +202,7 @@ void infer(ServedModel& model, const Request& req, Response& res) {
   if (!response.is_ok()) return fail(400, response.status().message());
   if (response->header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*response->header_length));
   res.set_content(std::move(response->body), response->header_length ? "application/octet-stream" : "application/json");
-  model.stats().success += 1;
-  model.stats().inferences += 1;
-  model.stats().success_ns += now_ns() - start;
+  model.record(true, start);
 }
 
 }  // namespace

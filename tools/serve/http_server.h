@@ -1,4 +1,4 @@
-// `strider serve`'s HTTP/REST front end: the Open Inference Protocol (KServe v2) over a
+// `strider serve`'s HTTP/REST front end (grpc_server.h is the gRPC one): the Open Inference Protocol (KServe v2) over a
 // ModelRepository, with Triton's extensions that its tools use.
 //
 //   GET  /v2/health/live                  200 while the process serves

@@ -28,17 +28,13 @@ constexpr int64_t kMaxElements = int64_t(1) << 40;
 
 Result<Shape> parse_shape(const json& shape, const std::string& input, int64_t* elements) {
   if (!shape.is_array()) return invalid_argument(fmt::format("input '{}': 'shape' must be an array of sizes", input));
-  Shape sizes;
-  *elements = 1;
+  std::vector<int64_t> sizes;
   for (const json& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+    if (!d.is_number_integer())
       return invalid_argument(fmt::format("input '{}': shape {} has a size that is not a non-negative integer", input, shape.dump()));
     sizes.push_back(d.get<int64_t>());
-    if (sizes.back() > 0 && *elements > kMaxElements / sizes.back())
-      return invalid_argument(fmt::format("input '{}': shape {} is too large", input, shape.dump()));
-    *elements *= sizes.back();
   }
-  return sizes;
+  return checked_shape(sizes, input, elements);
 }
 
 // Appends the leaves of a flat or nested array, row-major.
@@ -118,21 +114,10 @@ Status parse_input(const json& entry, const std::vector<ValueInfo>& model_inputs
   if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
     return invalid_argument("every entry of 'inputs' needs a 'name'");
   const std::string name = entry["name"].get<std::string>();
-  const ValueInfo* info = nullptr;
-  for (const ValueInfo& v : model_inputs)
-    if (v.name == name) info = &v;
-  if (!info) {
-    std::string names;
-    for (const ValueInfo& v : model_inputs) names += (names.empty() ? "" : ", ") + v.name;
-    return invalid_argument(fmt::format("input '{}' is not an input of the model (its inputs: {})", name, names));
-  }
-  if (request->inputs.count(name)) return invalid_argument(fmt::format("input '{}' is given twice", name));
   if (!entry.contains("datatype") || !entry["datatype"].is_string())
     return invalid_argument(fmt::format("input '{}': 'datatype' is missing", name));
   const std::string datatype = entry["datatype"].get<std::string>();
-  if (datatype != kserve_datatype(info->dtype))
-    return invalid_argument(fmt::format("input '{}': datatype {}, the model takes {}", name, datatype,
-                                        kserve_datatype(info->dtype)));
+  STRIDER_ASSIGN_OR_RETURN(const ValueInfo* info, match_input(name, datatype, model_inputs, *request));
   if (!entry.contains("shape")) return invalid_argument(fmt::format("input '{}': 'shape' is missing", name));
   int64_t elements = 0;
   STRIDER_ASSIGN_OR_RETURN(Shape shape, parse_shape(entry["shape"], name, &elements));
@@ -192,6 +177,42 @@ json output_data(const Tensor& t) {
 
 }  // namespace
 
+Result<Shape> checked_shape(std::span<const int64_t> sizes, const std::string& input, int64_t* elements) {
+  *elements = 1;
+  for (int64_t d : sizes) {
+    if (d < 0)
+      return invalid_argument(fmt::format("input '{}': shape {} has a size that is not a non-negative integer", input,
+                                          shape_to_string(sizes)));
+    if (d > 0 && *elements > kMaxElements / d)
+      return invalid_argument(fmt::format("input '{}': shape {} is too large", input, shape_to_string(sizes)));
+    *elements *= d;
+  }
+  return Shape(sizes.begin(), sizes.end());
+}
+
+Result<const ValueInfo*> match_input(const std::string& name, const std::string& datatype,
+                                     const std::vector<ValueInfo>& model_inputs, const InferRequest& so_far) {
+  const ValueInfo* info = nullptr;
+  for (const ValueInfo& v : model_inputs)
+    if (v.name == name) info = &v;
+  if (!info) {
+    std::string names;
+    for (const ValueInfo& v : model_inputs) names += (names.empty() ? "" : ", ") + v.name;
+    return invalid_argument(fmt::format("input '{}' is not an input of the model (its inputs: {})", name, names));
+  }
+  if (so_far.inputs.count(name)) return invalid_argument(fmt::format("input '{}' is given twice", name));
+  if (datatype != kserve_datatype(info->dtype))
+    return invalid_argument(fmt::format("input '{}': datatype {}, the model takes {}", name, datatype,
+                                        kserve_datatype(info->dtype)));
+  return info;
+}
+
+Status check_every_input_given(const InferRequest& request, const std::vector<ValueInfo>& model_inputs) {
+  for (const ValueInfo& v : model_inputs)
+    if (!request.inputs.count(v.name)) return invalid_argument(fmt::format("input '{}' is missing", v.name));
+  return Status::ok();
+}
+
 std::string_view kserve_datatype(DType dtype) {
   for (const DatatypeName& d : kDatatypes)
     if (d.dtype == dtype) return d.name;
@@ -230,8 +251,7 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<si
   for (const json& entry : request["inputs"]) STRIDER_RETURN_IF_ERROR(parse_input(entry, model_inputs, binary, &offset, &result));
   if (offset != binary.size())
     return invalid_argument(fmt::format("{} bytes of binary data follow the header that no input claims", binary.size() - offset));
-  for (const ValueInfo& v : model_inputs)
-    if (!result.inputs.count(v.name)) return invalid_argument(fmt::format("input '{}' is missing", v.name));
+  STRIDER_RETURN_IF_ERROR(check_every_input_given(result, model_inputs));
   if (request.contains("outputs")) STRIDER_RETURN_IF_ERROR(parse_outputs(request["outputs"], &result));
   result.binary_outputs = binary_flag(request, "binary_data_output");
   if (request.contains("parameters") && request["parameters"].is_object() && request["parameters"].contains("timeout")) {
@@ -245,20 +265,15 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<si
 Result<InferResponse> make_infer_response(const std::string& model_name, const std::string& version,
                                           const InferRequest& request, const std::vector<ValueInfo>& model_outputs,
                                           const std::vector<Tensor>& outputs) {
-  std::vector<RequestedOutput> wanted = request.outputs;
-  if (wanted.empty())
-    for (const ValueInfo& v : model_outputs) wanted.push_back({v.name, false});
+  STRIDER_ASSIGN_OR_RETURN(std::vector<size_t> chosen, selected_outputs(request, model_outputs));
   json response = {{"model_name", model_name}, {"model_version", version}, {"outputs", json::array()}};
   if (!request.id.empty()) response["id"] = request.id;
   std::string binary;
-  for (const RequestedOutput& w : wanted) {
-    size_t at = model_outputs.size();
-    for (size_t i = 0; i < model_outputs.size(); ++i)
-      if (model_outputs[i].name == w.name) at = i;
-    if (at == model_outputs.size()) return invalid_argument(fmt::format("output '{}' is not an output of the model", w.name));
-    const Tensor& t = outputs[at];
-    json entry = {{"name", w.name}, {"datatype", kserve_datatype(t.dtype())}, {"shape", t.shape()}};
-    if (w.binary || request.binary_outputs) {
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    const Tensor& t = outputs[chosen[k]];
+    const bool as_binary = request.outputs.empty() ? request.binary_outputs : request.outputs[k].binary || request.binary_outputs;
+    json entry = {{"name", model_outputs[chosen[k]].name}, {"datatype", kserve_datatype(t.dtype())}, {"shape", t.shape()}};
+    if (as_binary) {
       entry["parameters"] = {{"binary_data_size", t.byte_size()}};
       binary.append(reinterpret_cast<const char*>(t.bytes()), t.byte_size());
     } else {
@@ -273,6 +288,20 @@ Result<InferResponse> make_infer_response(const std::string& model_name, const s
     result.body += binary;
   }
   return result;
+}
+
+Result<std::vector<size_t>> selected_outputs(const InferRequest& request, const std::vector<ValueInfo>& model_outputs) {
+  std::vector<size_t> chosen;
+  for (const RequestedOutput& w : request.outputs) {
+    size_t at = model_outputs.size();
+    for (size_t i = 0; i < model_outputs.size(); ++i)
+      if (model_outputs[i].name == w.name) at = i;
+    if (at == model_outputs.size()) return invalid_argument(fmt::format("output '{}' is not an output of the model", w.name));
+    chosen.push_back(at);
+  }
+  if (request.outputs.empty())
+    for (size_t i = 0; i < model_outputs.size(); ++i) chosen.push_back(i);
+  return chosen;
 }
 
 json tensor_metadata(const ValueInfo& value) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,11 +57,23 @@ struct InferResponse {
   std::optional<size_t> header_length;  // set when binary outputs follow the JSON
 };
 
+// The outputs a request asked for, as positions in `model_outputs` (every output when it
+// names none); INVALID_ARGUMENT for a name the model lacks.
+Result<std::vector<size_t>> selected_outputs(const InferRequest& request, const std::vector<ValueInfo>& model_outputs);
+
 // The response to `request` with the run's outputs (in `model_outputs` order). An output
 // the request named that the model lacks is INVALID_ARGUMENT.
 Result<InferResponse> make_infer_response(const std::string& model_name, const std::string& version,
                                           const InferRequest& request, const std::vector<ValueInfo>& model_outputs,
                                           const std::vector<Tensor>& outputs);
+
+// The checks every front end (JSON, gRPC) makes of an input before reading its data:
+// the sizes (none negative, the element count bounded), the name (a model input, not given
+// before in `so_far`) and the datatype (the model's). Then that none is missing.
+Result<Shape> checked_shape(std::span<const int64_t> sizes, const std::string& input, int64_t* elements);
+Result<const ValueInfo*> match_input(const std::string& name, const std::string& datatype,
+                                     const std::vector<ValueInfo>& model_inputs, const InferRequest& so_far);
+Status check_every_input_given(const InferRequest& request, const std::vector<ValueInfo>& model_inputs);
 
 // Model metadata ({name, versions, platform, inputs, outputs}); -1 for a dim the model leaves open.
 nlohmann::json tensor_metadata(const ValueInfo& value);

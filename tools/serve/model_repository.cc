@@ -13,10 +13,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // Zeros of every input with its open dims 1: token ids and masks of zeros are valid inputs.
 Result<std::map<std::string, Tensor>> warm_up_inputs(const std::vector<ValueInfo>& inputs) {
   std::map<std::string, Tensor> feed;
@@ -65,6 +61,10 @@ std::optional<fs::path> latest_version(const fs::path& folder, std::string* vers
 }
 
 }  // namespace
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void ServedModel::load(const ModelDefaults& options) {
   options_ = options;
@@ -134,7 +134,7 @@ Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inp
 
 Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::string, Tensor>& inputs,
                                                          Clock::time_point deadline) {
-  const int64_t start = now_ns();
+  const int64_t start = steady_now_ns();
   Instance* chosen = nullptr;
   std::unique_lock<std::mutex> lock;
   for (auto& instance : instances_) {
@@ -148,13 +148,25 @@ Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::str
     chosen = instances_[next_.fetch_add(1) % instances_.size()].get();
     lock = std::unique_lock(chosen->busy);
   }
-  const int64_t started = now_ns();
+  const int64_t started = steady_now_ns();
   stats_.queue_ns += started - start;
   if (Clock::now() >= deadline) return resource_exhausted("the request's timeout passed while it waited for an instance");
   Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
-  stats_.compute_ns += now_ns() - started;
+  stats_.compute_ns += steady_now_ns() - started;
   stats_.executions += 1;
   return outputs;
+}
+
+void ServedModel::record(bool ok, int64_t start_ns) {
+  const int64_t ns = steady_now_ns() - start_ns;
+  if (ok) {
+    stats_.success += 1;
+    stats_.inferences += 1;
+    stats_.success_ns += ns;
+  } else {
+    stats_.failure += 1;
+    stats_.failure_ns += ns;
+  }
 }
 
 Status ModelRepository::load_directory(const std::string& dir, const ModelDefaults& defaults) {

@@ -26,6 +26,9 @@
 
 namespace strider::serve {
 
+// The steady clock in nanoseconds, for the statistics.
+int64_t steady_now_ns();
+
 // Strider options for every model; a model's config.json may override device, dtype,
 // threads and instances: {"device": "cuda", "dtype": "bf16", "threads": 2, "instances": 2}.
 struct ModelDefaults {
@@ -55,6 +58,8 @@ class ServedModel {
   const std::vector<ValueInfo>& inputs() const { return instances_.front()->session->inputs(); }
   const std::vector<ValueInfo>& outputs() const { return instances_.front()->session->outputs(); }
   ModelStats& stats() { return stats_; }
+  // Counts one request of any front end, answered or failed, received `start_ns` (steady clock).
+  void record(bool ok, int64_t start_ns);
   // Runs of the model: batches when it batches.
   int64_t executions() const { return batcher_ ? batcher_->stats().batches.load() : stats_.executions.load(); }
   const ModelDefaults& options() const { return options_; }

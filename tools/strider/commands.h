@@ -59,6 +59,7 @@ struct ServeOptions {
   std::vector<std::string> models;  // NAME=PATH
   std::string host = "0.0.0.0";
   int http_port = 8080;
+  int grpc_port = 8081;
   std::string port_file;
   std::string device = "cpu";
   std::string dtype = "f32";

@@ -1,4 +1,5 @@
-// `strider serve`: the Open Inference Protocol over HTTP (tools/serve/http_server.h).
+// `strider serve`: the Open Inference Protocol over HTTP and gRPC (tools/serve/http_server.h,
+// grpc_server.h), one model repository behind both.
 // SIGTERM or SIGINT stops accepting, lets the requests in flight finish and exits 0.
 #include <fmt/format.h>
 #include <pthread.h>
@@ -6,10 +7,12 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "commands.h"
+#include "grpc_server.h"
 #include "http_server.h"
 
 namespace strider::cli {
@@ -73,7 +76,8 @@ void add_serve_command(CLI::App& app, ServeOptions& options) {
   serve->add_option("--model", options.models, "NAME=PATH of a model to serve (repeatable)");
   serve->add_option("--host", options.host, "address to listen on")->capture_default_str();
   serve->add_option("--http-port", options.http_port, "HTTP port (0: any free port, printed)")->capture_default_str();
-  serve->add_option("--port-file", options.port_file, "write the HTTP port here once listening");
+  serve->add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port; -1: no gRPC)")->capture_default_str();
+  serve->add_option("--port-file", options.port_file, "once listening, write 'http PORT' and 'grpc PORT' lines here");
   serve->add_option("--device", options.device, "cpu, sim or cuda")->capture_default_str();
   serve->add_option("--dtype", options.dtype, "f32 or bf16")->capture_default_str();
   serve->add_option("--threads", options.threads, "cpu threads per instance (0: every core)")->capture_default_str();
@@ -107,8 +111,22 @@ int serve_command(const ServeOptions& options) {
   serve::HttpServer server(repository, http);
   Result<int> port = server.bind();
   if (!port.is_ok()) return report_error(port.status());
-  if (!options.port_file.empty()) std::ofstream(options.port_file) << *port << "\n";
-  serve::log_json("info", "serving", {{"http", fmt::format("{}:{}", options.host, *port)}, {"ready", repository.ready()}});
+  std::unique_ptr<serve::GrpcServer> grpc;
+  int grpc_port = -1;
+  if (options.grpc_port >= 0) {
+    grpc = std::make_unique<serve::GrpcServer>(repository, options.host, options.grpc_port, http.max_body_bytes);
+    Result<int> started = grpc->start();
+    if (!started.is_ok()) return report_error(started.status());
+    grpc_port = *started;
+  }
+  // Written once both listen, so a client that reads it can connect at once.
+  if (!options.port_file.empty()) {  // renamed into place: a reader never sees half of it
+    std::ofstream(options.port_file + ".partial") << "http " << *port << "\ngrpc " << grpc_port << "\n";
+    std::filesystem::rename(options.port_file + ".partial", options.port_file);
+  }
+  serve::log_json("info", "serving", {{"http", fmt::format("{}:{}", options.host, *port)},
+                                      {"grpc", grpc ? fmt::format("{}:{}", options.host, grpc_port) : "off"},
+                                      {"ready", repository.ready()}});
   std::atomic<bool> listening_over{false};
   std::thread waiter([&] {
     int signal = 0;
@@ -116,12 +134,17 @@ int serve_command(const ServeOptions& options) {
     if (!listening_over) {
       serve::log_json("info", "stopping: finishing the requests in flight", {{"signal", signal}});
       server.stop();
+      if (grpc) grpc->stop();
     }
   });
   Status served = server.listen();
   listening_over = true;
   pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if listen() ended by itself
   waiter.join();
+  if (grpc) {
+    grpc->stop();
+    grpc->wait();
+  }
   if (!served.is_ok()) return report_error(served);
   serve::log_json("info", "stopped");
   return kExitOk;

@@ -1,0 +1,237 @@
+#include "grpc_server.h"
+
+#include <fmt/format.h>
+#include <grpc_service.grpc.pb.h>  // generated from proto/grpc_service.proto
+#include <grpcpp/grpcpp.h>
+
+#include <limits>
+
+#include "kserve_protocol.h"
+#include "strider/tools.h"
+
+namespace strider::serve {
+namespace {
+
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+
+grpc::Status grpc_status(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnsupported: return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
+    case StatusCode::kResourceExhausted: return {grpc::StatusCode::UNAVAILABLE, status.message()};
+    default: return {grpc::StatusCode::INTERNAL, status.message()};
+  }
+}
+
+// Copies typed contents into `t` (stored as T), checking the count and each value's range.
+template <typename T, typename Field>
+Status copy_contents(const Field& field, Tensor& t, const std::string& name, int64_t elements) {
+  if (int64_t(field.size()) != elements)
+    return invalid_argument(fmt::format("input '{}': {} elements in its contents for {} in its shape", name, field.size(), elements));
+  T* out = t.data<T>();
+  for (int i = 0; i < field.size(); ++i) {
+    const auto v = field.Get(i);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+        return invalid_argument(fmt::format("input '{}': element {} ({}) is not an integer of its datatype", name, i, v));
+    }
+    out[i] = T(v);
+  }
+  return Status::ok();
+}
+
+Result<Tensor> typed_input(const ModelInferRequest::InferInputTensor& in, DType dtype, const Shape& shape, int64_t n) {
+  STRIDER_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dtype, shape));
+  const auto& c = in.contents();
+  const std::string& name = in.name();
+  Status status = Status::ok();
+  switch (dtype) {
+    case DType::kBool: status = copy_contents<bool>(c.bool_contents(), t, name, n); break;
+    case DType::kI8: status = copy_contents<int8_t>(c.int_contents(), t, name, n); break;
+    case DType::kI16: status = copy_contents<int16_t>(c.int_contents(), t, name, n); break;
+    case DType::kI32: status = copy_contents<int32_t>(c.int_contents(), t, name, n); break;
+    case DType::kI64: status = copy_contents<int64_t>(c.int64_contents(), t, name, n); break;
+    case DType::kU8: status = copy_contents<uint8_t>(c.uint_contents(), t, name, n); break;
+    case DType::kU16: status = copy_contents<uint16_t>(c.uint_contents(), t, name, n); break;
+    case DType::kU32: status = copy_contents<uint32_t>(c.uint_contents(), t, name, n); break;
+    case DType::kU64: status = copy_contents<uint64_t>(c.uint64_contents(), t, name, n); break;
+    case DType::kF32: status = copy_contents<float>(c.fp32_contents(), t, name, n); break;
+    case DType::kF64: status = copy_contents<double>(c.fp64_contents(), t, name, n); break;
+    default:
+      return invalid_argument(fmt::format("input '{}': {} travels only in raw_input_contents", name, kserve_datatype(dtype)));
+  }
+  STRIDER_RETURN_IF_ERROR(status);
+  return t;
+}
+
+Result<InferRequest> parse_request(const ModelInferRequest& req, const std::vector<ValueInfo>& model_inputs) {
+  const bool raw = req.raw_input_contents_size() > 0;
+  if (raw && req.raw_input_contents_size() != req.inputs_size())
+    return invalid_argument(fmt::format("raw_input_contents has {} entries for {} inputs", req.raw_input_contents_size(),
+                                        req.inputs_size()));
+  InferRequest request;
+  request.id = req.id();
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    const auto& in = req.inputs(i);
+    STRIDER_ASSIGN_OR_RETURN(const ValueInfo* info, match_input(in.name(), in.datatype(), model_inputs, request));
+    int64_t elements = 0;
+    STRIDER_ASSIGN_OR_RETURN(Shape shape, checked_shape(std::span(in.shape().data(), size_t(in.shape_size())), in.name(), &elements));
+    if (!raw) {
+      STRIDER_ASSIGN_OR_RETURN(request.inputs[in.name()], typed_input(in, info->dtype, shape, elements));
+      continue;
+    }
+    const std::string& bytes = req.raw_input_contents(i);
+    if (int64_t(bytes.size()) != elements * dtype_size(info->dtype))
+      return invalid_argument(fmt::format("input '{}': {} raw bytes for shape {} of {} ({} bytes)", in.name(), bytes.size(),
+                                          shape_to_string(shape), in.datatype(), elements * dtype_size(info->dtype)));
+    STRIDER_ASSIGN_OR_RETURN(request.inputs[in.name()],
+                             Tensor::from_bytes(info->dtype, shape, std::as_bytes(std::span(bytes.data(), bytes.size()))));
+  }
+  STRIDER_RETURN_IF_ERROR(check_every_input_given(request, model_inputs));
+  for (const auto& o : req.outputs()) request.outputs.push_back({o.name(), true});
+  if (auto t = req.parameters().find("timeout"); t != req.parameters().end()) {
+    if (t->second.parameter_choice_case() != inference::InferParameter::kInt64Param || t->second.int64_param() < 0)
+      return invalid_argument("parameter 'timeout' must be an int64 count of microseconds");
+    request.timeout_us = t->second.int64_param();
+  }
+  return request;
+}
+
+class Service final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit Service(ModelRepository& repository) : repository_(repository) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
+    r->set_live(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* r) override {
+    r->set_ready(repository_.ready());
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* q, inference::ModelReadyResponse* r) override {
+    ServedModel* m = nullptr;
+    if (grpc::Status found = find(q->name(), q->version(), &m); !found.ok()) return found;
+    r->set_ready(m->ready());
+    return grpc::Status::OK;
+  }
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* r) override {
+    const std::string text = version_text();
+    r->set_name("strider");
+    r->set_version(text.substr(0, text.find('\n')));
+    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration"}) r->add_extensions(e);
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
+                             inference::ModelMetadataResponse* r) override;
+  grpc::Status ModelInfer(grpc::ServerContext*, const ModelInferRequest* q, ModelInferResponse* r) override;
+
+ private:
+  grpc::Status find(const std::string& name, const std::string& version, ServedModel** model) {
+    *model = repository_.find(name);
+    if (!*model) return {grpc::StatusCode::NOT_FOUND, fmt::format("unknown model '{}'", name)};
+    if (!version.empty() && version != (*model)->version)
+      return {grpc::StatusCode::NOT_FOUND, fmt::format("model '{}' has no version '{}' (it serves version {})", name,
+                                                        version, (*model)->version)};
+    return grpc::Status::OK;
+  }
+  ModelRepository& repository_;
+};
+
+void describe(const ValueInfo& v, inference::ModelMetadataResponse::TensorMetadata* t) {
+  t->set_name(v.name);
+  t->set_datatype(std::string(kserve_datatype(v.dtype)));
+  for (int64_t d : v.shape) t->add_shape(d);
+}
+
+grpc::Status Service::ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
+                                    inference::ModelMetadataResponse* r) {
+  ServedModel* m = nullptr;
+  if (grpc::Status found = find(q->name(), q->version(), &m); !found.ok()) return found;
+  if (!m->ready()) return {grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->error)};
+  r->set_name(m->name);
+  r->add_versions(m->version);
+  r->set_platform("onnx");
+  for (const ValueInfo& v : m->inputs()) describe(v, r->add_inputs());
+  for (const ValueInfo& v : m->outputs()) describe(v, r->add_outputs());
+  return grpc::Status::OK;
+}
+
+grpc::Status Service::ModelInfer(grpc::ServerContext*, const ModelInferRequest* q, ModelInferResponse* r) {
+  ServedModel* m = nullptr;
+  if (grpc::Status found = find(q->model_name(), q->model_version(), &m); !found.ok()) return found;
+  const int64_t start = steady_now_ns();
+  auto fail = [&](grpc::Status status) {
+    m->record(false, start);
+    return status;
+  };
+  if (!m->ready()) return fail({grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->error)});
+  Result<InferRequest> request = parse_request(*q, m->inputs());
+  if (!request.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, request.status().message()});
+  const Clock::time_point deadline =
+      request->timeout_us ? Clock::now() + std::chrono::microseconds(*request->timeout_us) : Clock::time_point::max();
+  Result<std::vector<Tensor>> outputs = m->infer(std::move(request->inputs), deadline);
+  if (!outputs.is_ok()) return fail(grpc_status(outputs.status()));
+  Result<std::vector<size_t>> chosen = selected_outputs(*request, m->outputs());
+  if (!chosen.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, chosen.status().message()});
+  r->set_model_name(m->name);
+  r->set_model_version(m->version);
+  r->set_id(request->id);
+  for (size_t k : *chosen) {
+    const Tensor& t = (*outputs)[k];
+    auto* out = r->add_outputs();
+    out->set_name(m->outputs()[k].name);
+    out->set_datatype(std::string(kserve_datatype(t.dtype())));
+    for (int64_t d : t.shape()) out->add_shape(d);
+    r->add_raw_output_contents(reinterpret_cast<const char*>(t.bytes()), t.byte_size());
+  }
+  m->record(true, start);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+struct GrpcServer::Impl {
+  Impl(ModelRepository& repository) : service(repository) {}
+  Service service;
+  std::string address;
+  size_t max_message_bytes = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+GrpcServer::GrpcServer(ModelRepository& repository, std::string host, int port, size_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(repository)) {
+  impl_->address = fmt::format("{}:{}", host, port);
+  impl_->max_message_bytes = max_message_bytes;
+}
+
+GrpcServer::~GrpcServer() {
+  if (impl_->server) impl_->server->Shutdown();
+}
+
+Result<int> GrpcServer::start() {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(impl_->address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&impl_->service);
+  builder.SetMaxReceiveMessageSize(int(std::min<size_t>(impl_->max_message_bytes, size_t(INT32_MAX))));
+  builder.SetMaxSendMessageSize(INT32_MAX);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || port == 0) return io_error("cannot listen for gRPC on " + impl_->address);
+  return port;
+}
+
+void GrpcServer::wait() {
+  if (impl_->server) impl_->server->Wait();
+}
+
+void GrpcServer::stop() {
+  if (impl_->server) impl_->server->Shutdown();
+}
+
+}  // namespace strider::serve
