@@ -4,6 +4,7 @@
 #include <cudnn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "hal/cuda/copy.h"
@@ -123,6 +124,11 @@ Status CudaDevice::wait_for_outside_work() {
   cudaSetDevice(ordinal_);
   STRIDER_CUDA_RETURN(cudaDeviceSynchronize(), "waiting for the GPU before reusing an output's memory");
   return Status::ok();
+}
+
+bool CudaDevice::fuses_attention() const {
+  const char* chosen = std::getenv("STRIDER_CUDA_ATTENTION");
+  return chosen != nullptr && std::string_view(chosen) == "tiled";
 }
 
 bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }

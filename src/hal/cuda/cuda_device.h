@@ -37,10 +37,12 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
-  // Not yet: the warp-per-row FusedAttention kernel (attention.cu) is right but untiled; on
-  // an H200 it took 5-50x the time of cuBLASLt + softmax (S = 128: 0.112 vs 0.023 ms; S =
-  // 1024: 21.9 vs 1.16 ms), so cuda runs attention unfused until a tiled kernel replaces it.
-  bool fuses_attention() const override { return false; }
+  // Not by default: the warp-per-row FusedAttention kernel (attention.cu) is right but
+  // untiled; on an H200 it took 5-50x the time of cuBLASLt + softmax (S = 128: 0.112 vs
+  // 0.023 ms; S = 1024: 21.9 vs 1.16 ms). The tiled kernel (tiled_attention.cu) has not run
+  // on a GPU yet: STRIDER_CUDA_ATTENTION=tiled (a testing aid) fuses attention and runs it,
+  // so the next GPU session can check and time it.
+  bool fuses_attention() const override;
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;
   bool computes_on_host() const override { return false; }
