@@ -215,11 +215,34 @@ def stop(server, work, log):
     check('"message":"stopped"' in open(os.path.join(work, log)).read(), "the log ends with the shutdown")
 
 
+def check_grpc_deadline(url, address, x):
+    """A gRPC client whose 5-ms deadline passes inside the 30-ms batching delay: the client
+    sees DEADLINE_EXCEEDED, and the server drops the request without running it."""
+    import grpc
+    import grpc_service_pb2 as pb
+    runs = lambda: requests.get(url + "/v2/models/cnn/stats").json()["model_stats"][0]["execution_count"]
+    before = runs()
+    stub = grpc.insecure_channel(address).unary_unary(
+        "/inference.GRPCInferenceService/ModelInfer", request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=pb.ModelInferResponse.FromString)
+    request = pb.ModelInferRequest(model_name="cnn", inputs=[pb.ModelInferRequest.InferInputTensor(
+        name="x", datatype="FP32", shape=list(x.shape))], raw_input_contents=[x.tobytes()])
+    try:
+        stub(request, timeout=0.005)
+        code = grpc.StatusCode.OK
+    except grpc.RpcError as e:
+        code = e.code()
+    time.sleep(0.2)
+    after = runs()
+    check(code == grpc.StatusCode.DEADLINE_EXCEEDED and after == before,
+          "gRPC deadline inside the batching delay: %s, runs %d -> %d (dropped, not run)" % (code, before, after))
+
+
 def check_batching(root, work):
     """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
     (fewer runs than requests), each gets its own rows, and a request whose timeout passes
     in the queue is refused, never run."""
-    server, url, _ = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
+    server, url, grpc_address = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
                                log="batching.log")
     try:
         rng = np.random.default_rng(5)
@@ -245,6 +268,7 @@ def check_batching(root, work):
                 "parameters": {"timeout": 1000}}
         r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
         check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 30-ms batching delay: 503 " + r.text[:90])
+        check_grpc_deadline(url, grpc_address, inputs[0])
         log = open(os.path.join(work, "batching.log")).read()
         check(re.search(r'"batching":"on","level":"info","max_batch":8,"message":"model ready","model":"cnn"', log),
               "the log says the cnn batches, up to 8 rows (--batch-cap fixed)")

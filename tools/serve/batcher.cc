@@ -119,12 +119,12 @@ Status Batcher::prepare() {
   return Status::ok();
 }
 
-Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
+Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, const RequestLimits& limits) {
   Pending pending;
   pending.rows = request_rows(inputs);
   pending.inputs = std::move(inputs);
   pending.enqueued = Clock::now();
-  pending.deadline = deadline;
+  pending.limits = &limits;
   std::unique_lock lock(mutex_);
   queue_.push_back(&pending);
   changed_.notify_all();  // also a caller waiting out the oldest request's delay
@@ -150,7 +150,7 @@ Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, Clock::ti
 
 // Waits until the oldest request has waited max_delay or max_batch mergeable rows are
 // queued, then takes the oldest and the mergeable ones behind it (empty if another caller
-// took them meanwhile). Requests past their deadline are answered here.
+// took them meanwhile). Requests past their deadline or whose client left are answered here.
 std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>& lock) {
   while (!queue_.empty()) {
     const Pending& head = *queue_.front();
@@ -166,11 +166,11 @@ std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>&
   const Clock::time_point now = Clock::now();
   for (auto it = queue_.begin(); it != queue_.end();) {
     Pending& p = **it;
-    const bool expired = p.deadline <= now;
+    const std::string expired = p.limits->expired(now);
     const bool fits = batch.empty() || (p.rows > 0 && batch.front()->rows > 0 && rows + p.rows <= max_batch_ &&
                                         mergeable(batch.front()->inputs, p.inputs));
-    if (expired) {
-      p.outcome.outputs = resource_exhausted("the request's timeout passed while it waited in the queue");
+    if (!expired.empty()) {
+      p.outcome.outputs = resource_exhausted(expired);
       p.outcome.queued = now - p.enqueued;
       p.done = true;  // its caller wakes with the notify after this batch
       it = queue_.erase(it);

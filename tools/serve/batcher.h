@@ -14,8 +14,8 @@
 // of two) is planned and timed at load where the model's other dims are static, and batches
 // are capped at the size that ran fastest per row.
 //
-// Deadlines: a request whose deadline passes while it waits is answered with an error and
-// never runs. Threads: there are none of the batcher's own. submit() blocks its caller until
+// Deadlines: a request whose deadline passes or whose client goes away while it waits is
+// answered with an error and never runs. Threads: there are none of the batcher's own. submit() blocks its caller until
 // its request is answered, and a waiting caller that finds an instance free and requests
 // queued runs the next batch itself (its own request or others'), so one client's request
 // runs on its own thread with no hand-off (a hand-off to a batching thread cost one client
@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,19 @@
 namespace strider::serve {
 
 using Clock = std::chrono::steady_clock;
+
+// When a request stops being worth running: its deadline (the request's timeout, a gRPC
+// client's deadline), or its client gone (`cancelled`, where the front end can tell: gRPC).
+struct RequestLimits {
+  Clock::time_point deadline = Clock::time_point::max();
+  std::function<bool()> cancelled;  // may be empty
+  // Why the request should not run now, or empty.
+  std::string expired(Clock::time_point now) const {
+    if (now >= deadline) return "the request's timeout passed while it waited";
+    if (cancelled && cancelled()) return "the client went away while the request waited";
+    return {};
+  }
+};
 
 struct BatchStats {
   std::atomic<int64_t> batches{0}, rows{0};
@@ -63,14 +77,15 @@ class Batcher {
     Clock::duration queued{}, computed{};
   };
   // Runs one request (inputs by name, every input with the same dim 0) in some batch.
-  Outcome submit(std::map<std::string, Tensor> inputs, Clock::time_point deadline);
+  Outcome submit(std::map<std::string, Tensor> inputs, const RequestLimits& limits);
   const BatchStats& stats() const { return stats_; }
 
  private:
   struct Pending {
     std::map<std::string, Tensor> inputs;
     int64_t rows = 0;
-    Clock::time_point enqueued, deadline;
+    Clock::time_point enqueued;
+    const RequestLimits* limits = nullptr;  // the caller's
     bool done = false;  // under mutex_; `outcome` is written before it is set
     Outcome outcome;
   };

@@ -162,7 +162,7 @@ grpc::Status Service::ModelMetadata(grpc::ServerContext*, const inference::Model
   return grpc::Status::OK;
 }
 
-grpc::Status Service::ModelInfer(grpc::ServerContext*, const ModelInferRequest* q, ModelInferResponse* r) {
+grpc::Status Service::ModelInfer(grpc::ServerContext* context, const ModelInferRequest* q, ModelInferResponse* r) {
   ServedModel* m = nullptr;
   if (grpc::Status found = find(q->model_name(), q->model_version(), &m); !found.ok()) return found;
   const int64_t start = steady_now_ns();
@@ -173,9 +173,10 @@ grpc::Status Service::ModelInfer(grpc::ServerContext*, const ModelInferRequest* 
   if (!m->ready()) return fail({grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->error)});
   Result<InferRequest> request = parse_request(*q, m->inputs());
   if (!request.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, request.status().message()});
-  const Clock::time_point deadline =
-      request->timeout_us ? Clock::now() + std::chrono::microseconds(*request->timeout_us) : Clock::time_point::max();
-  Result<std::vector<Tensor>> outputs = m->infer(std::move(request->inputs), deadline);
+  RequestLimits limits;
+  limits.cancelled = [context] { return context->IsCancelled(); };  // the client left or its deadline passed
+  if (request->timeout_us) limits.deadline = Clock::now() + std::chrono::microseconds(*request->timeout_us);
+  Result<std::vector<Tensor>> outputs = m->infer(std::move(request->inputs), limits);
   if (!outputs.is_ok()) return fail(grpc_status(outputs.status()));
   Result<std::vector<size_t>> chosen = selected_outputs(*request, m->outputs());
   if (!chosen.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, chosen.status().message()});

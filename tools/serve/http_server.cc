@@ -194,9 +194,9 @@ void infer(ServedModel& model, const Request& req, Response& res) {
   }
   Result<InferRequest> request = parse_infer_request(req.body, header_length, model.inputs());
   if (!request.is_ok()) return fail(400, request.status().message());
-  const Clock::time_point deadline =
-      request->timeout_us ? Clock::now() + std::chrono::microseconds(*request->timeout_us) : Clock::time_point::max();
-  Result<std::vector<Tensor>> outputs = model.infer(std::move(request->inputs), deadline);
+  RequestLimits limits;  // cpp-httplib cannot tell a handler that its client left
+  if (request->timeout_us) limits.deadline = Clock::now() + std::chrono::microseconds(*request->timeout_us);
+  Result<std::vector<Tensor>> outputs = model.infer(std::move(request->inputs), limits);
   if (!outputs.is_ok()) return fail(http_status(outputs.status()), outputs.status().message());
   Result<InferResponse> response = make_infer_response(model.name, model.version, *request, model.outputs(), *outputs);
   if (!response.is_ok()) return fail(400, response.status().message());

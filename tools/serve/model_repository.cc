@@ -111,7 +111,7 @@ void ServedModel::start_batching() {
   batcher_ = std::move(batcher);
 }
 
-Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inputs, Clock::time_point deadline) {
+Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inputs, const RequestLimits& limits) {
   if (!ready()) return internal_error(fmt::format("model '{}' is not ready: {}", name, error));
   if (in_flight_.fetch_add(1) >= options_.max_queue) {
     in_flight_.fetch_sub(1);
@@ -119,12 +119,12 @@ Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inp
   }
   Result<std::vector<Tensor>> outputs = internal_error("not run");
   if (batcher_) {
-    Batcher::Outcome outcome = batcher_->submit(std::move(inputs), deadline);
+    Batcher::Outcome outcome = batcher_->submit(std::move(inputs), limits);
     stats_.queue_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.queued).count();
     stats_.compute_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(outcome.computed).count();
     outputs = std::move(outcome.outputs);
   } else {
-    outputs = infer_unbatched(inputs, deadline);
+    outputs = infer_unbatched(inputs, limits);
   }
   in_flight_.fetch_sub(1);
   stats_.last_inference_ms =
@@ -133,7 +133,7 @@ Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inp
 }
 
 Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::string, Tensor>& inputs,
-                                                         Clock::time_point deadline) {
+                                                         const RequestLimits& limits) {
   const int64_t start = steady_now_ns();
   Instance* chosen = nullptr;
   std::unique_lock<std::mutex> lock;
@@ -150,7 +150,7 @@ Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::str
   }
   const int64_t started = steady_now_ns();
   stats_.queue_ns += started - start;
-  if (Clock::now() >= deadline) return resource_exhausted("the request's timeout passed while it waited for an instance");
+  if (std::string expired = limits.expired(Clock::now()); !expired.empty()) return resource_exhausted(expired);
   Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
   stats_.compute_ns += steady_now_ns() - started;
   stats_.executions += 1;

@@ -71,16 +71,15 @@ class ServedModel {
   // Loads the instances and warms them; on failure `error` says why.
   void load(const ModelDefaults& options);
   // Runs one request on a free instance, or through the batcher. RESOURCE_EXHAUSTED when
-  // max_queue requests are in already, or when `deadline` passes while it waits.
-  Result<std::vector<Tensor>> infer(std::map<std::string, Tensor> inputs,
-                                    Clock::time_point deadline = Clock::time_point::max());
+  // max_queue requests are in already, or when `limits` expire while it waits.
+  Result<std::vector<Tensor>> infer(std::map<std::string, Tensor> inputs, const RequestLimits& limits = {});
 
  private:
   struct Instance {
     std::unique_ptr<DynamicSession> session;
     std::mutex busy;
   };
-  Result<std::vector<Tensor>> infer_unbatched(const std::map<std::string, Tensor>& inputs, Clock::time_point deadline);
+  Result<std::vector<Tensor>> infer_unbatched(const std::map<std::string, Tensor>& inputs, const RequestLimits& limits);
   void start_batching();
   std::vector<std::unique_ptr<Instance>> instances_;
   std::unique_ptr<Batcher> batcher_;  // after instances_: stopped before they go
