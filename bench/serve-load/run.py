@@ -32,6 +32,8 @@ SHAPES = {"c2f": (1, 16, 40, 40), "mobilenetv2": (1, 3, 224, 224)}
 def start(args, model_dir, models, batching, work):
     tag = "batched" if batching else "unbatched"
     port_file = os.path.join(work, "port-" + tag)
+    if os.path.exists(port_file):  # left by an earlier server of this run
+        os.remove(port_file)
     cmd = [args.strider, "serve", "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1", "--port-file", port_file,
            "--device", args.device, "--dtype", args.dtype, "--max-queue", "1024"]
     for m in models:
@@ -100,6 +102,8 @@ def soak(args, model_dir, model, work):
     t = threading.Thread(target=sample)
     t.start()
     r = hey(url, model, body, head, 16, seconds=args.soak_s)
+    if r["errors"]:
+        print("soak: %d requests failed" % r["errors"])
     done.set()
     t.join()
     stop(server)

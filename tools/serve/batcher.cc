@@ -127,10 +127,10 @@ Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, const Req
   pending.limits = &limits;
   std::unique_lock lock(mutex_);
   queue_.push_back(&pending);
-  changed_.notify_all();  // also a caller waiting out the oldest request's delay
+  forming_.notify_all();  // a leader waiting out the oldest request's delay counts the rows again
   while (!pending.done) {
     if (free_.empty() || queue_.empty()) {
-      changed_.wait(lock);
+      pending.wake.wait(lock);  // answered, or asked to lead
       continue;
     }
     DynamicSession* session = free_.back();  // reserved while the batch forms and runs
@@ -140,12 +140,20 @@ Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, const Req
       lock.unlock();
       run_batch(session, batch);
       lock.lock();
-      for (Pending* p : batch) p->done = true;
+      answer(batch);
     }
     free_.push_back(session);
-    changed_.notify_all();
+    // The caller of the oldest request left leads next (this one does if still waiting).
+    if (!queue_.empty() && queue_.front() != &pending) queue_.front()->wake.notify_one();
   }
   return std::move(pending.outcome);
+}
+
+void Batcher::answer(const std::vector<Pending*>& batch) {
+  for (Pending* p : batch) {
+    p->done = true;
+    p->wake.notify_one();
+  }
 }
 
 // Waits until the oldest request has waited max_delay or max_batch mergeable rows are
@@ -159,20 +167,20 @@ std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>&
       if (head.rows > 0 && p->rows > 0 && mergeable(head.inputs, p->inputs)) rows += p->rows;
     const Clock::time_point until = head.enqueued + max_delay_;
     if (head.rows <= 0 || rows >= max_batch_ || Clock::now() >= until) break;
-    changed_.wait_until(lock, until);
+    forming_.wait_until(lock, until);
   }
-  std::vector<Pending*> batch;
+  std::vector<Pending*> batch, expired;
   int64_t rows = 0;
   const Clock::time_point now = Clock::now();
   for (auto it = queue_.begin(); it != queue_.end();) {
     Pending& p = **it;
-    const std::string expired = p.limits->expired(now);
+    const std::string why = p.limits->expired(now);
     const bool fits = batch.empty() || (p.rows > 0 && batch.front()->rows > 0 && rows + p.rows <= max_batch_ &&
                                         mergeable(batch.front()->inputs, p.inputs));
-    if (!expired.empty()) {
-      p.outcome.outputs = resource_exhausted(expired);
+    if (!why.empty()) {
+      p.outcome.outputs = resource_exhausted(why);
       p.outcome.queued = now - p.enqueued;
-      p.done = true;  // its caller wakes with the notify after this batch
+      expired.push_back(&p);
       it = queue_.erase(it);
     } else if (fits) {
       rows += std::max<int64_t>(p.rows, 0);
@@ -182,6 +190,7 @@ std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>&
       ++it;
     }
   }
+  answer(expired);
   return batch;
 }
 

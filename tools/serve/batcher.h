@@ -88,7 +88,12 @@ class Batcher {
     const RequestLimits* limits = nullptr;  // the caller's
     bool done = false;  // under mutex_; `outcome` is written before it is set
     Outcome outcome;
+    // Wakes this request's caller alone: when it is answered, or when it is the oldest
+    // left and an instance freed (it leads the next batch). With one condition for all,
+    // each batch woke every waiting caller: 64 clients on two cores ran 0.93x unbatched.
+    std::condition_variable wake;
   };
+  void answer(const std::vector<Pending*>& batch);  // under mutex_
   std::vector<Pending*> take_batch(std::unique_lock<std::mutex>& lock);
   void run_batch(DynamicSession* session, std::vector<Pending*>& batch);
 
@@ -97,7 +102,7 @@ class Batcher {
   std::chrono::microseconds max_delay_;
   bool measured_;
   std::mutex mutex_;
-  std::condition_variable changed_;  // a request queued or answered, an instance freed
+  std::condition_variable forming_;  // a request queued: for leaders waiting out a delay
   std::deque<Pending*> queue_;       // the callers' own, alive until answered
   std::vector<DynamicSession*> free_;
   std::vector<double> row_seconds_;
