@@ -1,6 +1,7 @@
 // FusedAttention's warp-per-row kernel and the choice between it and the tiled one
 // (hal/cuda/attention.h).
 #include "hal/cuda/attention.h"
+#include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
 
 #include <cstdlib>
@@ -29,18 +30,7 @@ __device__ float score(const AttentionLaunch& a, const int64_t (&base)[kAttentio
   float s = 0;
   const int64_t q = base[0] + i * a.row[0], kt = base[1] + j * a.col[1];
   for (int64_t d = 0; d < a.head; ++d) s += load<T>(a.data[0], q + d * a.col[0]) * load<T>(a.data[1], kt + d * a.row[1]);
-  int operand = 4;
-  for (int k = 0; k < a.steps; ++k) {
-    const ScoreStepKind kind = a.step_kind[k];
-    float x = 0;
-    if (step_reads_operand(kind)) {
-      const int64_t at = base[operand] + i * a.row[operand] + j * a.col[operand];
-      x = kind == ScoreStepKind::kAdd ? load<T>(a.data[operand], at) : (load<bool>(a.data[operand], at) ? 1.0f : 0.0f);
-      ++operand;
-    }
-    s = apply_score_step(kind, a.step_value[k], s, x);
-  }
-  return s;
+  return score_steps<T>(a, base, i, j, s);
 }
 
 // Output elements [e0, e0 + 32 * kAttentionLaneChunks) of query row i.

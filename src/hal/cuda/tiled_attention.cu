@@ -11,6 +11,7 @@
 #include <mma.h>
 
 #include "hal/cuda/attention.h"
+#include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -44,57 +45,39 @@ struct TileLayout {
 
 // C (16 x 16, f32, row-major, ldc) = [C +] A (16 x k, row-major) B (k x 16), B row-major
 // (element (r, c) at b[r * ldb + c]) or column-major (at b[c * ldb + r]); k a multiple of 16.
-// Tensor cores for 16-bit types: f32 accumulation of exact products.
+// Tensor cores for 16-bit types (f32 accumulation of exact products); f32 FMAs for f32,
+// each lane 8 outputs (row lane / 2, columns from (lane % 2) * 8).
 template <typename T, bool kBColumnMajor>
 __device__ __forceinline__ void warp_gemm(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int k,
                                           bool accumulate) {
-  using namespace nvcuda;
-  using BLayout = std::conditional_t<kBColumnMajor, wmma::col_major, wmma::row_major>;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  if (accumulate) wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
-  else wmma::fill_fragment(acc, 0.0f);
-  for (int kk = 0; kk < k; kk += 16) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, BLayout> fb;
-    wmma::load_matrix_sync(fa, a + kk, lda);
-    wmma::load_matrix_sync(fb, kBColumnMajor ? b + kk : b + size_t(kk) * ldb, ldb);
-    wmma::mma_sync(acc, fa, fb, acc);
+  if constexpr (std::is_same_v<T, float>) {
+    const int lane = int(threadIdx.x % 32), row = lane / 2, col = (lane % 2) * 8;
+    float acc[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] = accumulate ? c[row * ldc + col + j] : 0.0f;
+    for (int kk = 0; kk < k; ++kk) {
+      const float x = a[row * lda + kk];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = fmaf(x, kBColumnMajor ? b[(col + j) * ldb + kk] : b[kk * ldb + col + j], acc[j]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) c[row * ldc + col + j] = acc[j];
+  } else {
+    using namespace nvcuda;
+    using BLayout = std::conditional_t<kBColumnMajor, wmma::col_major, wmma::row_major>;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    if (accumulate) wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
+    else wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < k; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, BLayout> fb;
+      wmma::load_matrix_sync(fa, a + kk, lda);
+      wmma::load_matrix_sync(fb, kBColumnMajor ? b + kk : b + size_t(kk) * ldb, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(c, acc, ldc, wmma::mem_row_major);
   }
-  wmma::store_matrix_sync(c, acc, ldc, wmma::mem_row_major);
-}
-
-// f32: FMAs, each lane 8 outputs (row lane / 2, columns from (lane % 2) * 8).
-template <>
-__device__ __forceinline__ void warp_gemm<float, true>(float* c, int ldc, const float* a, int lda, const float* b,
-                                                       int ldb, int k, bool accumulate) {
-  const int lane = int(threadIdx.x % 32), row = lane / 2, col = (lane % 2) * 8;
-  float acc[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = accumulate ? c[row * ldc + col + j] : 0.0f;
-  for (int kk = 0; kk < k; ++kk) {
-    const float x = a[row * lda + kk];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = fmaf(x, b[(col + j) * ldb + kk], acc[j]);
-  }
-  __syncwarp();
-#pragma unroll
-  for (int j = 0; j < 8; ++j) c[row * ldc + col + j] = acc[j];
-}
-template <>
-__device__ __forceinline__ void warp_gemm<float, false>(float* c, int ldc, const float* a, int lda, const float* b,
-                                                        int ldb, int k, bool accumulate) {
-  const int lane = int(threadIdx.x % 32), row = lane / 2, col = (lane % 2) * 8;
-  float acc[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = accumulate ? c[row * ldc + col + j] : 0.0f;
-  for (int kk = 0; kk < k; ++kk) {
-    const float x = a[row * lda + kk];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = fmaf(x, b[kk * ldb + col + j], acc[j]);
-  }
-  __syncwarp();
-#pragma unroll
-  for (int j = 0; j < 8; ++j) c[row * ldc + col + j] = acc[j];
 }
 
 // tile[r * ld + c] = element (r0 + r, c) of a (rows x cols) operand at base + r * row + c *
@@ -109,26 +92,6 @@ __device__ void load_tile(T* tile, int ld, int tile_rows, int tile_cols, const v
   }
 }
 
-// The score steps on s, the score of query i and key j (attention.cu's score()).
-__device__ __forceinline__ float apply_steps(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
-                                             int64_t i, int64_t j, float s, bool half_operands, bool bf16_operands) {
-  int operand = 4;
-  for (int k = 0; k < a.steps; ++k) {
-    const ScoreStepKind kind = a.step_kind[k];
-    float x = 0;
-    if (step_reads_operand(kind)) {
-      const int64_t at = base[operand] + i * a.row[operand] + j * a.col[operand];
-      if (kind != ScoreStepKind::kAdd) x = load<bool>(a.data[operand], at) ? 1.0f : 0.0f;
-      else if (bf16_operands) x = load<__nv_bfloat16>(a.data[operand], at);
-      else if (half_operands) x = load<__half>(a.data[operand], at);
-      else x = load<float>(a.data[operand], at);
-      ++operand;
-    }
-    s = apply_score_step(kind, a.step_value[k], s, x);
-  }
-  return s;
-}
-
 // One warp's online softmax over a key tile: its 16 rows of scores in `scores` become
 // probabilities in `probs` (T), its output rows are rescaled, max / sum / nan updated.
 // Two lanes a row, 32 keys each.
@@ -139,12 +102,11 @@ __device__ void softmax_tile(const AttentionLaunch& a, const int64_t (&base)[kAt
   using L = TileLayout<T, kHead>;
   const int lane = int(threadIdx.x % 32), r = lane / 2, half = lane % 2;
   const int64_t i = i0 + r;
-  const bool bf16 = std::is_same_v<T, __nv_bfloat16>, f16 = std::is_same_v<T, __half>;
   float* s = scores + r * L::ld_s + half * 32;  // this lane's 32 scores, stepped in place
   float tile_max = -INFINITY;
   for (int c = 0; c < 32; ++c) {
     const int64_t j = j0 + half * 32 + c;
-    const float v = j < a.keys && i < a.q_len ? apply_steps(a, base, i, j, s[c], f16, bf16) : -INFINITY;
+    const float v = j < a.keys && i < a.q_len ? score_steps<T>(a, base, i, j, s[c]) : -INFINITY;
     nan_seen |= isnan(v);
     s[c] = v;
     tile_max = fmaxf(tile_max, isnan(v) ? -INFINITY : v);
