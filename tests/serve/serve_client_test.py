@@ -216,7 +216,7 @@ def stop(server, work, log):
 
 
 def check_grpc_deadline(url, address, x):
-    """A gRPC client whose 5-ms deadline passes inside the 30-ms batching delay: the client
+    """A gRPC client whose 5-ms deadline passes inside the 200-ms batching delay: the client
     sees DEADLINE_EXCEEDED, and the server drops the request without running it."""
     import grpc
     import grpc_service_pb2 as pb
@@ -232,7 +232,7 @@ def check_grpc_deadline(url, address, x):
         code = grpc.StatusCode.OK
     except grpc.RpcError as e:
         code = e.code()
-    time.sleep(0.2)
+    time.sleep(0.5)  # past the delay: the request's batch formed (without it)
     after = runs()
     check(code == grpc.StatusCode.DEADLINE_EXCEEDED and after == before,
           "gRPC deadline inside the batching delay: %s, runs %d -> %d (dropped, not run)" % (code, before, after))
@@ -242,7 +242,7 @@ def check_batching(root, work):
     """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
     (fewer runs than requests), each gets its own rows, and a request whose timeout passes
     in the queue is refused, never run."""
-    server, url, grpc_address = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "30000", "--batch-cap", "fixed",
+    server, url, grpc_address = start_server(root, work, "--max-batch", "8", "--max-queue-delay-us", "200000", "--batch-cap", "fixed",
                                log="batching.log")
     try:
         rng = np.random.default_rng(5)
@@ -267,7 +267,7 @@ def check_batching(root, work):
         body = {"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32", "data": inputs[0].flatten().tolist()}],
                 "parameters": {"timeout": 1000}}
         r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
-        check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 30-ms batching delay: 503 " + r.text[:90])
+        check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 200-ms batching delay: 503 " + r.text[:90])
         check_grpc_deadline(url, grpc_address, inputs[0])
         log = open(os.path.join(work, "batching.log")).read()
         check(re.search(r'"batching":"on","level":"info","max_batch":8,"message":"model ready","model":"cnn"', log),
