@@ -35,12 +35,14 @@ Result<Tensor> concatenate_rows(const std::vector<const Tensor*>& parts, int64_t
   Shape shape = parts.front()->shape();
   shape[0] = rows;
   STRIDER_ASSIGN_OR_RETURN(Tensor merged, Tensor::create(parts.front()->dtype(), shape));
+  size_t total = 0;  // checked before any copy: parts that do not fill it exactly are a bug
+  for (const Tensor* p : parts) total += p->byte_size();
+  if (total != merged.byte_size()) return internal_error("merged batch sizes disagree");
   size_t at = 0;
   for (const Tensor* p : parts) {
     std::memcpy(merged.bytes() + at, p->bytes(), p->byte_size());
     at += p->byte_size();
   }
-  if (at != merged.byte_size()) return internal_error("merged batch sizes disagree");
   return merged;
 }
 
