@@ -16,9 +16,11 @@
 // 413 for a body over the limit, 503 when the model is not ready or its queue is full,
 // 500 when a run fails on the device. Nothing a client sends can crash the server.
 //
-// Threads: cpp-httplib serves each open connection on a thread of a pool of `threads`; requests
-// for one model run on its instances (model_repository.h). stop() (any thread, e.g. on
-// SIGTERM) stops accepting, lets the requests in flight finish, and makes listen() return.
+// Transport: Boost.Beast, a thread per open connection, at most `threads` open at once (the
+// next client waits to be accepted); an idle connection closes after 5 s; requests for one
+// model run on its instances (model_repository.h). The routes themselves are
+// http_routes.h, free of the transport. stop() (any thread, e.g. on SIGTERM) stops
+// accepting, lets the requests in flight finish, and makes listen() return.
 #pragma once
 
 #include <memory>
@@ -26,16 +28,12 @@
 
 #include "model_repository.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace strider::serve {
 
 struct HttpOptions {
   std::string host = "0.0.0.0";
   int port = 8080;  // 0: any free port (bound() says which)
-  int threads = 0;  // connections served at once; 0: 256
+  int threads = 0;  // connections open at once (a thread each); 0: 256
   size_t max_body_bytes = size_t(256) << 20;
   bool log_requests = false;  // one JSON line per request on stderr
 };
@@ -51,10 +49,9 @@ class HttpServer {
   void stop();
 
  private:
-  void add_routes();
-  ModelRepository& repository_;
+  struct Impl;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // One structured log line on stderr: {"time": ..., "level": ..., "message": ..., fields}.
