@@ -238,6 +238,26 @@ def check_grpc_deadline(url, address, x):
           "gRPC deadline inside the batching delay: %s, runs %d -> %d (dropped, not run)" % (code, before, after))
 
 
+def check_http_disconnect(url, x):
+    """An HTTP client that sends a whole request and closes its connection inside the
+    200-ms batching delay: the server drops the request without running it."""
+    runs = lambda: requests.get(url + "/v2/models/cnn/stats").json()["model_stats"][0]["execution_count"]
+    before = runs()
+    head = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}]}).encode()
+    body = head + x.tobytes()
+    host, port = url.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v2/models/cnn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                  b"Inference-Header-Content-Length: %d\r\n\r\n" % (len(body), len(head)) + body)
+        time.sleep(0.02)
+    time.sleep(0.5)
+    after = runs()
+    check(after == before, "HTTP client gone inside the batching delay: runs %d -> %d (dropped, not run)" % (before, after))
+    r = binary_infer(url, "cnn", {"x": x})[1]
+    check(r is not None, "a request after it is answered")
+
+
 def check_batching(root, work):
     """A second server with --max-batch 8: concurrent one- and multi-row requests are merged
     (fewer runs than requests), each gets its own rows, and a request whose timeout passes
@@ -269,6 +289,7 @@ def check_batching(root, work):
         r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
         check(r.status_code == 503 and "timeout" in r.json()["error"], "a 1-ms timeout inside a 200-ms batching delay: 503 " + r.text[:90])
         check_grpc_deadline(url, grpc_address, inputs[0])
+        check_http_disconnect(url, inputs[0])
         log = open(os.path.join(work, "batching.log")).read()
         check(re.search(r'"batching":"on","level":"info","max_batch":8,"message":"model ready","model":"cnn"', log),
               "the log says the cnn batches, up to 8 rows (--batch-cap fixed)")

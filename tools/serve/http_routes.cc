@@ -154,7 +154,8 @@ HttpReply infer(ServedModel& model, const HttpRequest& req) {
   }
   Result<InferRequest> request = parse_infer_request(req.body, header_length, model.inputs());
   if (!request.is_ok()) return fail(400, request.status().message());
-  RequestLimits limits;  // the transport does not watch the client while the request waits
+  RequestLimits limits;
+  limits.cancelled = req.client_gone;
   if (request->timeout_us) limits.deadline = Clock::now() + std::chrono::microseconds(*request->timeout_us);
   Result<std::vector<Tensor>> outputs = model.infer(std::move(request->inputs), limits);
   if (!outputs.is_ok()) return fail(http_status(outputs.status()), outputs.status().message());

@@ -18,6 +18,7 @@ struct HttpRequest {
   std::string path;    // without the query
   std::string body;
   std::optional<std::string> header_length;  // Inference-Header-Content-Length, when sent
+  std::function<bool()> client_gone;          // the transport's test, may be empty
 };
 
 struct HttpReply {

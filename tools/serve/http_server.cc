@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
@@ -31,6 +32,16 @@ using tcp = boost::asio::ip::tcp;
 constexpr int kDefaultConnections = 256;
 // An idle keep-alive connection is closed after this, so it does not hold a thread for ever.
 constexpr int kIdleSeconds = 5;
+
+// Whether the client closed its side of the connection (a request waiting in a queue is then
+// dropped unrun): a peek that finds the end of the stream, or an error other than "nothing
+// to read yet". A client that half-closes after sending and still waits for its reply (rare
+// for HTTP clients) reads as gone too.
+bool peer_closed(int fd) {
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 http::response<http::string_body> to_response(HttpReply reply, unsigned version, bool keep_alive) {
   http::response<http::string_body> res{static_cast<http::status>(reply.status), version};
@@ -145,6 +156,7 @@ void HttpServer::Impl::serve(tcp::socket& socket) {
     request.path = std::string(target.substr(0, target.find('?')));
     if (auto h = req.find("Inference-Header-Content-Length"); h != req.end()) request.header_length = std::string(h->value());
     request.body = std::move(req.body());
+    request.client_gone = [fd = socket.native_handle()] { return peer_closed(fd); };
     HttpReply reply;
     try {
       reply = route(repository, request, options.log_requests);
