@@ -34,9 +34,9 @@ bool mergeable(const std::map<std::string, Tensor>& a, const std::map<std::strin
 Result<Tensor> concatenate_rows(const std::vector<const Tensor*>& parts, int64_t rows) {
   Shape shape = parts.front()->shape();
   shape[0] = rows;
-  STRIDER_ASSIGN_OR_RETURN(Tensor merged, Tensor::create(parts.front()->dtype(), shape));
   size_t total = 0;  // checked before any copy: parts that do not fill it exactly are a bug
   for (const Tensor* p : parts) total += p->byte_size();
+  Tensor merged = Tensor::for_overwrite(parts.front()->dtype(), shape);  // every byte copied below
   if (total != merged.byte_size()) return internal_error("merged batch sizes disagree");
   size_t at = 0;
   for (const Tensor* p : parts) {
