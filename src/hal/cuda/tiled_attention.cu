@@ -21,6 +21,7 @@ using namespace device;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarps = 4, kRowsPerWarp = 16, kBlockRows = kWarps * kRowsPerWarp, kKeyTile = 64;
+static_assert(kBlockRows == kTiledAttentionBlockRows);
 
 // Row padding of the shared tiles (16 bytes: WMMA's ldm unit; it also staggers the banks).
 template <typename T> constexpr int kPad = 16 / int(sizeof(T));
@@ -165,8 +166,11 @@ __global__ void __launch_bounds__(32 * kWarps) tiled_attention_kernel(const Atte
         warp_gemm<T, false>(out + m, L::ld_o, probs, L::ld_p, v_tile + m, L::ld, kKeyTile, true);
       __syncwarp();
     }
-    // The row's state lives in its two lanes; every lane of the warp writes each row.
-    const bool defined = softmax_row_defined(max, nan_seen || __shfl_xor_sync(kFullMask, nan_seen, 1));
+    // The row's state lives in its two lanes; every lane of the warp writes each row. Every
+    // lane must reach the shuffle: behind `nan_seen ||` the lanes that saw a NaN skipped it
+    // and the warp deadlocked (a +inf key made the scores +inf - inf).
+    const bool pair_nan_seen = __shfl_xor_sync(kFullMask, int(nan_seen), 1) != 0;
+    const bool defined = softmax_row_defined(max, nan_seen || pair_nan_seen);
     const float scale = a.keys == 0 ? 0.0f : defined ? 1.0f / sum : (a.zero_invalid_rows ? 0.0f : NAN);
     if (lane % 2 == 0) row_sum[lane / 2] = scale;
     __syncwarp();
