@@ -278,8 +278,9 @@ Status prepare_graph(Graph& graph, MemoryBudget* budget, NodeId* split) {
 Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device, LoweredConstants& bf16_constants) {
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph, &bf16_constants));
   if (options.fusion && device.has_kernel("RMSNormalization")) STRIDER_RETURN_IF_ERROR(fuse_rms_norm(graph).status());
-  if (options.fusion && device.has_kernel(kFusedAttentionOp) && device.fuses_attention())
-    STRIDER_RETURN_IF_ERROR(fuse_attention(graph).status());
+  if (options.fusion && device.has_kernel(kFusedAttentionOp))
+    STRIDER_RETURN_IF_ERROR(
+        fuse_attention(graph, [&device](const AttentionShape& shape) { return device.fuses_attention(shape); }).status());
   if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
   if (options.fusion && device.has_kernel(kFusedConvOp)) STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());

@@ -20,6 +20,7 @@
 #include "hal/kernel.h"
 #include "hal/queue.h"
 #include "memory/allocation.h"
+#include "ops/fused_attention.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
 
@@ -89,9 +90,10 @@ class Device {
   // checked writing such views; a kernel may still refuse one, and the node goes dense.
   virtual bool places_outputs_through_views() const { return true; }
 
-  // Whether the session should fold attention into FusedAttention for this device: its
-  // fused kernel is faster than the unfused kernels there (having the kernel is not enough).
-  virtual bool fuses_attention() const { return true; }
+  // Whether the session should fold an attention of these sizes into FusedAttention for
+  // this device: its fused kernel is faster there than the unfused kernels (having the
+  // kernel is not enough; on a GPU it depends on how many blocks the sizes give).
+  virtual bool fuses_attention(const AttentionShape&) const { return true; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

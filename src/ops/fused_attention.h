@@ -43,6 +43,13 @@ struct FusedAttentionParams {
   int step_inputs() const;
 };
 
+// The sizes of one attention a device weighs before it is fused (Device::fuses_attention):
+// `batch` is every dim of the output before its last two (batch elements times heads).
+struct AttentionShape {
+  DType dtype = DType::kF32;
+  int64_t batch = 1, q_len = 0, keys = 0, head = 0, v_head = 0;
+};
+
 // "softmax(((q @ kt) / 0.125) + x3) @ v" for inspect and errors.
 std::string describe_fused_attention(const FusedAttentionParams& p);
 

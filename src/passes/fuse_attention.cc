@@ -202,7 +202,24 @@ class AttentionMatcher {
 
 }  // namespace
 
-Result<int> fuse_attention(Graph& graph) {
+// The sizes of a match, from its output (batch, q_len, v_head), Q (head) and Kt (keys).
+static AttentionShape attention_shape(const Graph& graph, const Match& m) {
+  AttentionShape shape;
+  const Value& out = graph.value(graph.node(m.nodes.back()).outputs[0]);
+  const Shape& q = graph.value(m.q).shape;
+  const Shape& kt = graph.value(m.kt).shape;
+  shape.dtype = out.dtype;
+  if (out.shape.size() >= 2) {
+    for (size_t d = 0; d + 2 < out.shape.size(); ++d) shape.batch *= out.shape[d];
+    shape.q_len = out.shape[out.shape.size() - 2];
+    shape.v_head = out.shape.back();
+  }
+  if (!q.empty()) shape.head = q.back();
+  if (!kt.empty()) shape.keys = kt.back();
+  return shape;
+}
+
+Result<int> fuse_attention(Graph& graph, const std::function<bool(const AttentionShape&)>& wanted) {
   std::vector<Match> matches;
   {
     AttentionMatcher matcher(graph);
@@ -211,6 +228,7 @@ Result<int> fuse_attention(Graph& graph) {
       if (graph.node(id).op_type != "Softmax") continue;
       std::optional<Match> m = matcher.match(id);
       if (!m || std::any_of(m->nodes.begin(), m->nodes.end(), [&](NodeId n) { return taken.count(n); })) continue;
+      if (wanted && !wanted(attention_shape(graph, *m))) continue;
       taken.insert(m->nodes.begin(), m->nodes.end());
       matches.push_back(std::move(*m));
     }

@@ -23,12 +23,16 @@
 // MatMul's place and outputs; the planner sees Q, Kt and V as the views they are.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
+#include "ops/fused_attention.h"
 #include "strider/status.h"
 
 namespace strider {
 
-// The number of patterns fused.
-Result<int> fuse_attention(Graph& graph);
+// The number of patterns fused. `wanted`, when given, is asked about each match's sizes and
+// a match it declines stays unfused (a device whose fused kernel is slower at that size).
+Result<int> fuse_attention(Graph& graph, const std::function<bool(const AttentionShape&)>& wanted = {});
 
 }  // namespace strider

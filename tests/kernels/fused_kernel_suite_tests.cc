@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -60,6 +62,7 @@ void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& k
   for (const char* kernel : {"warp-per-row", "tiled"}) {
     if (!suite->on_cuda() && std::string_view(kernel) == "tiled") continue;
     SCOPED_TRACE(kernel);
+    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", kernel);
     kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
     suite->check_graph(fused, inputs, &unfused);
   }
@@ -104,6 +107,7 @@ TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
   const int64_t n = 70;
   for (const char* kind : {"additive causal", "where causal", "padding", "additive causal, inf key"}) {
     SCOPED_TRACE(kind);
+    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "long masks: %s\n", kind);
     const std::string k = kind;
     const bool where = k == "where causal";
     Tensor mask = where ? causal_keep(n, n) : Tensor(DType::kF32, {n, n});

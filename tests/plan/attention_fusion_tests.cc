@@ -25,14 +25,14 @@ struct Built {
 
 // q [2, 3, 5, 4] @ kt [2, 3, 4, 6] -> `middle` -> @ v [2, 3, 6, 4], inferred, then fused.
 Built fuse(const std::function<ValueId(GraphBuilder&, ValueId)>& middle, DType t = DType::kF32,
-           bool scores_out = false) {
+           bool scores_out = false, const std::function<bool(const AttentionShape&)>& wanted = {}) {
   GraphBuilder b(17);
   ValueId s = b.op("MatMul", {b.input("q", t, {2, 3, 5, 4}), b.input("kt", t, {2, 3, 4, 6})});
   if (scores_out) b.output(s);
   b.output(b.op("MatMul", {middle(b, s), b.input("v", t, {2, 3, 6, 4})}));
   Built built{b.build()};
   EXPECT_TRUE(infer_and_fold(built.graph).is_ok());
-  Result<int> n = fuse_attention(built.graph);
+  Result<int> n = fuse_attention(built.graph, wanted);
   EXPECT_TRUE(n.is_ok()) << n.status().to_string();
   built.fused = n.is_ok() ? *n : -1;
   for (NodeId id = 0; id < built.graph.num_nodes(); ++id)
@@ -51,6 +51,28 @@ TEST(AttentionFusion, FoldsScaleMaskSoftmaxIntoOneNode) {
   EXPECT_EQ(f.fused, 1);
   EXPECT_EQ(f.graph.num_nodes(), 1);
   EXPECT_EQ(f.expression, "softmax(((q @ kt) / 2) + x3) @ v");
+}
+
+// A device that weighs sizes (CUDA fuses only where its tiled kernel fills the GPU) is
+// asked with the match's sizes, and a match it declines stays as it was.
+TEST(AttentionFusion, AsksTheDeviceAboutEachMatchsSizes) {
+  auto scaled_softmax = [](GraphBuilder& b, ValueId s) { return softmax(b, b.op("Div", {s, b.constant("d", scalar(2.0f))})); };
+  std::vector<AttentionShape> asked;
+  Built declined = fuse(scaled_softmax, DType::kF32, false, [&](const AttentionShape& shape) {
+    asked.push_back(shape);
+    return false;
+  });
+  EXPECT_EQ(declined.fused, 0);
+  EXPECT_EQ(declined.graph.num_nodes(), 4);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].dtype, DType::kF32);
+  EXPECT_EQ(asked[0].batch, 6);
+  EXPECT_EQ(asked[0].q_len, 5);
+  EXPECT_EQ(asked[0].keys, 6);
+  EXPECT_EQ(asked[0].head, 4);
+  EXPECT_EQ(asked[0].v_head, 4);
+  Built accepted = fuse(scaled_softmax, DType::kF32, false, [](const AttentionShape& shape) { return shape.batch == 6; });
+  EXPECT_EQ(accepted.fused, 1);
 }
 
 TEST(AttentionFusion, FoldsMaskedFillAndTheNanGuard) {

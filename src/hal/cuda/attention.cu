@@ -4,6 +4,7 @@
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -108,16 +109,21 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
     case DType::kF16: launch->launcher = &launch_attention<__half>; break;
     default: return unsupported(std::string("no CUDA FusedAttention for ") + std::string(dtype_name(dtype)));
   }
-  // The tiled kernel is opt-in (STRIDER_CUDA_ATTENTION=tiled) until it has run on a GPU:
-  // it was written in a session whose device time ran out before its first run.
   const char* chosen = std::getenv("STRIDER_CUDA_ATTENTION");
-  if (chosen == nullptr || std::string_view(chosen) != "tiled") return Status::ok();
+  if (chosen != nullptr && std::string_view(chosen) == "warp-per-row") return Status::ok();
   STRIDER_ASSIGN_OR_RETURN(AttentionLauncher tiled, tiled_attention_launcher(dtype, head, v_head));
   if (tiled) {
     launch->launcher = tiled;
     launch->kernel = "tiled";
   }
   return Status::ok();
+}
+
+bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors) {
+  const bool tiled_dtype = shape.dtype == DType::kF32 || shape.dtype == DType::kBF16 || shape.dtype == DType::kF16;
+  if (!tiled_dtype || std::max(shape.head, shape.v_head) > kTiledAttentionHeadMax || shape.q_len <= 0) return false;
+  const int64_t tiles = shape.batch * ((shape.q_len + kTiledAttentionBlockRows - 1) / kTiledAttentionBlockRows);
+  return tiles >= multiprocessors;
 }
 
 Status run_attention(const AttentionLaunch& a, cudaStream_t stream) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hal/cuda/attention.h"
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_queue.h"
 #include "hal/cuda_device_factory.h"
@@ -31,6 +32,7 @@ Status CudaDevice::init() {
   STRIDER_CUDA_RETURN(cudaGetDeviceProperties(&props, ordinal_), "cuda device");
   if (options_.storage_mode == StorageMode::kUnified && !props.managedMemory)
     return device_error("storage mode 'unified': this GPU has no managed memory");
+  multiprocessors_ = props.multiProcessorCount;
   // Without a budget from the session, allocations may take 90% of the GPU's memory.
   if (!budget_) budget_ = std::make_shared<MemoryBudget>(int64_t(props.totalGlobalMem / 10 * 9));
   cublasLtHandle_t lt = nullptr;
@@ -126,9 +128,11 @@ Status CudaDevice::wait_for_outside_work() {
   return Status::ok();
 }
 
-bool CudaDevice::fuses_attention() const {
-  const char* chosen = std::getenv("STRIDER_CUDA_ATTENTION");
-  return chosen != nullptr && std::string_view(chosen) == "tiled";
+bool CudaDevice::fuses_attention(const AttentionShape& shape) const {
+  const char* env = std::getenv("STRIDER_CUDA_ATTENTION");
+  const std::string_view chosen = env ? env : "";
+  if (chosen == "everywhere") return true;  // testing aid
+  return chosen == "tiled" && cuda::tiled_attention_pays(shape, multiprocessors_);
 }
 
 bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }

@@ -37,12 +37,13 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
-  // Not by default: the warp-per-row FusedAttention kernel (attention.cu) is right but
-  // untiled; on an H200 it took 5-50x the time of cuBLASLt + softmax (S = 128: 0.112 vs
-  // 0.023 ms; S = 1024: 21.9 vs 1.16 ms). The tiled kernel (tiled_attention.cu) has not run
-  // on a GPU yet: STRIDER_CUDA_ATTENTION=tiled (a testing aid) fuses attention and runs it,
-  // so the next GPU session can check and time it.
-  bool fuses_attention() const override;
+  // Opt-in (STRIDER_CUDA_ATTENTION=tiled), and then only where the tiled kernel fills the
+  // GPU (cuda::tiled_attention_pays): the warp-per-row kernel took 5-50x the time of
+  // cuBLASLt + softmax on an H200, and the tiled one is slower than them when its query
+  // tiles leave most SMs idle (batch 1). Not by default: on the H200 the kernel suite's
+  // FusedAttentionLongMasksEndingRowsEarly did not finish with the tiled kernel on its last
+  // case (a +inf key element), cause not yet found. =everywhere fuses every attention.
+  bool fuses_attention(const AttentionShape& shape) const override;
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;
   bool computes_on_host() const override { return false; }
@@ -57,6 +58,7 @@ class CudaDevice final : public Device {
   Status stage(size_t bytes);
 
   int ordinal_;
+  int multiprocessors_ = 0;
   DeviceOptions options_;
   CudaContext context_;
   std::vector<std::unique_ptr<Queue>> queues_;
