@@ -1,10 +1,11 @@
-// lower_to_bf16: the session's `--dtype bf16`. Every f32 value (graph inputs, weights,
-// activations, outputs) becomes bf16, and Casts to f32 cast to bf16 instead; kernels then
-// run in bf16 with f32 accumulation. Float parameters that are not data (Resize's scales
-// and roi, as declared by OpSchema::float_parameter_inputs) stay f32. Constants are
-// rounded to nearest even, finite ones beyond bf16's range saturating to its largest
-// finite value (an exported `* -FLT_MAX` mask stays finite). Runs after infer_and_fold, so shape arithmetic folded in f32
-// and integers is exact.
+// lower_to_bf16: the session's `--dtype bf16`. Every f32 value (weights, activations)
+// becomes bf16, and Casts to f32 cast to bf16 instead; kernels then run in bf16 with f32
+// accumulation. The graph's own f32 inputs and outputs keep f32, with a Cast at each, so
+// the conversion runs on the device rather than on the host in run(). Float parameters
+// that are not data (Resize's scales and roi, as declared by OpSchema::float_parameter_inputs)
+// stay f32. Constants are rounded to nearest even, finite ones beyond bf16's range
+// saturating to its largest finite value (an exported `* -FLT_MAX` mask stays finite).
+// Runs after infer_and_fold, so shape arithmetic folded in f32 and integers is exact.
 #pragma once
 
 #include <map>

@@ -8,6 +8,7 @@
 
 #include "strider/compare.h"
 #include "ops/fused_elementwise.h"
+#include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
 #include "plan_test_util.h"
 #include "reference/reference.h"
@@ -210,6 +211,38 @@ TEST(Fusion, Bf16KeepsIntermediatesInF32) {
   expect_matches_reference(g, p, {{"x", random_f32({4, 64}, 9)}, {"h", random_f32({4, 64}, 10)}}, DType::kBF16);
 }
 
+// A bf16 session converts its f32 inputs and outputs with Cast nodes (on the device), not
+// on the host: the graph's inputs and outputs keep f32. An output that other nodes read
+// (y) is read by them in bf16; an input handed straight back (x) needs no cast.
+TEST(Fusion, Bf16SessionsCastInputsAndOutputsInTheGraph) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4, 8});
+  ValueId y = b.op("Mul", {x, b.constant("w", random_f32({8}, 12))}, {}, "scale");
+  b.output(y);
+  b.output(b.op("Tanh", {y}, {}, "tanh"));
+  b.output(x);
+  Graph g = b.build();
+  Graph lowered = g;
+  ASSERT_TRUE(infer_and_fold(lowered).is_ok());
+  ASSERT_TRUE(lower_to_bf16(lowered).is_ok());
+  for (const auto* list : {&lowered.inputs(), &lowered.outputs()})
+    for (ValueId v : *list) EXPECT_EQ(lowered.value(v).dtype, DType::kF32) << lowered.value(v).name;
+  std::vector<std::string> casts;
+  for (NodeId id = 0; id < lowered.num_nodes(); ++id) {
+    const Node& node = lowered.node(id);
+    if (node.op_type == "Cast")
+      casts.push_back(lowered.value(node.inputs[0]).name + "->" + lowered.value(node.outputs[0]).name + ":" +
+                      std::string(dtype_name(lowered.value(node.outputs[0]).dtype)));
+    if (node.op_type == "Tanh") EXPECT_EQ(lowered.value(node.inputs[0]).dtype, DType::kBF16);
+  }
+  const std::string y_name = lowered.value(lowered.outputs()[0]).name, z_name = lowered.value(lowered.outputs()[1]).name;
+  EXPECT_EQ(casts, (std::vector<std::string>{"x->x/bf16:bf16", y_name + "/bf16->" + y_name + ":f32",
+                                             z_name + "/bf16->" + z_name + ":f32"}));
+  EXPECT_EQ(lowered.node(0).op_type, "Cast");
+  auto p = plan_in_session(g, verified(), fused(DType::kBF16));
+  expect_matches_reference(g, p, {{"x", random_f32({4, 8}, 13)}}, DType::kBF16);
+}
+
 // Every op a fused program may hold, in two programs (as tests/cuda/cuda_fused_tests.cc).
 TEST(Fusion, EveryFusedOpMatchesTheReference) {
   const Shape shape = {3, 4, 5, 6};
@@ -246,7 +279,8 @@ TEST(Fusion, EveryFusedOpMatchesTheReference) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       auto p = plan_in_session(g, verified(), fused(dtype));
       EXPECT_EQ(fused_groups(p).size(), 1u);
-      EXPECT_EQ(p.graph->num_nodes(), 1);
+      // bf16: a Cast from each input and to the output around the one fused node
+      EXPECT_EQ(p.graph->num_nodes(), dtype == DType::kBF16 ? int(g.inputs().size()) + 2 : 1);
       expect_matches_reference(g, p, inputs, dtype);
     }
   }
@@ -256,6 +290,15 @@ TEST(Fusion, EveryFusedOpMatchesTheReference) {
 std::vector<std::string> op_types(const testing::PlannedGraph& p) {
   std::vector<std::string> ops;
   for (NodeId id = 0; id < p.graph->num_nodes(); ++id) ops.push_back(p.graph->node(id).op_type);
+  return ops;
+}
+
+// `ops` as a bf16 session plans them: a Cast from each f32 input first, one to each f32
+// output last (passes/lower_precision.h: the conversions run on the device).
+std::vector<std::string> in_dtype(DType dtype, std::vector<std::string> ops, int inputs = 1, int outputs = 1) {
+  if (dtype != DType::kBF16) return ops;
+  ops.insert(ops.begin(), size_t(inputs), "Cast");
+  ops.insert(ops.end(), size_t(outputs), "Cast");
   return ops;
 }
 
@@ -296,7 +339,7 @@ TEST(Fusion, ConvAndItsActivationBecomeOneNode) {
         options.layout = *parse_layout(layout);
         Graph g = build(activation);
         auto p = plan_in_session(g, options, fused(dtype));
-        EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedConv", "FusedConv", "Concat"}));
+        EXPECT_EQ(op_types(p), in_dtype(dtype, {"FusedConv", "FusedConv", "Concat"}));
         expect_matches_reference(g, p, inputs, dtype);
         for (const std::string& kernel : inspect_session(*p.session).kernel_names) {
           post_ops += kernel.rfind("onednn", 0) == 0 && kernel.find("+") != std::string::npos;
@@ -342,7 +385,7 @@ TEST(Fusion, AMatMulTakesItsEpilogue) {
     SCOPED_TRACE(dtype_name(dtype));
     Graph g = build(false);
     auto p = plan_in_session(g, verified(), fused(dtype));
-    EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedMatMul", "FusedMatMul"}));
+    EXPECT_EQ(op_types(p), in_dtype(dtype, {"FusedMatMul", "FusedMatMul"}));
     expect_matches_reference(g, p, inputs, dtype);
     int post_ops = 0;
     for (const std::string& kernel : inspect_session(*p.session).kernel_names)
@@ -396,7 +439,7 @@ TEST(Fusion, TheExportedRmsNormBecomesOneNode) {
       SCOPED_TRACE(pattern.square + " " + pattern.divide + " " + std::string(dtype_name(dtype)));
       Graph g = rms_norm_graph(pattern);
       auto p = plan_in_session(g, verified(), fused(dtype));
-      EXPECT_EQ(op_types(p), (std::vector<std::string>{"Neg", "RMSNormalization"}));
+      EXPECT_EQ(op_types(p), in_dtype(dtype, {"Neg", "RMSNormalization"}));
       expect_matches_reference(g, p, inputs, dtype);
     }
   }
