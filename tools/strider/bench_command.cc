@@ -37,10 +37,15 @@ Result<nlohmann::json> measure(const BenchOptions& o, PreparedRun& run) {
   // then the only figure.
   // run() first: the device-time sample reruns the steps on the inputs of the last run.
   bool timed_steps = true;
+  int64_t bytes_in = 0, bytes_out = 0;  // what run() moves between host and device
+  for (const Tensor& t : run.inputs) bytes_in += int64_t(t.byte_size());
   for (int i = 0; i < o.iterations; ++i) {
     auto start = std::chrono::steady_clock::now();
-    STRIDER_RETURN_IF_ERROR(session.run(run.inputs).status());
+    Result<std::vector<Tensor>> outputs = session.run(run.inputs);
     host_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    STRIDER_RETURN_IF_ERROR(outputs.status());
+    bytes_out = 0;
+    for (const Tensor& t : *outputs) bytes_out += int64_t(t.byte_size());
     if (timed_steps) {
       Result<double> ms = time_device_steps(session);
       if (!ms.is_ok() && ms.status().code() != StatusCode::kUnsupported) return ms.status();
@@ -65,7 +70,8 @@ Result<nlohmann::json> measure(const BenchOptions& o, PreparedRun& run) {
                         {"device_ms_p90", timed_steps ? nlohmann::json(device.p90) : nlohmann::json()},
                         {"run_ms_median", host.median},   {"run_ms_p90", host.p90},
                         {"throughput_per_s", 1000.0 * double(batch) / (timed_steps ? device.median : host.median)},
-                        {"planned_bytes", planned},       {"allocations", allocations}};
+                        {"planned_bytes", planned},       {"allocations", allocations},
+                        {"bytes_in", bytes_in},           {"bytes_out", bytes_out}};
 }
 
 // Each step timed alone over `rounds` passes: the median per step, slowest first, and the
@@ -156,6 +162,20 @@ void print_profile(const nlohmann::json& p, const Ceilings& ceilings) {
   fmt::print("    by op: {}\n", line);
 }
 
+// The bytes run() moves and, given the host link's speed, its floor: the device time plus
+// those bytes at that speed (nothing overlapped), and how far run() is above it.
+void print_transfers(nlohmann::json& f, double link_gbps) {
+  const double in = double(f["bytes_in"].get<int64_t>()), out = double(f["bytes_out"].get<int64_t>());
+  std::string floor;
+  if (link_gbps > 0 && !f["device_ms_median"].is_null()) {
+    const double ms = f["device_ms_median"].get<double>() + (in + out) / (link_gbps * 1e9) * 1e3;
+    f["floor_ms"] = ms;
+    floor = fmt::format("; floor {:.4f} ms (device time + bytes at {:g} GB/s), run() {:.2f}x it", ms, link_gbps,
+                        f["run_ms_median"].get<double>() / ms);
+  }
+  fmt::print("  transfers    {:.2f} MiB in, {:.2f} MiB out a run{}\n", in / 1048576.0, out / 1048576.0, floor);
+}
+
 struct ConcurrentFigures {
   double runs_per_s = 0, run_ms_median = 0;
 };
@@ -210,6 +230,10 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   bench->add_option("--ceilings", options.ceilings,
                     "with --profile: the device's memory GB/s and TFLOP/s as GBPS:TFLOPS (e.g. 4300:790), to print "
                     "each step's share of them");
+  bench->add_option("--link-gbps", options.link_gbps,
+                    "the host link's GB/s (e.g. 53: pinned copies on the H200 machine, bench/cuda_transfer_probe), "
+                    "to print run()'s floor: device time plus the bytes it moves at that speed")
+      ->check(CLI::PositiveNumber);
   bench->add_option("--json", options.json_file, "write the figures as JSON here");
   bench->footer(
       "Device time: the steps alone, inputs already on the device, timed with CUDA events on\n"
@@ -256,6 +280,7 @@ int bench_command(const BenchOptions& o) {
                f["device_ms_median"].get<double>(), f["device_ms_p90"].get<double>(), o.iterations, o.warmup);
   fmt::print("  run()        median {:.4f} ms  p90 {:.4f} ms  (host tensors in and out)\n",
              f["run_ms_median"].get<double>(), f["run_ms_p90"].get<double>());
+  print_transfers(f, o.link_gbps);
   fmt::print("  throughput   {:.1f} inferences/s\n", f["throughput_per_s"].get<double>());
   fmt::print("  memory       {:.2f} MiB planned (arena, constants, inputs, outputs; kernel workspaces apart)\n",
              double(f["planned_bytes"].get<int64_t>()) / (1 << 20));

@@ -48,6 +48,7 @@ struct BenchOptions {
   // compute dtype ("4300:790"); empty: achieved figures only.
   std::string ceilings;
   int sessions = 1;  // > 1: also that many sessions run at once, each from its own thread
+  double link_gbps = 0;  // > 0: the host link's speed, for run()'s floor
   std::string json_file;
   bool selected = false;
 };

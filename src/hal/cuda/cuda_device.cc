@@ -49,6 +49,8 @@ Status CudaDevice::init() {
     queues_.push_back(std::move(q));
   }
   STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking), "transfer stream");
+  const char* staging = std::getenv("STRIDER_CUDA_PINNED_STAGING");
+  if (!staging || std::string_view(staging) != "off") pinned_staging_ = std::make_unique<PinnedStaging>();
   return Status::ok();
 }
 
@@ -56,6 +58,7 @@ CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
   for (auto& q : queues_) (void)q->wait(q->next().value - 1);
   queues_.clear();
+  pinned_staging_.reset();
   if (transfer_stream_) cudaStreamDestroy(transfer_stream_);
   if (context_.cudnn) cudnnDestroy(static_cast<cudnnHandle_t>(context_.cudnn));
   if (context_.cublaslt) cublasLtDestroy(static_cast<cublasLtHandle_t>(context_.cublaslt));
@@ -131,8 +134,9 @@ Status CudaDevice::wait_for_outside_work() {
 bool CudaDevice::fuses_attention(const AttentionShape& shape) const {
   const char* env = std::getenv("STRIDER_CUDA_ATTENTION");
   const std::string_view chosen = env ? env : "";
-  if (chosen == "everywhere") return true;  // testing aid
-  return chosen == "tiled" && cuda::tiled_attention_pays(shape, multiprocessors_);
+  if (chosen == "everywhere") return true;  // testing aids
+  if (chosen == "never") return false;
+  return cuda::tiled_attention_pays(shape, multiprocessors_);
 }
 
 bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }
@@ -153,16 +157,12 @@ Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
   cudaSetDevice(ordinal_);
   size_t bytes = source.byte_size();
   std::byte* target = destination.allocation->address() + destination.byte_offset;
-  if (destination.is_contiguous()) {
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source.bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_), "upload");
-  } else {
-    STRIDER_RETURN_IF_ERROR(stage(bytes));
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(staging_.as<void>(), source.bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_),
-                        "upload");
-    Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
-    STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, destination.dtype, destination.sizes, "staging"));
-    STRIDER_RETURN_IF_ERROR(launch_copy(destination, dense, transfer_stream_));
-  }
+  if (destination.is_contiguous()) return host_to_device(target, source.bytes(), bytes);
+  STRIDER_RETURN_IF_ERROR(stage(bytes));
+  STRIDER_RETURN_IF_ERROR(host_to_device(staging_.as<void>(), source.bytes(), bytes));
+  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, destination.dtype, destination.sizes, "staging"));
+  STRIDER_RETURN_IF_ERROR(launch_copy(destination, dense, transfer_stream_));
   STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
   return Status::ok();
 }
@@ -174,18 +174,26 @@ Status CudaDevice::download(const TensorView& source, Tensor* destination) {
     *destination = Tensor::for_overwrite(source.dtype, source.sizes);  // every byte is copied below
   Tensor& result = *destination;
   const std::byte* origin = source.allocation->address() + source.byte_offset;
-  if (source.is_contiguous()) {
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(result.bytes(), origin, result.byte_size(), cudaMemcpyDeviceToHost, transfer_stream_),
-                        "download");
-  } else {
-    STRIDER_RETURN_IF_ERROR(stage(result.byte_size()));
-    Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
-    STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, source.dtype, source.sizes, "staging"));
-    STRIDER_RETURN_IF_ERROR(launch_copy(dense, source, transfer_stream_));
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(result.bytes(), staging_.as<void>(), result.byte_size(), cudaMemcpyDeviceToHost,
-                                        transfer_stream_),
-                        "download");
-  }
+  if (source.is_contiguous()) return device_to_host(result.bytes(), origin, result.byte_size());
+  STRIDER_RETURN_IF_ERROR(stage(result.byte_size()));
+  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, source.dtype, source.sizes, "staging"));
+  STRIDER_RETURN_IF_ERROR(launch_copy(dense, source, transfer_stream_));  // ordered before the copy out
+  return device_to_host(result.bytes(), staging_.as<void>(), result.byte_size());
+}
+
+// Through the pinned staging (pinned_staging.h), or, with STRIDER_CUDA_PINNED_STAGING=off
+// (for measuring the difference), as the driver stages pageable memory.
+Status CudaDevice::host_to_device(void* target, const void* source, size_t bytes) {
+  if (pinned_staging_) return pinned_staging_->upload(target, source, bytes, transfer_stream_);
+  STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, transfer_stream_), "upload");
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
+  return Status::ok();
+}
+
+Status CudaDevice::device_to_host(void* target, const void* source, size_t bytes) {
+  if (pinned_staging_) return pinned_staging_->download(target, source, bytes, transfer_stream_);
+  STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyDeviceToHost, transfer_stream_), "download");
   STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "download");
   return Status::ok();
 }

@@ -5,8 +5,9 @@
 // same tests): device = cudaMalloc; unified = cudaMallocManaged, never more than the card
 // has free; host = pinned, mapped host memory (cudaHostAlloc), read by kernels over the bus.
 // Uploads and downloads are host-queue commands ordered by the hazard tracker; they copy on
-// a transfer stream of their own and wait for it, staging non-dense views through a
-// device buffer and a strided copy kernel.
+// a transfer stream of their own and wait for it, through the device's pinned host
+// buffer (pinned_staging.h: the bus at pinned speed, host copies on several threads), and
+// non-dense views through a device buffer and a strided copy kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +18,7 @@
 
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/device_buffer.h"
+#include "hal/cuda/pinned_staging.h"
 #include "hal/device.h"
 
 namespace strider::cuda {
@@ -37,12 +39,11 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
-  // Opt-in (STRIDER_CUDA_ATTENTION=tiled), and then only where the tiled kernel fills the
-  // GPU (cuda::tiled_attention_pays): the warp-per-row kernel took 5-50x the time of
-  // cuBLASLt + softmax on an H200, and the tiled one is slower than them when its query
-  // tiles leave most SMs idle (batch 1). Not by default: on the H200 the kernel suite's
-  // FusedAttentionLongMasksEndingRowsEarly did not finish with the tiled kernel on its last
-  // case (a +inf key element), cause not yet found. =everywhere fuses every attention.
+  // Where the tiled kernel fills the GPU (cuda::tiled_attention_pays): the warp-per-row
+  // kernel took 5-50x the time of cuBLASLt + softmax on an H200, and the tiled one is slower
+  // than them when its query tiles leave most SMs idle (batch 1), faster at batch 32 (BERT
+  // s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no attention fused;
+  // =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;
@@ -56,6 +57,8 @@ class CudaDevice final : public Device {
   Status init();
   Result<void*> allocate_raw(size_t bytes, const std::string& label);
   Status stage(size_t bytes);
+  Status host_to_device(void* target, const void* source, size_t bytes);  // waits for it
+  Status device_to_host(void* target, const void* source, size_t bytes);  // waits for it
 
   int ordinal_;
   int multiprocessors_ = 0;
@@ -64,7 +67,8 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<Queue>> queues_;
   cudaStream_t transfer_stream_ = nullptr;
   DeviceBuffer staging_;  // for non-dense uploads and downloads
-  std::mutex transfer_mutex_;
+  std::unique_ptr<PinnedStaging> pinned_staging_;  // null: pageable copies (measuring aid)
+  std::mutex transfer_mutex_;  // one upload or download at a time (they share the buffers)
   uint64_t next_id_ = 1;
 };
 

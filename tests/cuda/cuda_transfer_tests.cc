@@ -1,0 +1,58 @@
+// PinnedStaging (hal/cuda/pinned_staging.h): bytes go up and come back unchanged for sizes
+// around its 1-MiB parts, with one thread and with several, into device memory whose
+// neighbours must stay as they were; and the buffer is reused across transfers of
+// different sizes (a later, smaller one must not see an earlier one's bytes).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "hal/cuda/pinned_staging.h"
+
+namespace strider::cuda_test {
+namespace {
+
+std::vector<std::byte> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> bytes(n);
+  for (std::byte& b : bytes) b = std::byte(rng() & 0xff);
+  return bytes;
+}
+
+TEST(PinnedStaging, BytesGoUpAndComeBackUnchangedAcrossParts) {
+  STRIDER_REQUIRE_GPU();
+  const size_t part = cuda::PinnedStaging::kPartBytes, guard = 256;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (int threads : {1, 3, 8}) {
+    cuda::PinnedStaging staging(threads);
+    uint32_t seed = 100 * uint32_t(threads);
+    for (size_t bytes : {size_t(1), size_t(4097), part - 1, part, part + 3, 5 * part + part / 2, size_t(70), 3 * part}) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, " << bytes << " bytes");
+      std::byte* device = nullptr;
+      ASSERT_EQ(cudaMalloc(&device, bytes + 2 * guard), cudaSuccess);
+      ASSERT_EQ(cudaMemset(device, 0xA5, bytes + 2 * guard), cudaSuccess);
+      const std::vector<std::byte> sent = random_bytes(bytes, ++seed);
+      ASSERT_TRUE(staging.upload(device + guard, sent.data(), bytes, stream).is_ok());
+      std::vector<std::byte> back = random_bytes(bytes, ++seed);  // not what was sent
+      ASSERT_TRUE(staging.download(back.data(), device + guard, bytes, stream).is_ok());
+      EXPECT_EQ(std::memcmp(back.data(), sent.data(), bytes), 0);
+      std::vector<std::byte> whole(bytes + 2 * guard);
+      ASSERT_EQ(cudaMemcpy(whole.data(), device, whole.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(std::memcmp(whole.data() + guard, sent.data(), bytes), 0);
+      for (size_t i = 0; i < guard; ++i) {
+        ASSERT_EQ(whole[i], std::byte(0xA5)) << "before the target, byte " << i;
+        ASSERT_EQ(whole[guard + bytes + i], std::byte(0xA5)) << "after the target, byte " << i;
+      }
+      cudaFree(device);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace strider::cuda_test
