@@ -118,6 +118,28 @@ def soak(args, model_dir, model, work):
     return samples, start_t
 
 
+def batch_figures(url, model):
+    """The batched server's running totals for `model` from /metrics: batches, rows, batches
+    of one row, and microseconds spent in its runs."""
+    import urllib.request
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    label = 'model="%s"' % model
+    figures = {"batches": 0, "rows": 0, "single": 0, "compute_us": 0}
+    for line in text.splitlines():
+        if label not in line or line.startswith("#"):
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        if line.startswith("strider_batch_size_count"):
+            figures["batches"] = value
+        elif line.startswith("strider_batch_size_sum"):
+            figures["rows"] = value
+        elif line.startswith("strider_batch_size_bucket") and 'le="1"' in line:
+            figures["single"] = value
+        elif line.startswith("nv_inference_compute_infer_duration_us"):
+            figures["compute_us"] = value
+    return figures
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--strider", required=True)
@@ -148,6 +170,7 @@ def main():
             hey(url, m, body, head, 4, requests=40)  # warm the connections and plans
         for c in [int(c) for c in args.clients.split(",")]:
             runs = {False: [], True: []}
+            before = batch_figures(servers[True][1], m)
             for _ in range(args.rounds):
                 for batching, (server, url) in servers.items():
                     runs[batching].append(hey(url, m, body, head, c, requests=max(args.requests, 4 * c)))
@@ -157,6 +180,15 @@ def main():
                 rows.append(dict(model=m, batching=batching, clients=c, **r))
                 print("%-12s batching %-3s %3d clients: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  %d failed" %
                       (m, "on" if batching else "off", c, r["rate"], r["p50"], r["p99"], r["errors"]), flush=True)
+            after = batch_figures(servers[True][1], m)
+            d = {k: after[k] - before[k] for k in after}
+            if d["batches"] > 0:
+                # compute_us counts each request of a batch with the batch's run time
+                print("%-12s batching on  %3d clients: %d batches, %.1f rows each, %.0f%% of one row, "
+                      "%.3f ms of run a row" % (m, c, d["batches"], d["rows"] / d["batches"],
+                                                100.0 * d["single"] / d["batches"],
+                                                d["compute_us"] / 1000.0 / max(d["rows"], 1) / max(d["rows"] / d["batches"], 1)),
+                      flush=True)
     for server, url in servers.values():
         stop(server)
     if args.json:

@@ -68,6 +68,10 @@ class DynamicSession {
   // Constants uploaded to the device so far (shared by the cached plans: a new shape of a
   // model whose weights fold nothing per shape uploads none).
   int64_t constant_uploads() const;
+  // Bytes the device's allocations for this model hold now (every cached plan's arena and
+  // workspaces, the uploaded constants), as its memory budget counts them. Safe to call
+  // while another thread runs.
+  int64_t device_memory_bytes() const;
 
   struct Impl;
 

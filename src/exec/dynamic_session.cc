@@ -229,4 +229,9 @@ int64_t DynamicSession::constant_uploads() const {
   return impl_->resources->constants->uploads();
 }
 
+int64_t DynamicSession::device_memory_bytes() const {
+  const MemoryBudget* budget = impl_->resources->device->memory_budget();  // atomic: no lock
+  return budget ? budget->used() : 0;
+}
+
 }  // namespace strider

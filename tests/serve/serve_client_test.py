@@ -202,6 +202,8 @@ def check_statistics(url):
     metrics = requests.get(url + "/metrics").text
     line = [l for l in metrics.splitlines() if l.startswith('nv_inference_request_success{model="cnn"')]
     check(line and int(line[0].split()[-1]) == stats["success"]["count"], "metrics agree with statistics: %s" % line)
+    held = [l for l in metrics.splitlines() if l.startswith('strider_device_memory_bytes{model="cnn"')]
+    check(held and int(held[0].split()[-1]) > 0, "metrics report the device memory the model holds: %s" % held)
 
 
 def stop(server, work, log):

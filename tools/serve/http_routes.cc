@@ -120,6 +120,8 @@ std::string prometheus_metrics(const ModelRepository& repository) {
        [](ServedModel& m) -> int64_t { return m.stats().queue_ns / 1000; }},
       {"nv_inference_compute_infer_duration_us", "counter", "Cumulative time of the model's runs",
        [](ServedModel& m) -> int64_t { return m.stats().compute_ns / 1000; }},
+      {"strider_device_memory_bytes", "gauge", "Memory the model's instances hold on their device (host memory on cpu)",
+       [](ServedModel& m) -> int64_t { return m.ready() ? m.device_memory_bytes() : 0; }},
       {"strider_model_ready", "gauge", "1 when the model is loaded and warmed",
        [](ServedModel& m) -> int64_t { return m.ready() ? 1 : 0; }},
   };

@@ -63,6 +63,12 @@ class ServedModel {
   // Runs of the model: batches when it batches.
   int64_t executions() const { return batcher_ ? batcher_->stats().batches.load() : stats_.executions.load(); }
   const ModelDefaults& options() const { return options_; }
+  // Device memory the instances' sessions hold (DynamicSession::device_memory_bytes).
+  int64_t device_memory_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& instance : instances_) bytes += instance->session->device_memory_bytes();
+    return bytes;
+  }
 
   // Why the model runs unbatched although batching was asked (empty otherwise).
   std::string batching_note;
