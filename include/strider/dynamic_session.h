@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "strider/host_buffer.h"
 #include "strider/session.h"
 
 namespace strider {
@@ -61,6 +62,9 @@ class DynamicSession {
   Status run(IoBinding& binding);
   // Plans for these input shapes now (every input named), so their first run does not.
   Status prepare(const std::map<std::string, Shape>& input_shapes);
+  // Host memory the model's device moves fastest (strider/host_buffer.h: pinned on cuda),
+  // for inputs a caller assembles itself (a server merging requests into one batch).
+  Result<HostBuffer> allocate_host_buffer(size_t bytes);
 
   // How many Sessions (plans) were made so far, and how many are cached now.
   int64_t plans_made() const;

@@ -229,6 +229,10 @@ int64_t DynamicSession::constant_uploads() const {
   return impl_->resources->constants->uploads();
 }
 
+Result<HostBuffer> DynamicSession::allocate_host_buffer(size_t bytes) {
+  return impl_->resources->device->allocate_host(bytes);  // the device is thread-safe here
+}
+
 int64_t DynamicSession::device_memory_bytes() const {
   const MemoryBudget* budget = impl_->resources->device->memory_budget();  // atomic: no lock
   return budget ? budget->used() : 0;

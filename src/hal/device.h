@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "base/memory_budget.h"
+#include "strider/host_buffer.h"
 #include "hal/kernel.h"
 #include "hal/queue.h"
 #include "memory/allocation.h"
@@ -113,6 +114,10 @@ class Device {
   // hazard tracker.
   virtual Status upload(const Tensor& source, const TensorView& destination) = 0;
   virtual Status download(const TensorView& source, Tensor* destination) = 0;
+  // Host memory that upload and download move fastest (strider/host_buffer.h): pinned on
+  // cuda. Not counted in the memory budget (it is the caller's, like its tensors). The
+  // host devices give 64-byte aligned memory.
+  virtual Result<HostBuffer> allocate_host(size_t bytes);
 
   // Null when allocations are unbounded.
   MemoryBudget* memory_budget() const { return budget_.get(); }

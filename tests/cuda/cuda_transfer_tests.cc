@@ -12,6 +12,9 @@
 
 #include "cuda_test_util.h"
 #include "hal/cuda/pinned_staging.h"
+#include "hal/device.h"
+#include "kernel_harness.h"
+#include "memory/tensor_view.h"
 
 namespace strider::cuda_test {
 namespace {
@@ -52,6 +55,42 @@ TEST(PinnedStaging, BytesGoUpAndComeBackUnchangedAcrossParts) {
     }
   }
   cudaStreamDestroy(stream);
+}
+
+// The device's uploads and downloads from and into pinned HostBuffers (one DMA, no
+// staging) and from pageable memory (staged) give the same bytes.
+TEST(PinnedStaging, TheDeviceMovesHostBuffersAndPageableMemoryAlike) {
+  STRIDER_REQUIRE_GPU();
+  auto device = kernel_test::open_device("cuda");
+  ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+  const Shape shape = {3, 1000, 701};  // 8.4 MB of f32: several staging parts
+  const Tensor values = random_tensor(DType::kF32, shape, 77);
+  Result<HostBuffer> pinned_in = (*device)->allocate_host(values.byte_size());
+  Result<HostBuffer> pinned_out = (*device)->allocate_host(values.byte_size());
+  ASSERT_TRUE(pinned_in.is_ok() && pinned_out.is_ok());
+  std::memcpy(pinned_in->data(), values.bytes(), values.byte_size());
+  Result<Allocation*> memory = (*device)->allocate(int64_t(values.byte_size()), 64, "transfer test");
+  ASSERT_TRUE(memory.is_ok());
+  Result<TensorView> view = make_dense_view(**memory, 0, DType::kF32, shape, "x");
+  ASSERT_TRUE(view.is_ok());
+  for (bool pinned_source : {true, false}) {
+    SCOPED_TRACE(pinned_source ? "from a pinned HostBuffer" : "from pageable memory");
+    Result<Tensor> source = pinned_source ? Tensor::borrow(DType::kF32, shape, pinned_in->data(), values.byte_size())
+                                          : Result<Tensor>(values);
+    ASSERT_TRUE(source.is_ok());
+    ASSERT_TRUE((*device)->upload(*source, *view).is_ok());
+    std::memset(pinned_out->data(), 0x5A, pinned_out->size());
+    Result<Tensor> into_pinned = Tensor::borrow(DType::kF32, shape, pinned_out->data(), values.byte_size());
+    ASSERT_TRUE(into_pinned.is_ok());
+    ASSERT_TRUE((*device)->download(*view, &*into_pinned).is_ok());
+    EXPECT_EQ(into_pinned->bytes(), pinned_out->data()) << "downloaded into the caller's buffer";
+    EXPECT_EQ(std::memcmp(pinned_out->data(), values.bytes(), values.byte_size()), 0);
+    Tensor into_pageable;
+    ASSERT_TRUE((*device)->download(*view, &into_pageable).is_ok());
+    EXPECT_EQ(std::memcmp(into_pageable.bytes(), values.bytes(), values.byte_size()), 0);
+    ASSERT_TRUE((*device)->upload(random_tensor(DType::kF32, shape, 78), *view).is_ok());  // overwritten between rounds
+  }
+  (*device)->release(*memory);
 }
 
 }  // namespace

@@ -31,12 +31,19 @@ bool mergeable(const std::map<std::string, Tensor>& a, const std::map<std::strin
   return true;
 }
 
-Result<Tensor> concatenate_rows(const std::vector<const Tensor*>& parts, int64_t rows) {
+// The parts one after another, in `into` where it is large enough (a view of it: the
+// caller keeps it alive and unused until the run is over), else in a new tensor.
+Result<Tensor> concatenate_rows(const std::vector<const Tensor*>& parts, int64_t rows, const HostBuffer& into) {
   Shape shape = parts.front()->shape();
   shape[0] = rows;
   size_t total = 0;  // checked before any copy: parts that do not fill it exactly are a bug
   for (const Tensor* p : parts) total += p->byte_size();
-  Tensor merged = Tensor::for_overwrite(parts.front()->dtype(), shape);  // every byte copied below
+  Tensor merged;
+  if (into.size() >= total) {
+    STRIDER_ASSIGN_OR_RETURN(merged, Tensor::borrow(parts.front()->dtype(), shape, into.data(), total));
+  } else {
+    merged = Tensor::for_overwrite(parts.front()->dtype(), shape);  // every byte copied below
+  }
   if (total != merged.byte_size()) return internal_error("merged batch sizes disagree");
   size_t at = 0;
   for (const Tensor* p : parts) {
@@ -80,7 +87,9 @@ int size_bucket(int64_t rows) {
 
 Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
                  bool measured)
-    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_) {}
+    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_) {
+  for (DynamicSession* session : sessions_) merge_buffers_[session];
+}
 
 std::string Batcher::batchable(const DynamicSession& session) {
   for (const auto* list : {&session.inputs(), &session.outputs()})
@@ -211,7 +220,7 @@ void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
     for (const auto& [name, first] : batch.front()->inputs) {
       std::vector<const Tensor*> parts;
       for (const auto& p : batch) parts.push_back(&p->inputs.at(name));
-      Result<Tensor> m = concatenate_rows(parts, total);
+      Result<Tensor> m = concatenate_rows(parts, total, merge_buffer(session, name, first, total));
       if (!m.is_ok()) status = m.status();
       else merged[name] = std::move(*m);
     }
@@ -236,6 +245,19 @@ void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
     else p->share = {shared, first, total};
     first += std::max<int64_t>(p->rows, 0);
   }
+}
+
+// The instance's buffer for input `name`, grown for max_batch rows when a batch outgrows it.
+// Only the caller holding the instance uses it. Where the device cannot give one, the
+// buffer stays as it was and the batch merges into a new tensor.
+const HostBuffer& Batcher::merge_buffer(DynamicSession* session, const std::string& name, const Tensor& row_of,
+                                        int64_t rows) {
+  HostBuffer& buffer = merge_buffers_.at(session)[name];
+  const size_t row_bytes = row_of.shape()[0] > 0 ? row_of.byte_size() / size_t(row_of.shape()[0]) : 0;
+  const size_t wanted = row_bytes * size_t(std::max<int64_t>(rows, max_batch_));
+  if (buffer.size() < row_bytes * size_t(rows))
+    if (Result<HostBuffer> made = session->allocate_host_buffer(wanted); made.is_ok()) buffer = std::move(*made);
+  return buffer;
 }
 
 void Batcher::take_rows(Pending& p) const {

@@ -102,6 +102,7 @@ class Batcher {
   std::vector<Pending*> take_batch(std::unique_lock<std::mutex>& lock);
   void run_batch(DynamicSession* session, std::vector<Pending*>& batch);
   void take_rows(Pending& p) const;  // its rows of a shared batch output, into its outcome
+  const HostBuffer& merge_buffer(DynamicSession* session, const std::string& name, const Tensor& row_of, int64_t rows);
 
   std::vector<DynamicSession*> sessions_;
   int max_batch_;
@@ -111,6 +112,10 @@ class Batcher {
   std::condition_variable forming_;  // a request queued: for leaders waiting out a delay
   std::deque<Pending*> queue_;       // the callers' own, alive until answered
   std::vector<DynamicSession*> free_;
+  // Per instance, by input name: where its merged inputs are assembled, in memory its
+  // device uploads fastest (pinned on cuda: one DMA, no staging copy). Entries made at
+  // construction; each inner map is touched only by the caller holding that instance.
+  std::map<const DynamicSession*, std::map<std::string, HostBuffer>> merge_buffers_;
   std::vector<double> row_seconds_;
   BatchStats stats_;
 };

@@ -182,17 +182,40 @@ Status CudaDevice::download(const TensorView& source, Tensor* destination) {
   return device_to_host(result.bytes(), staging_.as<void>(), result.byte_size());
 }
 
-// Through the pinned staging (pinned_staging.h), or, with STRIDER_CUDA_PINNED_STAGING=off
-// (for measuring the difference), as the driver stages pageable memory.
+Result<HostBuffer> CudaDevice::allocate_host(size_t bytes) {
+  cudaSetDevice(ordinal_);
+  void* memory = nullptr;
+  STRIDER_CUDA_RETURN(cudaHostAlloc(&memory, bytes ? bytes : 1, cudaHostAllocPortable), "pinned host buffer");
+  return HostBuffer(static_cast<std::byte*>(memory), bytes, [](std::byte* p) { cudaFreeHost(p); });
+}
+
+namespace {
+
+// Whether `host` is page-locked memory CUDA knows (a HostBuffer, the caller's own pinned
+// memory): the DMA can read or write it where it is.
+bool is_pinned(const void* host) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
+// Pinned memory goes by DMA alone; pageable memory through the pinned staging
+// (pinned_staging.h), or, with STRIDER_CUDA_PINNED_STAGING=off (for measuring the
+// difference), as the driver stages it.
 Status CudaDevice::host_to_device(void* target, const void* source, size_t bytes) {
-  if (pinned_staging_) return pinned_staging_->upload(target, source, bytes, transfer_stream_);
+  if (pinned_staging_ && !is_pinned(source)) return pinned_staging_->upload(target, source, bytes, transfer_stream_);
   STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, transfer_stream_), "upload");
   STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
   return Status::ok();
 }
 
 Status CudaDevice::device_to_host(void* target, const void* source, size_t bytes) {
-  if (pinned_staging_) return pinned_staging_->download(target, source, bytes, transfer_stream_);
+  if (pinned_staging_ && !is_pinned(target)) return pinned_staging_->download(target, source, bytes, transfer_stream_);
   STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyDeviceToHost, transfer_stream_), "download");
   STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "download");
   return Status::ok();

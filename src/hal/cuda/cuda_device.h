@@ -51,6 +51,8 @@ class CudaDevice final : public Device {
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;
+  // Pinned (cudaHostAllocPortable): upload and download find it pinned and copy by DMA alone.
+  Result<HostBuffer> allocate_host(size_t bytes) override;
 
  private:
   CudaDevice(int ordinal, const DeviceOptions& options) : Device(options.budget), ordinal_(ordinal), options_(options) {}
