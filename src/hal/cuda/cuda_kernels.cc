@@ -3,6 +3,15 @@
 #include "hal/kernel_table.h"
 
 namespace strider::cuda {
+// The CUDA kernels are instantiated for the element types a model on a GPU uses (floats,
+// i64, i32, i8, u8, bool); the 16-bit integers and the wide unsigned ones, which the CPU
+// computes, and the storage-only float8, float4, 4- and 2-bit types (the CPU's Cast converts
+// them), are refused here in one place rather than by each kernel's dtype switch.
+bool no_kernel_takes(DType dtype) {
+  return dtype == DType::kI16 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64 ||
+         is_small_type(dtype);
+}
+
 namespace {
 
 const KernelTable<KernelEntry>& kernel_table() {
@@ -22,15 +31,6 @@ const KernelTable<KernelEntry>& kernel_table() {
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;
-}
-
-// The CUDA kernels are instantiated for the element types a model on a GPU uses (floats,
-// i64, i32, i8, u8, bool); the 16-bit integers and the wide unsigned ones, which the CPU
-// computes, and the storage-only float8, float4, 4- and 2-bit types (the CPU's Cast converts
-// them), are refused here in one place rather than by each kernel's dtype switch.
-bool no_kernel_takes(DType dtype) {
-  return dtype == DType::kI16 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64 ||
-         is_small_type(dtype);
 }
 
 Status check_dtypes(const KernelRequest& request) {

@@ -33,6 +33,8 @@ struct KernelEntry {
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context);
 bool has_kernel(std::string_view op_type);
+// The element types no CUDA kernel takes (their nodes run on the host; cuda_kernels.cc says why).
+bool no_kernel_takes(DType dtype);
 // Device::declines: an op with no kernel here, or an operand of a dtype none takes.
 std::string declines(const Graph& graph, const Node& node);
 
