@@ -121,6 +121,25 @@ TEST_P(CudaFused, ActivationsWithAttributes) {
   check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 8)}, {"y", random_tensor(dtype(), shape, 9)}});
 }
 
+// BERT's GELU after its bias (the compiled FusedBiasGeluErf), with the constants in other
+// operand orders and other values, and a near miss it must leave interpreted (c / s).
+TEST_P(CudaFused, BiasGeluErfAndANearMiss) {
+  const Shape shape = {4, 6, 24};
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    GraphBuilder b;
+    ValueId x = b.input("x", dtype(), shape), bias = b.input("bias", dtype(), {24});
+    ValueId c = b.constant("c", tensor_of(dtype(), {}, {variant == 1 ? 1.25 : 1.4142135623730951}));
+    ValueId one = b.constant("one", tensor_of(dtype(), {}, {1.0}));
+    ValueId half = b.constant("half", tensor_of(dtype(), {}, {0.5}));
+    ValueId s = variant == 1 ? b.op("Add", {bias, x}) : b.op("Add", {x, bias});
+    ValueId q = variant == 2 ? b.op("Div", {c, s}) : b.op("Div", {s, c});
+    ValueId e = b.op("Add", {variant == 1 ? one : b.op("Erf", {q}), variant == 1 ? b.op("Erf", {q}) : one});
+    b.output(variant == 1 ? b.op("Mul", {half, b.op("Mul", {e, s})}) : b.op("Mul", {b.op("Mul", {s, e}), half}));
+    check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 21)}, {"bias", random_tensor(dtype(), {24}, 22)}});
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -377,43 +377,70 @@ TEST_P(KernelSuite, NormalizationAndReductions) {
 // parameters and its Mean and InvStdDev outputs, RMSNormalization, InstanceNormalization,
 // GroupNormalization per group (18) and per channel (21), MeanVarianceNormalization.
 TEST_P(KernelSuite, NormalizationFamily) {
-  {
-    GraphBuilder b(17);
-    AttributeMap attrs = int_attribute("axis", -2);
-    attrs.set_float("epsilon", 1e-3f);
-    auto outs = b.ops("LayerNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {1, 5}),
-                                             b.input("c", DType::kF32, {4, 5})}, 3, attrs);
-    for (ValueId v : outs) b.output(v);
-    SCOPED_TRACE("LayerNormalization");
-    check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({1, 5}, 2)}, {"c", x({4, 5}, 3)}});
+  const auto family = [&] {
+    {
+      GraphBuilder b(17);
+      AttributeMap attrs = int_attribute("axis", -2);
+      attrs.set_float("epsilon", 1e-3f);
+      auto outs = b.ops("LayerNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {1, 5}),
+                                               b.input("c", DType::kF32, {4, 5})}, 3, attrs);
+      for (ValueId v : outs) b.output(v);
+      SCOPED_TRACE("LayerNormalization");
+      check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({1, 5}, 2)}, {"c", x({4, 5}, 3)}});
+    }
+    {
+      GraphBuilder b(23);
+      b.output(b.op("RMSNormalization", {b.input("x", DType::kF32, {2, 3, 8}), b.input("s", DType::kF32, {8})}));
+      SCOPED_TRACE("RMSNormalization");
+      check(b, {{"x", x({2, 3, 8})}, {"s", x({8}, 2)}});
+    }
+    {
+      GraphBuilder b(17);
+      b.output(b.op("InstanceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {3}),
+                                              b.input("c", DType::kF32, {3})}));
+      SCOPED_TRACE("InstanceNormalization");
+      check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({3}, 2)}, {"c", x({3}, 3)}});
+    }
+    for (int opset : {18, 21}) {
+      GraphBuilder b(opset);
+      const int64_t params = opset == 18 ? 3 : 6;
+      b.output(b.op("GroupNormalization", {b.input("x", DType::kF32, {2, 6, 4, 5}), b.input("s", DType::kF32, {params}),
+                                           b.input("c", DType::kF32, {params})}, int_attribute("num_groups", 3)));
+      SCOPED_TRACE("GroupNormalization-" + std::to_string(opset));
+      check(b, {{"x", x({2, 6, 4, 5})}, {"s", x({params}, 2)}, {"c", x({params}, 3)}});
+    }
+    {
+      GraphBuilder b(13);
+      b.output(b.op("MeanVarianceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5})}));
+      SCOPED_TRACE("MeanVarianceNormalization");
+      check(b, {{"x", x({2, 3, 4, 5})}});
+    }
+  };
+  // CUDA has two normalization kernels (hal/cuda/normalize.cu): both run every case.
+  for (const char* kernel : {"rows", "block"}) {
+    if (!on_cuda() && std::string_view(kernel) == "block") continue;
+    SCOPED_TRACE(kernel);
+    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_NORMALIZE", kernel);
+    family();
   }
-  {
-    GraphBuilder b(23);
-    b.output(b.op("RMSNormalization", {b.input("x", DType::kF32, {2, 3, 8}), b.input("s", DType::kF32, {8})}));
-    SCOPED_TRACE("RMSNormalization");
-    check(b, {{"x", x({2, 3, 8})}, {"s", x({8}, 2)}});
-  }
-  {
-    GraphBuilder b(17);
-    b.output(b.op("InstanceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5}), b.input("s", DType::kF32, {3}),
-                                            b.input("c", DType::kF32, {3})}));
-    SCOPED_TRACE("InstanceNormalization");
-    check(b, {{"x", x({2, 3, 4, 5})}, {"s", x({3}, 2)}, {"c", x({3}, 3)}});
-  }
-  for (int opset : {18, 21}) {
-    GraphBuilder b(opset);
-    const int64_t params = opset == 18 ? 3 : 6;
-    b.output(b.op("GroupNormalization", {b.input("x", DType::kF32, {2, 6, 4, 5}), b.input("s", DType::kF32, {params}),
-                                         b.input("c", DType::kF32, {params})}, int_attribute("num_groups", 3)));
-    SCOPED_TRACE("GroupNormalization-" + std::to_string(opset));
-    check(b, {{"x", x({2, 6, 4, 5})}, {"s", x({params}, 2)}, {"c", x({params}, 3)}});
-  }
-  {
-    GraphBuilder b(13);
-    b.output(b.op("MeanVarianceNormalization", {b.input("x", DType::kF32, {2, 3, 4, 5})}));
-    SCOPED_TRACE("MeanVarianceNormalization");
-    check(b, {{"x", x({2, 3, 4, 5})}});
-  }
+}
+
+// Transformer-sized LayerNorms: rows of 700 (CUDA's warp-per-row kernel, 22 elements a
+// lane, the last lanes short) and 1100 (past its 1024: the block kernel), f32 and bf16.
+TEST_P(KernelSuite, LayerNormOverHiddenSizes) {
+  for (int64_t hidden : {700, 1100})
+    for (DType t : {DType::kF32, DType::kBF16})
+      for (const char* kernel : {"rows", "block"}) {
+        if (!on_cuda() && std::string_view(kernel) == "block") continue;
+        SCOPED_TRACE(fmt::format("hidden {} {} {}", hidden, dtype_name(t), kernel));
+        kernel_test::ScopedEnvironment choice("STRIDER_CUDA_NORMALIZE", kernel);
+        GraphBuilder b(17);
+        auto outs = b.ops("LayerNormalization", {b.input("x", t, {2, 3, hidden}), b.input("s", t, {hidden}),
+                                                 b.input("c", t, {hidden})}, 3, int_attribute("axis", -1));
+        for (ValueId v : outs) b.output(v);
+        check(b, {{"x", random_tensor(t, {2, 3, hidden}, 5)}, {"s", random_tensor(t, {hidden}, 6)},
+                  {"c", random_tensor(t, {hidden}, 7)}});
+      }
 }
 
 // Pad in every mode (with pads cropping one side, an axes input, a pad value input) and

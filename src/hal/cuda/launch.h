@@ -92,7 +92,7 @@ struct FusedCode {
   // Set by prepare_map: which compiled form runs the program (elementwise.cu), and the
   // operand slots it reads.
   uint8_t pattern = 0;
-  int8_t slot[3] = {};
+  int8_t slot[5] = {};
   uint8_t op[kMaxFusedInstructions] = {};
   int8_t a[kMaxFusedInstructions] = {}, b[kMaxFusedInstructions] = {};
   float alpha[kMaxFusedInstructions] = {}, beta[kMaxFusedInstructions] = {};
