@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
+#include "hal/cuda/launch.h"
 #include "ops/fused_elementwise.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
@@ -138,6 +139,27 @@ TEST_P(CudaFused, BiasGeluErfAndANearMiss) {
     b.output(variant == 1 ? b.op("Mul", {half, b.op("Mul", {e, s})}) : b.op("Mul", {b.op("Mul", {s, e}), half}));
     check_fused(b.build(), {{"x", random_tensor(dtype(), shape, 21)}, {"bias", random_tensor(dtype(), {24}, 22)}});
   }
+}
+
+// GPT-2's tanh GELU after its bias, built as torch exports it: the fused program's
+// expression is the compiled form's (so that form runs), and it matches the reference.
+TEST_P(CudaFused, BiasGeluTanh) {
+  const Shape shape = {4, 6, 24};
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype(), shape), bias = b.input("bias", dtype(), {24});
+  auto scalar = [&](const char* name, double v) { return b.constant(name, tensor_of(dtype(), {}, {v})); };
+  ValueId s = b.op("Add", {x, bias});
+  ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
+  ValueId inner = b.op("Add", {s, b.op("Mul", {scalar("c", 0.044715), cube})});
+  ValueId t = b.op("Tanh", {b.op("Mul", {scalar("k", 0.7978845608028654), inner})});
+  b.output(b.op("Mul", {scalar("half", 0.5), b.op("Mul", {s, b.op("Add", {scalar("one", 1.0), t})})}));
+  Graph g = b.build();
+  Graph fused = g;
+  ASSERT_TRUE(infer_and_fold(fused).is_ok());
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  ASSERT_EQ(fused.num_nodes(), 1);
+  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kBiasGeluTanhExpression);
+  check_fused(g, {{"x", random_tensor(dtype(), shape, 23)}, {"bias", random_tensor(dtype(), {24}, 24)}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),

@@ -158,8 +158,10 @@ Result<KernelPtr> make_fused(const KernelRequest& r, const CudaContext&) {
     params.fused.alpha[j] = i.alpha;
     params.fused.beta[j] = i.beta;
   }
+  const std::string expression = describe_fused_program(program);
+  if (expression == kBiasGeluTanhExpression) params.fused.form = FusedForm::kBiasGeluTanh;
   STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, MapOp::kFused, r.outputs[0], r.inputs, params));
-  return KernelPtr(new MapKernel("fused " + describe_fused_program(program), {launch}));
+  return KernelPtr(new MapKernel("fused " + expression, {launch}));
 }
 
 // BatchNormalization (inference): the four parameter vectors are broadcast along dim 1

@@ -87,8 +87,18 @@ inline constexpr int kMaxMapOperands = 9;
 
 // A FusedElementwise program (ops/fused_elementwise.h) as kernel parameters: registers
 // 0 .. inputs-1 are the operands, inputs + j instruction j's result.
+// Compiled forms picked by a program's whole expression (describe_fused_program's text,
+// which fixes every op, operand and operand order), for programs the slot matchers of
+// elementwise.cu do not describe. The functor evaluates that very tree.
+enum class FusedForm : uint8_t { kNone, kBiasGeluTanh };
+// GPT-2's tanh GELU after its bias, as torch 1.13 exports F.gelu(approximate="tanh").
+inline constexpr const char* kBiasGeluTanhExpression =
+    "Mul(x5, Mul(Add(x0, x1), Add(x4, Tanh(Mul(x3, Add(Add(x0, x1), Mul(x2, Mul(Add(x0, x1), Mul(Add(x0, x1), "
+    "Add(x0, x1))))))))))";
+
 struct FusedCode {
   int count = 0;
+  FusedForm form = FusedForm::kNone;  // set by the kernel's maker from the expression
   // Set by prepare_map: which compiled form runs the program (elementwise.cu), and the
   // operand slots it reads.
   uint8_t pattern = 0;
