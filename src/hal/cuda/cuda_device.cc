@@ -209,16 +209,12 @@ bool is_pinned(const void* host) {
 // difference), as the driver stages it.
 Status CudaDevice::host_to_device(void* target, const void* source, size_t bytes) {
   if (pinned_staging_ && !is_pinned(source)) return pinned_staging_->upload(target, source, bytes, transfer_stream_);
-  STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, transfer_stream_), "upload");
-  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
-  return Status::ok();
+  return copy_and_wait(target, source, bytes, cudaMemcpyHostToDevice, transfer_stream_);
 }
 
 Status CudaDevice::device_to_host(void* target, const void* source, size_t bytes) {
   if (pinned_staging_ && !is_pinned(target)) return pinned_staging_->download(target, source, bytes, transfer_stream_);
-  STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyDeviceToHost, transfer_stream_), "download");
-  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "download");
-  return Status::ok();
+  return copy_and_wait(target, source, bytes, cudaMemcpyDeviceToHost, transfer_stream_);
 }
 
 }  // namespace strider::cuda

@@ -15,14 +15,23 @@ int default_threads() {
 
 size_t parts_of(size_t bytes) { return (bytes + PinnedStaging::kPartBytes - 1) / PinnedStaging::kPartBytes; }
 
-// The first error of the parts, or success.
-cudaError_t first_error(const std::vector<cudaError_t>& errors) {
-  for (cudaError_t e : errors)
-    if (e != cudaSuccess) return e;
-  return cudaSuccess;
+// Waits for the stream, then reports the parts' first error. Waited for even after an
+// error: the buffer is not reused while a copy may still read or write it.
+Status wait_for_parts(const std::vector<cudaError_t>& errors, cudaStream_t stream, const char* what) {
+  const cudaError_t synced = cudaStreamSynchronize(stream);
+  for (cudaError_t e : errors) STRIDER_CUDA_RETURN(e, what);
+  STRIDER_CUDA_RETURN(synced, what);
+  return Status::ok();
 }
 
 }  // namespace
+
+Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  const char* what = kind == cudaMemcpyHostToDevice ? "upload" : "download";
+  STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, kind, stream), what);
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(stream), what);
+  return Status::ok();
+}
 
 PinnedStaging::PinnedStaging(int threads) : threads_(threads > 0 ? threads : default_threads()) {}
 
@@ -57,11 +66,7 @@ Status PinnedStaging::reserve(size_t bytes, size_t parts) {
 
 Status PinnedStaging::upload(void* target, const void* source, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return Status::ok();
-  if (bytes > kMaxStagedBytes) {
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, stream), "upload");
-    STRIDER_CUDA_RETURN(cudaStreamSynchronize(stream), "upload");
-    return Status::ok();
-  }
+  if (bytes > kMaxStagedBytes) return copy_and_wait(target, source, bytes, cudaMemcpyHostToDevice, stream);
   const size_t parts = parts_of(bytes);
   STRIDER_RETURN_IF_ERROR(reserve(bytes, parts));
   std::vector<cudaError_t> errors(parts, cudaSuccess);
@@ -71,20 +76,12 @@ Status PinnedStaging::upload(void* target, const void* source, size_t bytes, cud
     errors[i] = cudaMemcpyAsync(static_cast<std::byte*>(target) + at, pinned_ + at, n, cudaMemcpyHostToDevice, stream);
   };
   parallel(parts, part);
-  // Waited for even after an error: the buffer is not reused while a copy may read it.
-  const cudaError_t synced = cudaStreamSynchronize(stream);
-  STRIDER_CUDA_RETURN(first_error(errors), "upload");
-  STRIDER_CUDA_RETURN(synced, "upload");
-  return Status::ok();
+  return wait_for_parts(errors, stream, "upload");
 }
 
 Status PinnedStaging::download(void* target, const void* source, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return Status::ok();
-  if (bytes > kMaxStagedBytes) {
-    STRIDER_CUDA_RETURN(cudaMemcpyAsync(target, source, bytes, cudaMemcpyDeviceToHost, stream), "download");
-    STRIDER_CUDA_RETURN(cudaStreamSynchronize(stream), "download");
-    return Status::ok();
-  }
+  if (bytes > kMaxStagedBytes) return copy_and_wait(target, source, bytes, cudaMemcpyDeviceToHost, stream);
   const size_t parts = parts_of(bytes);
   STRIDER_RETURN_IF_ERROR(reserve(bytes, parts));
   std::vector<cudaError_t> errors(parts, cudaSuccess);
@@ -100,10 +97,7 @@ Status PinnedStaging::download(void* target, const void* source, size_t bytes, c
     if (errors[i] == cudaSuccess) std::memcpy(static_cast<std::byte*>(target) + at, pinned_ + at, n);
   };
   parallel(parts, part);
-  const cudaError_t synced = cudaStreamSynchronize(stream);
-  STRIDER_CUDA_RETURN(first_error(errors), "download");
-  STRIDER_CUDA_RETURN(synced, "download");
-  return Status::ok();
+  return wait_for_parts(errors, stream, "download");
 }
 
 void PinnedStaging::parallel(size_t parts, const std::function<void(size_t)>& part) {

@@ -29,6 +29,9 @@
 
 namespace strider::cuda {
 
+// One cudaMemcpyAsync on `stream` and a wait for it (pageable memory: the driver stages it).
+Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+
 class PinnedStaging {
  public:
   static constexpr size_t kPartBytes = size_t(1) << 20;
