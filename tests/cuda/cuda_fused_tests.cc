@@ -162,6 +162,21 @@ TEST_P(CudaFused, BiasGeluTanh) {
   check_fused(g, {{"x", random_tensor(dtype(), shape, 23)}, {"bias", random_tensor(dtype(), {24}, 24)}});
 }
 
+// Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the
+// compiled form, and the reference.
+TEST_P(CudaFused, SiluGate) {
+  GraphBuilder b;
+  ValueId gate = b.input("gate", dtype(), {3, 5, 16}), up = b.input("up", dtype(), {3, 1, 16});
+  b.output(b.op("Mul", {b.op("Mul", {gate, b.op("Sigmoid", {gate})}), up}));
+  Graph g = b.build();
+  Graph fused = g;
+  ASSERT_TRUE(infer_and_fold(fused).is_ok());
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  ASSERT_EQ(fused.num_nodes(), 1);
+  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kSiluGateExpression);
+  check_fused(g, {{"gate", random_tensor(dtype(), {3, 5, 16}, 31)}, {"up", random_tensor(dtype(), {3, 1, 16}, 32)}});
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

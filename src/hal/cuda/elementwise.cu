@@ -202,7 +202,7 @@ struct Fused {
 // and a local-memory register file per instruction: 33.7 us against 17.5 + 22.0 us for
 // the unfused Sigmoid and Mul on [1,64,320,320] f32). Each computes exactly what the
 // instructions compute: products and sums rounded separately (no FMA contraction).
-enum FusedPattern : uint8_t { kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh };
+enum FusedPattern : uint8_t { kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate };
 
 __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -281,6 +281,16 @@ struct FusedBiasGeluTanh : NoParams {
     const float t = apply<FusedOp::kTanh>(apply<FusedOp::kMul>(x[3], inner, 0, 0), 0, 0, 0);
     const float g = apply<FusedOp::kMul>(s, apply<FusedOp::kAdd>(x[4], t, 0, 0), 0, 0);
     return apply<FusedOp::kMul>(x[5], g, 0, 0);
+  }
+};
+
+// kSiluGateExpression: (x0 * sigmoid(x0)) * x1, as the interpreter's instructions.
+struct FusedSiluGate : NoParams {
+  using NoParams::NoParams;
+  __device__ float operator()(float gate, float up) const {
+    using fused_math::apply;
+    const float silu = apply<FusedOp::kMul>(gate, apply<FusedOp::kSigmoid>(gate, 0, 0, 0), 0, 0);
+    return apply<FusedOp::kMul>(silu, up, 0, 0);
   }
 };
 
@@ -578,7 +588,10 @@ FusedPattern match_pattern(FusedCode& c, int n) {
 template <class T>
 Status pick_fused_typed(size_t inputs, MapLaunch* l) {
   FusedCode& code = l->params.fused;
-  code.pattern = code.form == FusedForm::kBiasGeluTanh && inputs == 6 ? kBiasGeluTanh : match_pattern(code, int(inputs));
+  // A form matched by the expression text (launch.h) first, then the wiring matchers.
+  if (code.form == FusedForm::kBiasGeluTanh && inputs == 6) code.pattern = kBiasGeluTanh;
+  else if (code.form == FusedForm::kSiluGate && inputs == 2) code.pattern = kSiluGate;
+  else code.pattern = match_pattern(code, int(inputs));
   switch (code.pattern) {
     case kSilu: return use(l, kMap<FusedSilu, T, T>);
     case kResidualSilu: return use(l, kMap<FusedResidualSilu, T, T, T>);
@@ -586,6 +599,7 @@ Status pick_fused_typed(size_t inputs, MapLaunch* l) {
     case kResidualGated: return use(l, kMap<FusedGated<true>, T, T, T, T>);
     case kBiasGeluErf: return use(l, kMap<FusedBiasGeluErf, T, T, T, T, T, T>);
     case kBiasGeluTanh: return use(l, kMap<FusedBiasGeluTanh, T, T, T, T, T, T, T>);
+    case kSiluGate: return use(l, kMap<FusedSiluGate, T, T, T>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }

@@ -159,7 +159,8 @@ Result<KernelPtr> make_fused(const KernelRequest& r, const CudaContext&) {
     params.fused.beta[j] = i.beta;
   }
   const std::string expression = describe_fused_program(program);
-  if (expression == kBiasGeluTanhExpression) params.fused.form = FusedForm::kBiasGeluTanh;
+  for (const FusedFormText& known : kFusedFormTexts)
+    if (expression == known.expression) params.fused.form = known.form;
   STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, MapOp::kFused, r.outputs[0], r.inputs, params));
   return KernelPtr(new MapKernel("fused " + expression, {launch}));
 }
