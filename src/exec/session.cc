@@ -282,7 +282,8 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
     STRIDER_RETURN_IF_ERROR(
         fuse_attention(graph, [&device](const AttentionShape& shape) { return device.fuses_attention(shape); }).status());
   if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
-  if (options.fusion && device.has_kernel(kFusedConvOp)) STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph).status());
+  if (options.fusion && device.has_kernel(kFusedConvOp))
+    STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
   return Status::ok();
 }

@@ -95,6 +95,11 @@ class Device {
   // this device: its fused kernel is faster there than the unfused kernels (having the
   // kernel is not enough; on a GPU it depends on how many blocks the sizes give).
   virtual bool fuses_attention(const AttentionShape&) const { return true; }
+  // Whether a convolution whose activation writes a Concat's part should be folded into a
+  // FusedConv there: oneDNN writes such slices itself; cuDNN refuses channels-last slices,
+  // so on CUDA the fused node would go dense and be copied, a pass more than the unfused
+  // activation writing the slice.
+  virtual bool fuses_conv_into_concat() const { return true; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

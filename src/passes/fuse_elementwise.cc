@@ -235,7 +235,8 @@ bool feeds_concat(const Graph& graph, const std::vector<std::vector<NodeId>>& co
 // that alone reads its output, when that program's output has its output's shape and dtype:
 // the node becomes `fused_op` with its inputs padded to `fixed` (absent optional inputs),
 // then the program's other operands; register 0 is the node's own result.
-Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_view fused_op, size_t fixed) {
+Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_view fused_op, size_t fixed,
+                                bool into_concat = true) {
   const std::vector<std::vector<NodeId>> consumers = graph.consumers();
   std::unordered_set<ValueId> outputs(graph.outputs().begin(), graph.outputs().end());
   std::unordered_set<const Node*> absorbed;
@@ -260,7 +261,7 @@ Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_v
     // planner places the program's output in the concat, and a 3x3 conv cannot write such
     // a slice fast where the elementwise pass can (C2f's bottlenecks: fused, each needed a
     // dense output and a copy into the concat).
-    if (op == "Conv" && !others.empty() && feeds_concat(graph, consumers, reader.outputs[0])) continue;
+    if (op == "Conv" && (!others.empty() || !into_concat) && feeds_concat(graph, consumers, reader.outputs[0])) continue;
     Node node = producer;
     node.op_type = std::string(fused_op);
     node.domain = std::string(kStriderDomain);
@@ -282,7 +283,9 @@ Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_v
 
 }  // namespace
 
-Result<int> fuse_conv_activations(Graph& graph) { return fuse_into_producers(graph, "Conv", kFusedConvOp, 3); }
+Result<int> fuse_conv_activations(Graph& graph, bool into_concat) {
+  return fuse_into_producers(graph, "Conv", kFusedConvOp, 3, into_concat);
+}
 
 Result<int> fuse_matmul_epilogues(Graph& graph) { return fuse_into_producers(graph, "MatMul", kFusedMatMulOp, 2); }
 

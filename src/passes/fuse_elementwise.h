@@ -33,8 +33,9 @@ Result<FusionStats> fuse_elementwise(Graph& graph);
 // node writing the program's output (inputs X, W, B or absent, then the program's other
 // operands), so the convolution's raw result is never stored (oneDNN applies the program
 // as post-ops where it can). Run after fuse_elementwise, for devices with a FusedConv
-// kernel. Returns how many.
-Result<int> fuse_conv_activations(Graph& graph);
+// kernel. Returns how many. With `into_concat` false, a convolution whose program's output
+// is a Concat's input stays unfused (Device::fuses_conv_into_concat).
+Result<int> fuse_conv_activations(Graph& graph, bool into_concat = true);
 
 // Folds a MatMul into the elementwise program that alone reads its output (its epilogue:
 // the bias Add torch exports after every Linear, then GELU, a residual add), when the

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
+#include "hal/cuda/epilogue.h"
 #include "hal/cuda/launch.h"
 #include "ops/fused_elementwise.h"
 #include "passes/fuse_elementwise.h"
@@ -160,6 +161,43 @@ TEST_P(CudaFused, BiasGeluTanh) {
   ASSERT_EQ(fused.num_nodes(), 1);
   EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kBiasGeluTanhExpression);
   check_fused(g, {{"x", random_tensor(dtype(), shape, 23)}, {"bias", random_tensor(dtype(), {24}, 24)}});
+}
+
+// The same GELU as a FusedMatMul's program (the product is register 0, so the bias and the
+// product swap places against the form's text), the bias added on either side: some order
+// of the operands is the compiled form's text, a near miss (Sub for the bias) has none, and
+// the FusedMatMul matches the reference.
+TEST_P(CudaFused, BiasGeluTanhAfterAMatMul) {
+  for (bool bias_first : {true, false})
+    for (bool near_miss : {false, true}) {
+      SCOPED_TRACE(std::string(bias_first ? "bias first" : "bias second") + (near_miss ? ", near miss" : ""));
+      GraphBuilder b;
+      ValueId y = b.op("MatMul", {b.input("a", dtype(), {2, 6, 8}), b.input("w", dtype(), {8, 24})});
+      ValueId bias = b.input("bias", dtype(), {24});
+      auto scalar = [&](const char* name, double v) { return b.constant(name, tensor_of(dtype(), {}, {v})); };
+      ValueId s = b.op(near_miss ? "Sub" : "Add", bias_first ? std::vector<ValueId>{bias, y} : std::vector<ValueId>{y, bias});
+      ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
+      ValueId inner = b.op("Add", {s, b.op("Mul", {scalar("c", 0.044715), cube})});
+      ValueId t = b.op("Tanh", {b.op("Mul", {scalar("k", 0.7978845608028654), inner})});
+      b.output(b.op("Mul", {scalar("half", 0.5), b.op("Mul", {s, b.op("Add", {scalar("one", 1.0), t})})}));
+      Graph g = b.build();
+      Graph fused = g;
+      ASSERT_TRUE(infer_and_fold(fused).is_ok());
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_EQ(*fuse_matmul_epilogues(fused), 1);
+      ASSERT_EQ(fused.num_nodes(), 1);
+      const Node& node = fused.node(0);
+      Result<FusedProgram> program = read_fused_program_of(node, int(node.inputs.size()) - 1);
+      ASSERT_TRUE(program.is_ok());
+      std::optional<std::vector<int>> order = cuda::compiled_form_order(*program);
+      ASSERT_EQ(order.has_value(), !near_miss) << describe_fused_program(*program);
+      if (order)
+        EXPECT_EQ(describe_fused_program(cuda::with_operand_order(*program, *order)), cuda::kBiasGeluTanhExpression);
+      // Dense only: cuBLASLt refuses the other layouts' outputs, which the planner packs.
+      check_node(fused, {{"a", random_tensor(dtype(), {2, 6, 8}, 41)}, {"w", random_tensor(dtype(), {8, 24}, 42)},
+                         {"bias", random_tensor(dtype(), {24}, 43)}},
+                 Layout::kDense, &g);
+    }
 }
 
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the

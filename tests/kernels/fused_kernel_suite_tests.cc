@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -208,6 +210,66 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
     }
 }
 
+// FusedConv with constant weights, as exported nets have them: on cuda each case runs with
+// strider's own kernels forced (depthwise, direct: the program applied before they store,
+// or after them as a map when it reads a residual) and with the libraries forced (cuDNN
+// or cuBLASLt, then the program as a map over the output); in bf16 too where the program
+// has no f32 constants. MobileNetV2's depthwise 3x3 + ReLU6, a 5x3 window + SiLU, a first
+// layer + Relu, WaveNet's dilated 1-D layer + Sigmoid, a depthwise conv + residual SiLU.
+TEST_P(KernelSuite, FusedConvOwnKernelsAndLibraries) {
+  struct Case {
+    const char* name;
+    Shape x, w;
+    int64_t group;
+    std::vector<int64_t> pads, dilations;
+    const char* activation;
+  };
+  const std::vector<Case> cases = {
+      // ReLU6's Clip, its top at 0.6 so that these small random values reach it
+      {"depthwise 3x3 ReLU6", {2, 6, 9, 8}, {6, 1, 3, 3}, 6, {1, 1, 1, 1}, {1, 1}, "ReLU6"},
+      {"depthwise 5x3 SiLU", {1, 5, 11, 10}, {5, 1, 5, 3}, 5, {2, 1, 2, 1}, {1, 1}, "SiLU"},
+      {"first layer Relu", {2, 3, 9, 10}, {5, 3, 3, 3}, 1, {1, 1, 1, 1}, {1, 1}, "Relu"},
+      {"dilated 1-D Sigmoid", {2, 6, 20}, {12, 6, 2}, 1, {4, 0}, {4}, "Sigmoid"},
+      {"depthwise residual SiLU", {2, 6, 9, 8}, {6, 1, 3, 3}, 6, {1, 1, 1, 1}, {1, 1}, "residual SiLU"},
+  };
+  std::vector<DType> dtypes = {DType::kF32};
+  std::vector<const char*> choices = {"timed"};
+  if (on_cuda()) dtypes.push_back(DType::kBF16), choices = {"own", "library"};
+  for (const char* choice : choices) {
+    std::optional<kernel_test::ScopedEnvironment> forced;
+    if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
+    for (DType t : dtypes)
+      for (const Case& c : cases) {
+        const std::string act = c.activation;
+        if (t != DType::kF32 && act == "ReLU6") continue;  // its bounds are f32 constants
+        SCOPED_TRACE(fmt::format("{} {} {}", c.name, dtype_name(t), choice));
+        GraphBuilder b(t == DType::kF32 ? 17 : 22);  // Conv takes bf16 from opset 22
+        AttributeMap attrs = ints_attribute("pads", c.pads);
+        attrs.set_ints("dilations", c.dilations);
+        attrs.set_int("group", c.group);
+        Tensor w = random_tensor(t, c.w, 2);
+        ValueId y = b.op("Conv", {b.input("x", t, c.x), b.constant("w", w), b.constant("bias", random_tensor(t, {c.w[0]}, 3))},
+                         attrs);
+        ValueId out = act == "SiLU"    ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+                      : act == "ReLU6" ? b.op("Clip", {y, b.constant("low", scalar(0.0f)), b.constant("high", scalar(0.6f))})
+                      : act == "residual SiLU"
+                          ? b.op("Add", {b.input("residual", t, c.x), b.op("Mul", {y, b.op("Sigmoid", {y})})})
+                          : b.op(act, {y});
+        b.output(out);
+        Graph unfused = b.build();
+        ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+        Graph fused = unfused;
+        ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+        Result<int> n = fuse_conv_activations(fused);
+        ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+        ASSERT_EQ(*n, 1);
+        std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
+        if (act == "residual SiLU") inputs["residual"] = random_tensor(t, c.x, 4);
+        check_graph(std::move(fused), inputs, &unfused);
+      }
+  }
+}
+
 // 3x3 stride-1 f32 convolutions with constant weights and enough channels run as Winograd
 // F(4x4, 3x3) on the CPU where the views are channels-inner (hal/cpu/winograd_conv.h): the
 // channels-last layouts of the catalog. Edge tiles cut by the output's size, every pad
@@ -295,62 +357,83 @@ TEST_P(KernelSuite, FusedProgramWithBroadcastOperands) {
 // ---- FusedMatMul: a MatMul and its epilogue, fused by the pass, vs the unfused reference --
 // Each epilogue either maps onto oneDNN's post-ops (bias, erf GELU grouped both ways, tanh
 // GELU, SiLU times an operand, a residual add, a scale, Relu) or runs as the matmul then a
-// pass (a value read twice).
+// pass (a value read twice). On CUDA the adds of a bias row and of a residual run inside
+// cuBLASLt (its bias epilogue and C, in either order), anything else as one map over the
+// output after it; there the cases without f32 constants run in bf16 too.
 TEST_P(KernelSuite, FusedMatMulEpilogues) {
   const float kSqrt2 = std::sqrt(2.0f);
-  using Epilogue = std::function<ValueId(GraphBuilder&, ValueId)>;
-  std::vector<std::pair<const char*, Epilogue>> cases = {
-      {"bias", [](GraphBuilder& b, ValueId y) { return b.op("Add", {y, b.input("bias", DType::kF32, {6})}); }},
-      {"bias then erf GELU", [&](GraphBuilder& b, ValueId y) {
-         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
-         ValueId e = b.op("Erf", {b.op("Div", {t, b.constant("sqrt2", scalar(kSqrt2))})});
+  using Epilogue = std::function<ValueId(GraphBuilder&, ValueId, DType)>;
+  struct Case {
+    const char* name;
+    bool constants;  // holds f32 constants (f32 only)
+    Epilogue epilogue;
+  };
+  std::vector<Case> cases = {
+      {"bias", false, [](GraphBuilder& b, ValueId y, DType t) { return b.op("Add", {y, b.input("bias", t, {6})}); }},
+      {"bias then erf GELU", true, [&](GraphBuilder& b, ValueId y, DType t) {
+         ValueId s = b.op("Add", {b.input("bias", t, {6}), y});
+         ValueId e = b.op("Erf", {b.op("Div", {s, b.constant("sqrt2", scalar(kSqrt2))})});
          ValueId p = b.op("Add", {e, b.constant("one", scalar(1.0f))});
-         return b.op("Mul", {b.op("Mul", {t, p}), b.constant("half", scalar(0.5f))});
+         return b.op("Mul", {b.op("Mul", {s, p}), b.constant("half", scalar(0.5f))});
        }},
-      {"GELU, the half first", [&](GraphBuilder& b, ValueId y) {
+      {"GELU, the half first", true, [&](GraphBuilder& b, ValueId y, DType) {
          ValueId e = b.op("Erf", {b.op("Mul", {y, b.constant("rsqrt2", scalar(1.0f / kSqrt2))})});
          ValueId p = b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Add", {b.constant("one", scalar(1.0f)), e})});
          return b.op("Mul", {y, p});
        }},
-      {"bias, residual", [](GraphBuilder& b, ValueId y) {
-         ValueId t = b.op("Add", {y, b.input("bias", DType::kF32, {6})});
-         return b.op("Add", {b.input("residual", DType::kF32, {2, 5, 6}), t});
+      {"bias, residual", false, [](GraphBuilder& b, ValueId y, DType t) {
+         ValueId s = b.op("Add", {y, b.input("bias", t, {6})});
+         return b.op("Add", {b.input("residual", t, {2, 5, 6}), s});
        }},
-      {"scale, relu", [](GraphBuilder& b, ValueId y) {
-         return b.op("Relu", {b.op("Mul", {y, b.input("scale", DType::kF32, {5, 1})})});
+      {"residual, bias row", false, [](GraphBuilder& b, ValueId y, DType t) {
+         ValueId s = b.op("Add", {b.input("residual", t, {2, 5, 6}), y});
+         return b.op("Add", {s, b.input("bias", t, {1, 6})});
        }},
-      {"bias then tanh GELU (GPT-2)", [](GraphBuilder& b, ValueId y) {
-         ValueId t = b.op("Add", {b.input("bias", DType::kF32, {6}), y});
-         ValueId cube = b.op("Mul", {t, b.op("Mul", {t, t})});
-         ValueId inner = b.op("Add", {t, b.op("Mul", {b.constant("k", scalar(0.044715f)), cube})});
+      {"residual (Llama)", false, [](GraphBuilder& b, ValueId y, DType t) {
+         return b.op("Add", {b.input("residual", t, {2, 5, 6}), y});
+       }},
+      {"residual broadcast over the batch", false, [](GraphBuilder& b, ValueId y, DType t) {
+         return b.op("Add", {y, b.input("residual", t, {5, 6})});
+       }},
+      {"scale, relu", false, [](GraphBuilder& b, ValueId y, DType t) {
+         return b.op("Relu", {b.op("Mul", {y, b.input("scale", t, {5, 1})})});
+       }},
+      {"bias then tanh GELU (GPT-2)", true, [](GraphBuilder& b, ValueId y, DType t) {
+         ValueId s = b.op("Add", {b.input("bias", t, {6}), y});
+         ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
+         ValueId inner = b.op("Add", {s, b.op("Mul", {b.constant("k", scalar(0.044715f)), cube})});
          ValueId th = b.op("Tanh", {b.op("Mul", {b.constant("c", scalar(std::sqrt(2.0f / float(M_PI)))), inner})});
-         return b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Mul", {t, b.op("Add", {b.constant("one", scalar(1.0f)), th})})});
+         return b.op("Mul", {b.constant("half", scalar(0.5f)), b.op("Mul", {s, b.op("Add", {b.constant("one", scalar(1.0f)), th})})});
        }},
-      {"SiLU gate times up (Llama)", [](GraphBuilder& b, ValueId y) {
-         return b.op("Mul", {b.op("Mul", {y, b.op("Sigmoid", {y})}), b.input("residual", DType::kF32, {2, 5, 6})});
+      {"SiLU gate times up (Llama)", false, [](GraphBuilder& b, ValueId y, DType t) {
+         return b.op("Mul", {b.op("Mul", {y, b.op("Sigmoid", {y})}), b.input("residual", t, {2, 5, 6})});
        }},
-      {"read twice (no post-op)", [](GraphBuilder& b, ValueId y) {
+      {"read twice (no post-op)", false, [](GraphBuilder& b, ValueId y, DType) {
          return b.op("Mul", {b.op("Tanh", {y}), y});
        }},
   };
-  for (auto& [name, epilogue] : cases) {
-    SCOPED_TRACE(name);
-    GraphBuilder b(17);
-    ValueId y = b.op("MatMul", {b.input("a", DType::kF32, {2, 5, 4}), b.input("w", DType::kF32, {4, 6})});
-    b.output(epilogue(b, y));
-    Graph unfused = b.build();
-    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-    Graph fused = unfused;
-    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-    Result<int> n = fuse_matmul_epilogues(fused);
-    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-    ASSERT_EQ(*n, 1);
-    std::map<std::string, Tensor> inputs = {{"a", x({2, 5, 4})}, {"w", x({4, 6}, 2)}};
-    uint32_t seed = 3;
-    for (const char* extra : {"bias", "residual", "scale"})
-      if (auto v = unfused.find_value(extra)) inputs[extra] = x(unfused.value(*v).shape, seed++);
-    check_graph(std::move(fused), inputs, &unfused);
-  }
+  std::vector<DType> dtypes = {DType::kF32};
+  if (on_cuda()) dtypes.push_back(DType::kBF16);
+  for (DType t : dtypes)
+    for (const Case& c : cases) {
+      if (t != DType::kF32 && c.constants) continue;
+      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      GraphBuilder b(17);
+      ValueId y = b.op("MatMul", {b.input("a", t, {2, 5, 4}), b.input("w", t, {4, 6})});
+      b.output(c.epilogue(b, y, t));
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      Result<int> n = fuse_matmul_epilogues(fused);
+      ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+      ASSERT_EQ(*n, 1);
+      std::map<std::string, Tensor> inputs = {{"a", random_tensor(t, {2, 5, 4}, 1)}, {"w", random_tensor(t, {4, 6}, 2)}};
+      uint32_t seed = 3;
+      for (const char* extra : {"bias", "residual", "scale"})
+        if (auto v = unfused.find_value(extra)) inputs[extra] = random_tensor(t, unfused.value(*v).shape, seed++);
+      check_graph(std::move(fused), inputs, &unfused);
+    }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "strider/compare.h"
 #include "ops/fused_elementwise.h"
+#include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
 #include "plan_test_util.h"
@@ -348,6 +349,30 @@ TEST(Fusion, ConvAndItsActivationBecomeOneNode) {
       }
   EXPECT_GT(post_ops, 0);
   EXPECT_GT(afterwards, 0);
+}
+
+// A device whose conv kernels cannot write a Concat's slices (CUDA: cuDNN refuses
+// channels-last slices, Device::fuses_conv_into_concat) keeps the activation that writes
+// the slice as its own node; a conv whose activation's output goes elsewhere still fuses.
+TEST(Fusion, AConvFeedingAConcatStaysUnfusedWhereTheDeviceAsks) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {1, 4, 6, 6});
+  auto conv_relu = [&](const char* name, uint32_t seed) {
+    ValueId y = b.op("Conv", {x, b.constant(std::string(name) + "_w", random_f32({4, 4, 3, 3}, seed))}, conv_attributes(1), name);
+    return b.op("Relu", {y}, {}, std::string(name) + "_relu");
+  };
+  b.output(b.op("Concat", {conv_relu("into_concat", 51), x}, testing::int_attribute("axis", 1), "cat"));
+  b.output(conv_relu("elsewhere", 52));
+  const Graph g = b.build();
+  for (bool into_concat : {true, false}) {
+    Graph fused = g;
+    ASSERT_TRUE(infer_and_fold(fused).is_ok());
+    Result<int> n = fuse_conv_activations(fused, into_concat);
+    ASSERT_TRUE(n.is_ok());
+    EXPECT_EQ(*n, into_concat ? 2 : 1);
+    for (NodeId id = 0; id < fused.num_nodes(); ++id)
+      if (fused.node(id).name == "into_concat") EXPECT_EQ(fused.node(id).op_type, into_concat ? "FusedConv" : "Conv");
+  }
 }
 
 TEST(Fusion, AConvOutputReadTwiceKeepsItsOwnNode) {

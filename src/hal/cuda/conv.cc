@@ -11,6 +11,7 @@
 
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/device_buffer.h"
+#include "hal/cuda/epilogue.h"
 #include "hal/cuda/lt_matmul.h"
 #include "hal/cuda/own_conv.h"
 #include "hal/cuda/timed_choice.h"
@@ -253,7 +254,7 @@ std::string choice_key(const ConvSetup& c, int ordinal) {
                      shape_to_string(c.window.pads_begin), shape_to_string(c.window.dilations));
 }
 
-Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) {
+Result<ConvSetup> conv_setup(const KernelRequest& r) {
   ConvSetup c;
   c.x = r.inputs[0];
   c.w = r.inputs[1];
@@ -264,23 +265,60 @@ Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) 
   std::span<const int64_t> kernel(c.w.sizes.begin() + 2, c.w.sizes.end());
   STRIDER_ASSIGN_OR_RETURN(c.window, resolve_window(NodeInputs(r.graph, r.node), spatial, kernel, false));
   if (!dnn_type(c.y.dtype)) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
-  // Every kernel that takes these views, timed against each other (timed_choice.h):
-  // which is fastest depends on shape, dtype and layout, and cuDNN's own ranking was far
-  // off for bf16 depthwise, first-layer and Conv1d shapes.
+  return c;
+}
+
+// The fastest of every kernel that takes these views (timed_choice.h): which is fastest
+// depends on shape, dtype and layout, and cuDNN's own ranking was far off for bf16
+// depthwise, first-layer and Conv1d shapes. With a FusedConv's `program`, the own kernels
+// apply it before they store when it reads the convolution alone (c.output_program); any
+// other candidate is followed by it as one map over the output (epilogue.h), and is timed so.
+Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context,
+                              const FusedProgram* program, const std::vector<TensorView>& operands) {
   std::vector<KernelPtr> candidates;
-  std::optional<KernelPtr> offered[] = {pointwise_kernel(c, context, r.node.name), depthwise_conv_kernel(c, r),
-                                        direct_conv_kernel(c, r)};
-  for (std::optional<KernelPtr>& kernel : offered)
-    if (kernel) candidates.push_back(std::move(*kernel));
+  Status refused = Status::ok();
+  auto offer = [&](KernelPtr kernel, bool applies_program) {
+    if (program && !applies_program) {
+      Result<KernelPtr> then = then_program(std::move(kernel), *program, c.y, operands);
+      if (!then.is_ok()) return (void)(refused = then.status());
+      kernel = std::move(then).value();
+    }
+    candidates.push_back(std::move(kernel));
+  };
+  if (std::optional<KernelPtr> k = pointwise_kernel(c, context, r.node.name)) offer(std::move(*k), false);
+  std::optional<KernelPtr> own[] = {depthwise_conv_kernel(c, r), direct_conv_kernel(c, r)};
+  for (std::optional<KernelPtr>& k : own)
+    if (k) offer(std::move(*k), c.output_program.count > 0);
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
-  if (cudnn.is_ok()) candidates.push_back(std::move(conv));
-  if (candidates.empty()) return cudnn;
-  return fastest_kernel(choice_key(c, context.ordinal), std::move(candidates));
+  if (cudnn.is_ok()) offer(std::move(conv), false);
+  if (candidates.empty()) return cudnn.is_ok() ? refused : cudnn;
+  std::string key = choice_key(c, context.ordinal);
+  if (program) key += " then " + describe_fused_program(*program);
+  return fastest_kernel(key, std::move(candidates));
+}
+
+Result<KernelPtr> make_conv(const KernelRequest& r, const CudaContext& context) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, conv_setup(r));
+  return choose_conv(c, r, context, nullptr, {});
+}
+
+// FusedConv (ops/fused_elementwise.h): X, W, B, then the program's other operands;
+// register 0 is the convolution's result.
+Result<KernelPtr> make_fused_conv(const KernelRequest& r, const CudaContext& context) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, conv_setup(r));
+  const size_t extra = r.inputs.size() > 3 ? r.inputs.size() - 3 : 0;
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 1 + int(extra)));
+  const std::vector<TensorView> operands(r.inputs.end() - long(extra), r.inputs.end());
+  if (program.inputs == 1) c.output_program = fused_map_params(program).fused;
+  return choose_conv(c, r, context, &program, operands);
 }
 
 }  // namespace
 
-void register_conv_kernels(std::vector<KernelEntry>& table) { table.push_back({"Conv", make_conv}); }
+void register_conv_kernels(std::vector<KernelEntry>& table) {
+  table.push_back({"Conv", make_conv});
+  table.push_back({kFusedConvOp, make_fused_conv});
+}
 
 }  // namespace strider::cuda

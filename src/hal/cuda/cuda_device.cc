@@ -12,6 +12,7 @@
 #include "hal/cuda/cuda_queue.h"
 #include "hal/cuda_device_factory.h"
 #include "hal/host_queue.h"
+#include "ops/fused_elementwise.h"
 
 namespace strider::cuda {
 
@@ -139,7 +140,14 @@ bool CudaDevice::fuses_attention(const AttentionShape& shape) const {
   return cuda::tiled_attention_pays(shape, multiprocessors_);
 }
 
-bool CudaDevice::has_kernel(std::string_view op_type) const { return cuda::has_kernel(op_type); }
+// STRIDER_CUDA_EPILOGUES=off (a testing aid, for measuring what the epilogues save): no
+// FusedConv or FusedMatMul kernel, so the session leaves their programs as separate steps.
+bool CudaDevice::has_kernel(std::string_view op_type) const {
+  const char* epilogues = std::getenv("STRIDER_CUDA_EPILOGUES");
+  if (epilogues && std::string_view(epilogues) == "off" && (op_type == kFusedConvOp || op_type == kFusedMatMulOp))
+    return false;
+  return cuda::has_kernel(op_type);
+}
 std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {

@@ -45,6 +45,7 @@ class CudaDevice final : public Device {
   // s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no attention fused;
   // =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
+  bool fuses_conv_into_concat() const override { return false; }
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;
   bool computes_on_host() const override { return false; }

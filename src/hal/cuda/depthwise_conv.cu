@@ -49,7 +49,8 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(const DepthwiseArgs
       acc = fmaf(to_compute<T>(row[iw * a.xs[3]]), __ldg(weights + int64_t(r * kw + s) * a.c), acc);
     }
   }
-  static_cast<Bits<T>*>(a.y)[n * a.ys[0] + c * a.ys[1] + oh * a.ys[2] + ow * a.ys[3]] = to_bits<T>(acc);
+  static_cast<Bits<T>*>(a.y)[n * a.ys[0] + c * a.ys[1] + oh * a.ys[2] + ow * a.ys[3]] =
+      to_bits<T>(apply_output_program(a.program, acc));
 }
 
 // A 3x3 window of unit width dilation and width stride S: kTileW neighbouring outputs of
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseA
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + c * a.ys[1] + oh * a.ys[2];
 #pragma unroll
   for (int o = 0; o < kTileW; ++o)
-    if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(acc[o]);
+    if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(apply_output_program(a.program, acc[o]));
 }
 
 // The tiled form's condition (prepare and launch agree on it).

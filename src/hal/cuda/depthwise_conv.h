@@ -7,7 +7,8 @@
 // and bias are constants, copied once at creation to the device as f32 in [tap][C] order
 // (taps of one channel apart, channels of one tap together: neighbouring threads of a
 // channels-last output read neighbouring weights). Accumulation is f32 for every storage
-// dtype (f32, bf16, f16). The kernel reads x and the weights and writes only y's elements.
+// dtype (f32, bf16, f16), then a FusedConv's program over the result (its activation), if
+// any. The kernel reads x and the weights and writes only y's elements.
 //
 // This header is compiled by nvcc and by the host compiler (no fmt).
 #pragma once
@@ -32,6 +33,7 @@ struct DepthwiseArgs {
   int32_t tile_w = 1;              // outputs of one row a thread computes (set by prepare)
   FastDivisor d0, d1, d2;          // the three inner dims of the thread order
   int64_t count = 0;               // threads: output elements / tile_w, rounded up per row
+  FusedCode program;               // applied to each output before it is stored (count 0: none)
 };
 
 struct DepthwiseLaunch {

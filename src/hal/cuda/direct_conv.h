@@ -9,7 +9,8 @@
 // groups of kDirectOutputs output channels, [group][C * KH * KW][kDirectOutputs] (zero
 // beyond K). One thread computes kDirectOutputs channels of one output pixel from the
 // group's weights in shared memory, accumulating in f32 for f32, bf16 and f16 storage;
-// it writes only y's elements.
+// a FusedConv's program over the result (its activation) follows, if any; it writes only
+// y's elements.
 //
 // This header is compiled by nvcc and by the host compiler (no fmt).
 #pragma once
@@ -35,6 +36,7 @@ struct DirectConvArgs {
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
   FastDivisor div_ow, div_oh;
   int64_t pixels = 0;  // N * OH * OW
+  FusedCode program;   // applied to each output before it is stored (count 0: none)
 };
 
 struct DirectConvLaunch {

@@ -12,6 +12,7 @@
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/launch.h"
 #include "hal/cuda/device_buffer.h"
+#include "hal/cuda/epilogue.h"
 #include "ops/elementwise_params.h"
 #include "ops/shape_ops.h"
 #include "ops/fused_elementwise.h"
@@ -148,21 +149,8 @@ Result<KernelPtr> make_cast(const KernelRequest& r, const CudaContext&) {
 Result<KernelPtr> make_fused(const KernelRequest& r, const CudaContext&) {
   STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program(r.node));
   if (r.inputs.size() != size_t(program.inputs)) return internal_error("fused program and inputs disagree");
-  MapParams params;
-  params.fused.count = int(program.code.size());
-  for (size_t j = 0; j < program.code.size(); ++j) {
-    const FusedInstruction& i = program.code[j];
-    params.fused.op[j] = uint8_t(i.op);
-    params.fused.a[j] = int8_t(i.a);
-    params.fused.b[j] = int8_t(i.b);
-    params.fused.alpha[j] = i.alpha;
-    params.fused.beta[j] = i.beta;
-  }
-  const std::string expression = describe_fused_program(program);
-  for (const FusedFormText& known : kFusedFormTexts)
-    if (expression == known.expression) params.fused.form = known.form;
-  STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, MapOp::kFused, r.outputs[0], r.inputs, params));
-  return KernelPtr(new MapKernel("fused " + expression, {launch}));
+  STRIDER_ASSIGN_OR_RETURN(MapLaunch launch, prepare(r, MapOp::kFused, r.outputs[0], r.inputs, fused_map_params(program)));
+  return KernelPtr(new MapKernel("fused " + describe_fused_program(program), {launch}));
 }
 
 // BatchNormalization (inference): the four parameter vectors are broadcast along dim 1

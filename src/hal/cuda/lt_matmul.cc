@@ -7,6 +7,7 @@
 
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/copy.h"
+#include "hal/cuda/epilogue.h"
 #include "memory/collapse.h"
 
 #include <algorithm>
@@ -122,9 +123,12 @@ class LtMatMul final : public Kernel {
       if (layout) cublasLtMatrixLayoutDestroy(layout);
     if (op_) cublasLtMatmulDescDestroy(op_);
   }
-  Status init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context);
-  // out = scale * a x b + beta * C: C (broadcast to out's sizes) is copied into out first
-  // and cuBLASLt reads it back as its C, which is D itself (Gemm's general C).
+  // With `c` (of out's dtype and layout, as has_layout_of says): out = scale * a x b +
+  // beta * c, cuBLASLt reading c where it is (a residual: no pass of its own).
+  Status init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context,
+              const TensorView* c = nullptr, float beta = 0.0f);
+  // out = scale * a x b + beta * C for any other C: C (broadcast to out's sizes) is copied
+  // into out first and cuBLASLt reads it back as its C, which is D itself (Gemm's general C).
   void accumulate(TensorView out, TensorView c, float beta) {
     addend_ = std::make_pair(std::move(out), std::move(c));
     beta_ = beta;
@@ -135,13 +139,16 @@ class LtMatMul final : public Kernel {
     for (const auto& [a, b, d] : launches_) {  // byte offsets of one outer batch index
       const std::byte *a_ptr = a_ptr_ + a, *b_ptr = b_ptr_ + b;
       std::byte* d_ptr = d_ptr_ + d;
-      STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmul(handle_, op_, &scale_, b_ptr, a_, a_ptr, b_, &beta, d_ptr, d_, d_ptr, d_,
+      const std::byte* c_ptr = c_ptr_ ? c_ptr_ + d : d_ptr;  // c has d's layout: the same offsets
+      STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmul(handle_, op_, &scale_, b_ptr, a_, a_ptr, b_, &beta, c_ptr, d_, d_ptr, d_,
                                                 &algo_, workspace_.as<void>(), workspace_.size(), stream_of(queue)),
                                  "cublasLtMatmul"));
     }
     return Status::ok();
   }
-  std::string implementation() const override { return "cublasLt"; }
+  std::string implementation() const override {
+    return std::string("cublasLt") + (has_bias_ ? "+bias" : "") + (c_ptr_ ? "+addend" : addend_ ? "+copied-addend" : "");
+  }
 
  private:
   Status layout(cublasLtMatrixLayout_t* layout, DType dtype, const LtMatrix& m, const Batch& batch, int64_t stride);
@@ -153,10 +160,12 @@ class LtMatMul final : public Kernel {
   cublasLtMatmulAlgo_t algo_{};
   const std::byte *a_ptr_ = nullptr, *b_ptr_ = nullptr;  // our a and b
   std::byte* d_ptr_ = nullptr;
+  const std::byte* c_ptr_ = nullptr;  // C when it is not D (init's c)
   std::vector<std::array<int64_t, 3>> launches_;  // byte offsets of a, b, d per launch
   std::optional<std::pair<TensorView, TensorView>> addend_;  // (out, C broadcast), when beta * C is added
   float beta_ = 0.0f;
   float scale_ = 1.0f;
+  bool has_bias_ = false;
   DeviceBuffer workspace_;
 };
 
@@ -177,15 +186,16 @@ Status LtMatMul::choose_algorithm(const MatMulViews& v) {
   uint64_t workspace = kMaxWorkspace;
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
   // Slices start at whatever offset they start: tell cuBLASLt the real alignments.
-  uint32_t align_a = 256, align_b = 256, align_d = 256;  // the least over every launch's pointers
+  uint32_t align_a = 256, align_b = 256, align_c = 256, align_d = 256;  // the least over every launch's pointers
   for (const auto& [a, b, d] : launches_) {
     align_a = std::min(align_a, uint32_t(pointer_alignment(b_ptr_ + b)));
     align_b = std::min(align_b, uint32_t(pointer_alignment(a_ptr_ + a)));
+    align_c = std::min(align_c, uint32_t(pointer_alignment((c_ptr_ ? c_ptr_ : d_ptr_) + d)));
     align_d = std::min(align_d, uint32_t(pointer_alignment(d_ptr_ + d)));
   }
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d));
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -199,7 +209,8 @@ Status LtMatMul::choose_algorithm(const MatMulViews& v) {
   return workspace_.allocate(result.workspaceSize);
 }
 
-Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context) {
+Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context,
+                      const TensorView* c, float beta) {
   size_t r = size_t(v.out.rank());
   int64_t m = v.out.sizes[r - 2], n = v.out.sizes[r - 1], k = v.a.sizes[r - 1];
   std::optional<BatchPlan> plan = plan_batches(v);
@@ -216,6 +227,10 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
   a_ptr_ = reinterpret_cast<const std::byte*>(v.a.allocation->address() + v.a.byte_offset);
   b_ptr_ = reinterpret_cast<const std::byte*>(v.b.allocation->address() + v.b.byte_offset);
   d_ptr_ = reinterpret_cast<std::byte*>(v.out.allocation->address() + v.out.byte_offset);
+  if (c) {
+    c_ptr_ = reinterpret_cast<const std::byte*>(c->allocation->address() + c->byte_offset);
+    beta_ = beta;
+  }
   for (const auto& [a, b, d] : plan->launches)
     launches_.push_back({a * dtype_size(v.a.dtype), b * dtype_size(v.b.dtype), d * dtype_size(v.out.dtype)});
   bool f32 = v.out.dtype == DType::kF32;
@@ -227,6 +242,7 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
   if (bias) {
     if (bias->sizes[size_t(bias->rank()) - 1] > 1 && bias->strides[size_t(bias->rank()) - 1] != 1)
       return unsupported("cuBLASLt bias must be a dense row");
+    has_bias_ = true;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const void* bias_ptr = bias->allocation->address() + bias->byte_offset;
     cudaDataType_t bias_type = lt_type(bias->dtype);
@@ -252,9 +268,11 @@ Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const T
   if (views.a.num_elements() == 0 || views.b.num_elements() == 0 || views.out.num_elements() == 0)
     return unsupported(fmt::format("node '{}': a MatMul with an empty operand on CUDA", node));
   auto kernel = std::make_unique<LtMatMul>();
-  Status s = kernel->init(views, row_bias, scale, context);
+  // An addend of out's dtype and layout (a residual) is cuBLASLt's C where it lies.
+  const bool direct = addend && addend->dtype == dtype && has_layout_of(*addend, views.out);
+  Status s = kernel->init(views, row_bias, scale, context, direct ? addend : nullptr, beta);
   if (!s.is_ok()) return s.with_context(fmt::format("node '{}'", node));
-  if (addend) {
+  if (addend && !direct) {
     auto c = broadcast_view(*addend, views.out.sizes);
     if (!c.is_ok()) return c.status().with_context(fmt::format("node '{}'", node));
     kernel->accumulate(views.out, *c, beta);

@@ -17,7 +17,9 @@ namespace strider::cuda {
 // is not row-major, when no suffix of the batch dims collapses into one strided batch (the
 // dims before it run as one launch each, at most 4096), or when cuBLASLt has no
 // algorithm: the planner then packs the operands.
-// With `addend`: out = scale * a x b + beta * addend, the addend broadcast to out's sizes.
+// With `addend`: out = scale * a x b + beta * addend, the addend broadcast to out's sizes;
+// read in place as cuBLASLt's C when it has out's dtype and layout (a residual), else
+// copied into out first.
 Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
                                                const CudaContext& context, const std::string& node,
                                                const TensorView* addend = nullptr, float beta = 0.0f);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/epilogue.h"
 #include "hal/cuda/lt_matmul.h"
 
 namespace strider::cuda {
@@ -29,11 +30,51 @@ Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaCont
   return make_lt_matmul(v, nullptr, alpha, context, r.node.name, &c, beta);
 }
 
+// The bias row and the addend of a FusedMatMul program that only adds them to A x B
+// (BERT's and GPT-2's Linear + residual), as cuBLASLt takes them: its bias epilogue and
+// its C. False when the program is anything else or an operand does not fit.
+bool as_lt_epilogue(const FusedProgram& program, const std::vector<TensorView>& operands, const TensorView& out,
+                    std::optional<TensorView>* bias, const TensorView** addend) {
+  std::optional<std::vector<int>> added = as_added_operands(program);
+  if (!added) return false;
+  for (int reg : *added) {
+    const TensorView& v = operands[size_t(reg - 1)];
+    if (v.dtype != out.dtype) return false;
+    if (!*bias && is_bias_row(v, out)) {
+      *bias = TensorView{v.allocation, v.byte_offset, v.dtype, {1, out.sizes.back()}, {0, 1}};
+    } else if (!*addend && has_layout_of(v, out)) {
+      *addend = &v;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// FusedMatMul: A x B, then its program (ops/fused_elementwise.h): inside cuBLASLt when it
+// is a bias row and an addend added, else as one map over the output in place after it.
+Result<std::unique_ptr<Kernel>> make_fused_matmul(const KernelRequest& r, const CudaContext& context) {
+  const MatMulViews views = align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]);
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, int(r.inputs.size()) - 1));
+  const std::vector<TensorView> operands(r.inputs.begin() + 2, r.inputs.end());
+  std::optional<TensorView> bias;
+  const TensorView* addend = nullptr;
+  if (as_lt_epilogue(program, operands, views.out, &bias, &addend)) {
+    auto fused = make_lt_matmul(views, bias ? &*bias : nullptr, 1.0f, context, r.node.name, addend, 1.0f);
+    if (fused.is_ok() || fused.status().code() != StatusCode::kUnsupported) return fused;
+  }
+  STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> product, make_lt_matmul(views, nullptr, 1.0f, context, r.node.name));
+  Result<std::unique_ptr<Kernel>> kernel = then_program(std::move(product), program, r.outputs[0], operands);
+  if (!kernel.is_ok()) return kernel.status().with_context(fmt::format("node '{}'", r.node.name));
+  return kernel;
+}
+
 }  // namespace
 
 void register_matmul_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"MatMul", make_matmul});
   table.push_back({"Gemm", make_gemm});
+  table.push_back({kFusedMatMulOp, make_fused_matmul});
 }
 
 }  // namespace strider::cuda

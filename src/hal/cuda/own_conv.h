@@ -1,12 +1,14 @@
 // The convolutions conv.cc may choose instead of cuDNN's: strider's own depthwise
 // (depthwise_conv.h) and direct (direct_conv.h) kernels. Each factory returns nullopt
 // where its kernel does not apply (non-constant weights, groups, too many taps), so the
-// caller simply offers what it gets to the timed choice (timed_choice.h).
+// caller simply offers what it gets to the timed choice (timed_choice.h). Both apply the
+// setup's output program, if any.
 #pragma once
 
 #include <memory>
 #include <optional>
 
+#include "hal/cuda/launch.h"
 #include "hal/kernel.h"
 #include "hal/matmul_views.h"
 #include "ops/shape_ops.h"
@@ -18,6 +20,9 @@ struct ConvSetup {
   TensorView x, w, bias, y;  // bias.allocation is null when absent
   int64_t group = 1;
   WindowGeometry window;
+  // A FusedConv's program when it reads the convolution's result alone (an activation):
+  // the own kernels apply it before they store (count 0: none).
+  FusedCode output_program;
 };
 
 // cuDNN and the own kernels want at least 4 dims: a 1-D convolution gets a unit height.
