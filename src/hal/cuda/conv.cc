@@ -271,7 +271,7 @@ Result<ConvSetup> conv_setup(const KernelRequest& r) {
 // The fastest of every kernel that takes these views (timed_choice.h): which is fastest
 // depends on shape, dtype and layout, and cuDNN's own ranking was far off for bf16
 // depthwise, first-layer and Conv1d shapes. With a FusedConv's `program`, the own kernels
-// apply it before they store when it reads the convolution alone (c.output_program); any
+// apply it before they store when it is an activation they have (c.epilogue); any
 // other candidate is followed by it as one map over the output (epilogue.h), and is timed so.
 Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context,
                               const FusedProgram* program, const std::vector<TensorView>& operands) {
@@ -288,7 +288,7 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   if (std::optional<KernelPtr> k = pointwise_kernel(c, context, r.node.name)) offer(std::move(*k), false);
   std::optional<KernelPtr> own[] = {depthwise_conv_kernel(c, r), direct_conv_kernel(c, r)};
   for (std::optional<KernelPtr>& k : own)
-    if (k) offer(std::move(*k), c.output_program.count > 0);
+    if (k) offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone);
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
   if (cudnn.is_ok()) offer(std::move(conv), false);
@@ -310,7 +310,7 @@ Result<KernelPtr> make_fused_conv(const KernelRequest& r, const CudaContext& con
   const size_t extra = r.inputs.size() > 3 ? r.inputs.size() - 3 : 0;
   STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 1 + int(extra)));
   const std::vector<TensorView> operands(r.inputs.end() - long(extra), r.inputs.end());
-  if (program.inputs == 1) c.output_program = fused_map_params(program).fused;
+  if (std::optional<ConvEpilogue> epilogue = conv_epilogue_of(program)) c.epilogue = *epilogue;
   return choose_conv(c, r, context, &program, operands);
 }
 

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(const DepthwiseArgs
     }
   }
   static_cast<Bits<T>*>(a.y)[n * a.ys[0] + c * a.ys[1] + oh * a.ys[2] + ow * a.ys[3]] =
-      to_bits<T>(apply_output_program(a.program, acc));
+      to_bits<T>(apply_conv_epilogue(a.epilogue, acc));
 }
 
 // A 3x3 window of unit width dilation and width stride S: kTileW neighbouring outputs of
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseA
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + c * a.ys[1] + oh * a.ys[2];
 #pragma unroll
   for (int o = 0; o < kTileW; ++o)
-    if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(apply_output_program(a.program, acc[o]));
+    if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[o]));
 }
 
 // The tiled form's condition (prepare and launch agree on it).

@@ -33,7 +33,7 @@ struct DepthwiseArgs {
   int32_t tile_w = 1;              // outputs of one row a thread computes (set by prepare)
   FastDivisor d0, d1, d2;          // the three inner dims of the thread order
   int64_t count = 0;               // threads: output elements / tile_w, rounded up per row
-  FusedCode program;               // applied to each output before it is stored (count 0: none)
+  ConvEpilogue epilogue;           // applied to each output before it is stored
 };
 
 struct DepthwiseLaunch {

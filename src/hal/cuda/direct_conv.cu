@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kBlock) direct_conv_kernel(const DirectConvArg
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + oh * a.ys[2] + ow * a.ys[3];
 #pragma unroll
   for (int j = 0; j < kDirectOutputs; ++j)
-    if (first + j < a.k) y[(first + j) * a.ys[1]] = to_bits<T>(apply_output_program(a.program, acc[j]));
+    if (first + j < a.k) y[(first + j) * a.ys[1]] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[j]));
 }
 
 template <typename T>

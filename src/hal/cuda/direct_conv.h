@@ -36,7 +36,7 @@ struct DirectConvArgs {
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
   FastDivisor div_ow, div_oh;
   int64_t pixels = 0;  // N * OH * OW
-  FusedCode program;   // applied to each output before it is stored (count 0: none)
+  ConvEpilogue epilogue;  // applied to each output before it is stored
 };
 
 struct DirectConvLaunch {

@@ -66,6 +66,26 @@ std::optional<std::vector<int>> as_added_operands(const FusedProgram& program) {
   return added;
 }
 
+std::optional<ConvEpilogue> conv_epilogue_of(const FusedProgram& program) {
+  if (program.inputs != 1 || program.code.empty() || program.code[0].a != 0 || program.code[0].b >= 0)
+    return std::nullopt;
+  const FusedInstruction& first = program.code[0];
+  if (program.code.size() == 1) {
+    switch (first.op) {
+      case FusedOp::kRelu: return ConvEpilogue{ConvActivation::kRelu};
+      case FusedOp::kClip: return ConvEpilogue{ConvActivation::kClip, first.alpha, first.beta};
+      case FusedOp::kSigmoid: return ConvEpilogue{ConvActivation::kSigmoid};
+      case FusedOp::kTanh: return ConvEpilogue{ConvActivation::kTanh};
+      default: return std::nullopt;
+    }
+  }
+  const FusedInstruction& second = program.code[1];
+  const bool silu = program.code.size() == 2 && first.op == FusedOp::kSigmoid && second.op == FusedOp::kMul &&
+                    ((second.a == 0 && second.b == 1) || (second.a == 1 && second.b == 0));
+  if (silu) return ConvEpilogue{ConvActivation::kSilu};
+  return std::nullopt;
+}
+
 bool is_bias_row(const TensorView& operand, const TensorView& out) {
   Result<TensorView> b = broadcast_view(operand, out.sizes);
   if (!b.is_ok() || out.rank() == 0) return false;

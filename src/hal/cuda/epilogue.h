@@ -33,6 +33,10 @@ FusedProgram with_operand_order(const FusedProgram& program, const std::vector<i
 // each an input register >= 1, distinct). nullopt for any other program.
 std::optional<std::vector<int>> as_added_operands(const FusedProgram& program);
 
+// The program as an activation strider's own convolutions apply (launch.h): Relu,
+// Clip(low, high), Sigmoid, Tanh of register 0, or SiLU as x * Sigmoid(x) either way round.
+std::optional<ConvEpilogue> conv_epilogue_of(const FusedProgram& program);
+
 // The operand as a bias row of `out`: broadcast to out's sizes it varies along the last
 // dim only, densely (stride 1), over all of it.
 bool is_bias_row(const TensorView& operand, const TensorView& out);

@@ -29,7 +29,7 @@ void set_geometry(const ConvSetup& c, Args& a) {
     a.pad_h = int32_t(g.pads_begin[0]), a.dilation_h = int32_t(g.dilations[0]);
   }
   for (size_t i = 0; i < 4; ++i) a.xs[i] = x.strides[i], a.ys[i] = y.strides[i];
-  a.program = c.output_program;
+  a.epilogue = c.epilogue;
   a.x = x.allocation->address() + x.byte_offset;
   a.y = y.allocation->address() + y.byte_offset;
 }
@@ -73,7 +73,7 @@ class DepthwiseConv final : public Kernel {
   }
   Status run(const QueueContext& queue) override { return run_depthwise(launch_, stream_of(queue)); }
   std::string implementation() const override {
-    return launch_.args.program.count ? "strider-cuda:depthwise-conv+program" : "strider-cuda:depthwise-conv";
+    return launch_.args.epilogue.activation != ConvActivation::kNone ? "strider-cuda:depthwise-conv+program" : "strider-cuda:depthwise-conv";
   }
 
  private:
@@ -105,7 +105,7 @@ class DirectConv final : public Kernel {
   }
   Status run(const QueueContext& queue) override { return run_direct_conv(launch_, stream_of(queue)); }
   std::string implementation() const override {
-    return launch_.args.program.count ? "strider-cuda:direct-conv+program" : "strider-cuda:direct-conv";
+    return launch_.args.epilogue.activation != ConvActivation::kNone ? "strider-cuda:direct-conv+program" : "strider-cuda:direct-conv";
   }
 
  private:

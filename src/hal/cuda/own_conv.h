@@ -2,7 +2,7 @@
 // (depthwise_conv.h) and direct (direct_conv.h) kernels. Each factory returns nullopt
 // where its kernel does not apply (non-constant weights, groups, too many taps), so the
 // caller simply offers what it gets to the timed choice (timed_choice.h). Both apply the
-// setup's output program, if any.
+// setup's epilogue, if any.
 #pragma once
 
 #include <memory>
@@ -20,9 +20,9 @@ struct ConvSetup {
   TensorView x, w, bias, y;  // bias.allocation is null when absent
   int64_t group = 1;
   WindowGeometry window;
-  // A FusedConv's program when it reads the convolution's result alone (an activation):
-  // the own kernels apply it before they store (count 0: none).
-  FusedCode output_program;
+  // A FusedConv's activation, when its program is one the own kernels apply before they
+  // store (launch.h's ConvEpilogue).
+  ConvEpilogue epilogue;
 };
 
 // cuDNN and the own kernels want at least 4 dims: a 1-D convolution gets a unit height.
