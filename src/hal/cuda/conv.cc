@@ -57,9 +57,11 @@ class CudnnConv final : public Kernel {
       if (t) cudnnDestroyTensorDescriptor(t);
     if (w_) cudnnDestroyFilterDescriptor(w_);
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
-    if (identity_) cudnnDestroyActivationDescriptor(identity_);
+    if (fused_activation_) cudnnDestroyActivationDescriptor(fused_activation_);
   }
-  Status init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context);
+  // With `activation`, the setup's epilogue (Relu, or Clip from 0: ReLU6) joins the bias
+  // in cuDNN's fused call; UNSUPPORTED where cuDNN has neither it nor an algorithm for it.
+  Status init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context, bool activation = false);
   Status run(const QueueContext& queue) override {
     STRIDER_RETURN_IF_ERROR(dnn(cudnnSetStream(handle_, stream_of(queue)), "set stream"));
     if (fused_bias_) return dnn(convolve(algo_), "convolution with bias");
@@ -69,7 +71,7 @@ class CudnnConv final : public Kernel {
     return Status::ok();
   }
   std::string implementation() const override {
-    return fmt::format("cudnn:algo{}{}", int(algo_), fused_bias_ ? "+bias" : b_ ? " then bias" : "");
+    return fmt::format("cudnn:algo{}{}{}", int(algo_), fused_bias_ ? "+bias" : b_ ? " then bias" : "", activation_name_);
   }
 
  private:
@@ -81,7 +83,7 @@ class CudnnConv final : public Kernel {
     if (fused_bias_)  // z is y with alpha2 = 0: y = identity(conv + bias)
       return cudnnConvolutionBiasActivationForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo,
                                                    workspace_.as<void>(), workspace_.size(), &zero, y_, y_ptr_, b_,
-                                                   b_ptr_, identity_, y_, y_ptr_);
+                                                   b_ptr_, fused_activation_, y_, y_ptr_);
     return cudnnConvolutionForward(handle_, &one, x_, x_ptr_, w_, w_ptr_, conv_, algo, workspace_.as<void>(),
                                    workspace_.size(), &zero, y_, y_ptr_);
   }
@@ -91,8 +93,10 @@ class CudnnConv final : public Kernel {
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_{};
-  cudnnActivationDescriptor_t identity_ = nullptr;
+  cudnnActivationDescriptor_t fused_activation_ = nullptr;  // the fused call's: identity, or init's Relu
   bool fused_bias_ = false;
+  bool applies_activation_ = false;
+  std::string activation_name_;  // "+relu", "+clipped-relu(6)" when it applies one
   const void *x_ptr_ = nullptr, *w_ptr_ = nullptr, *b_ptr_ = nullptr;
   void* y_ptr_ = nullptr;
   DeviceBuffer reordered_weights_, workspace_;
@@ -138,9 +142,11 @@ Status CudnnConv::choose_algorithm() {
     cudnnSetStream(handle_, nullptr);
     // The bias joins the convolution where cuDNN allows it (identity activation: implicit
     // precomputed GEMM only), saving a kernel per convolution; else it is a second one.
-    fused_bias_ = b_ && identity_ && perf[size_t(i)].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    fused_bias_ = b_ && fused_activation_ &&
+                  (applies_activation_ || perf[size_t(i)].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
     if (fused_bias_ && (convolve(perf[size_t(i)].algo) != CUDNN_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess))
       fused_bias_ = false;
+    if (applies_activation_ && !fused_bias_) continue;  // the activation comes only with the fused call
     if (!fused_bias_ && (convolve(perf[size_t(i)].algo) != CUDNN_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess))
       continue;
     algo_ = perf[size_t(i)].algo;
@@ -149,7 +155,19 @@ Status CudnnConv::choose_algorithm() {
   return unsupported("cuDNN has no convolution algorithm for these views");
 }
 
-Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context) {
+// cuDNN's fused call's activation for an epilogue: Relu (NaN -> 0 without propagation, as
+// ONNX's Relu functor gives) or ReLU6-like Clip(0, high) as a clipped ReLU (NaN propagated,
+// as ONNX's Clip keeps it). nullopt for anything else.
+std::optional<std::pair<cudnnActivationMode_t, double>> cudnn_activation(const ConvEpilogue& e) {
+  if (e.activation == ConvActivation::kRelu) return std::make_pair(CUDNN_ACTIVATION_RELU, 0.0);
+  if (e.activation == ConvActivation::kClip && e.low == 0.0f && e.high > 0.0f)
+    return std::make_pair(CUDNN_ACTIVATION_CLIPPED_RELU, double(e.high));
+  return std::nullopt;
+}
+
+Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context, bool activation) {
+  std::optional<std::pair<cudnnActivationMode_t, double>> mode = activation ? cudnn_activation(c.epilogue) : std::nullopt;
+  if (activation && (!mode || !c.bias.allocation)) return unsupported("cuDNN fuses only Relu or Clip(0, h), with a bias");
   std::optional<cudnnDataType_t> type = dnn_type(c.y.dtype);
   if (!type) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
   const WindowGeometry& g = c.window;
@@ -188,9 +206,13 @@ Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const
     while (bias.rank() < y.rank()) bias = insert_unit_dim(bias, size_t(bias.rank()));
     STRIDER_RETURN_IF_ERROR(tensor_descriptor(&b_, *type, bias));
     b_ptr_ = bias.allocation->address() + bias.byte_offset;
-    STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateActivationDescriptor(&identity_), "activation"));
-    STRIDER_RETURN_IF_ERROR(dnn(
-        cudnnSetActivationDescriptor(identity_, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0), "activation"));
+    STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateActivationDescriptor(&fused_activation_), "activation"));
+    const cudnnActivationMode_t kind = mode ? mode->first : CUDNN_ACTIVATION_IDENTITY;
+    const cudnnNanPropagation_t nan = kind == CUDNN_ACTIVATION_CLIPPED_RELU ? CUDNN_PROPAGATE_NAN : CUDNN_NOT_PROPAGATE_NAN;
+    STRIDER_RETURN_IF_ERROR(
+        dnn(cudnnSetActivationDescriptor(fused_activation_, kind, nan, mode ? mode->second : 0.0), "activation"));
+    applies_activation_ = mode.has_value();
+    if (mode) activation_name_ = kind == CUDNN_ACTIVATION_RELU ? "+relu" : fmt::format("+clipped-relu({})", mode->second);
   }
   return choose_algorithm();
 }
@@ -289,6 +311,12 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   std::optional<KernelPtr> own[] = {depthwise_conv_kernel(c, r), direct_conv_kernel(c, r)};
   for (std::optional<KernelPtr>& k : own)
     if (k) offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone);
+  // The activation in cuDNN's own call where it has it, offered before the plain call so
+  // that STRIDER_CUDA_KERNEL_CHOICE=library (the tests) takes it.
+  if (program && cudnn_activation(c.epilogue)) {
+    auto fused = std::make_unique<CudnnConv>();
+    if (fused->init(c, r.constant_input(1), context, true).is_ok()) offer(std::move(fused), true);
+  }
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
   if (cudnn.is_ok()) offer(std::move(conv), false);
