@@ -38,6 +38,16 @@ AttributeMap floats(std::vector<std::pair<const char*, float>> values) {
   return a;
 }
 
+// GPT-2's tanh GELU of `s` as torch 1.13 exports F.gelu(approximate="tanh"), its
+// constants in `dtype`.
+ValueId tanh_gelu(GraphBuilder& b, ValueId s, DType dtype) {
+  auto scalar = [&](const char* name, double v) { return b.constant(name, tensor_of(dtype, {}, {v})); };
+  ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
+  ValueId inner = b.op("Add", {s, b.op("Mul", {scalar("c", 0.044715), cube})});
+  ValueId t = b.op("Tanh", {b.op("Mul", {scalar("k", 0.7978845608028654), inner})});
+  return b.op("Mul", {scalar("half", 0.5), b.op("Mul", {s, b.op("Add", {scalar("one", 1.0), t})})});
+}
+
 TEST_P(CudaFused, SiluWithResidual) {
   const Shape shape = {2, 12, 5, 7};
   GraphBuilder b;
@@ -148,12 +158,7 @@ TEST_P(CudaFused, BiasGeluTanh) {
   const Shape shape = {4, 6, 24};
   GraphBuilder b;
   ValueId x = b.input("x", dtype(), shape), bias = b.input("bias", dtype(), {24});
-  auto scalar = [&](const char* name, double v) { return b.constant(name, tensor_of(dtype(), {}, {v})); };
-  ValueId s = b.op("Add", {x, bias});
-  ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
-  ValueId inner = b.op("Add", {s, b.op("Mul", {scalar("c", 0.044715), cube})});
-  ValueId t = b.op("Tanh", {b.op("Mul", {scalar("k", 0.7978845608028654), inner})});
-  b.output(b.op("Mul", {scalar("half", 0.5), b.op("Mul", {s, b.op("Add", {scalar("one", 1.0), t})})}));
+  b.output(tanh_gelu(b, b.op("Add", {x, bias}), dtype()));
   Graph g = b.build();
   Graph fused = g;
   ASSERT_TRUE(infer_and_fold(fused).is_ok());
@@ -174,12 +179,8 @@ TEST_P(CudaFused, BiasGeluTanhAfterAMatMul) {
       GraphBuilder b;
       ValueId y = b.op("MatMul", {b.input("a", dtype(), {2, 6, 8}), b.input("w", dtype(), {8, 24})});
       ValueId bias = b.input("bias", dtype(), {24});
-      auto scalar = [&](const char* name, double v) { return b.constant(name, tensor_of(dtype(), {}, {v})); };
       ValueId s = b.op(near_miss ? "Sub" : "Add", bias_first ? std::vector<ValueId>{bias, y} : std::vector<ValueId>{y, bias});
-      ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
-      ValueId inner = b.op("Add", {s, b.op("Mul", {scalar("c", 0.044715), cube})});
-      ValueId t = b.op("Tanh", {b.op("Mul", {scalar("k", 0.7978845608028654), inner})});
-      b.output(b.op("Mul", {scalar("half", 0.5), b.op("Mul", {s, b.op("Add", {scalar("one", 1.0), t})})}));
+      b.output(tanh_gelu(b, s, dtype()));
       Graph g = b.build();
       Graph fused = g;
       ASSERT_TRUE(infer_and_fold(fused).is_ok());

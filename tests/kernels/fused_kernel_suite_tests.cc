@@ -33,6 +33,17 @@ using kernel_test::Layout;
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
 
+// `unfused` typed, then through fuse_elementwise and `pass` (a producer fusion), which must
+// fold exactly one node.
+Result<Graph> fuse_once(Graph& unfused, const std::function<Result<int>(Graph&)>& pass) {
+  STRIDER_RETURN_IF_ERROR(infer_and_fold(unfused));
+  Graph fused = unfused;
+  STRIDER_RETURN_IF_ERROR(fuse_elementwise(fused).status());
+  STRIDER_ASSIGN_OR_RETURN(int n, pass(fused));
+  if (n != 1) return internal_error(fmt::format("the pass folded {} nodes, not 1", n));
+  return fused;
+}
+
 Tensor causal_keep(int64_t rows, int64_t keys) {  // query i keeps keys j <= i + keys - rows
   Tensor t(DType::kBool, {rows, keys});
   for (int64_t i = 0; i < rows; ++i)
@@ -197,16 +208,12 @@ TEST_P(KernelSuite, FusedConvWithActivation) {
                         ? b.op("Add", {b.input("residual", DType::kF32, {2, 6, 5, 6}), b.op("Mul", {y, b.op("Sigmoid", {y})})})
                         : b.op(act, {y});
       b.output(out);
-      Graph unfused = b.build();
-      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-      Graph fused = unfused;
-      ASSERT_TRUE(fuse_elementwise(fused).is_ok());  // SiLU is one FusedElementwise first
-      Result<int> n = fuse_conv_activations(fused);
-      ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-      ASSERT_EQ(*n, 1);
+      Graph unfused = b.build();  // SiLU is one FusedElementwise first
+      Result<Graph> fused = fuse_once(unfused, [](Graph& g) { return fuse_conv_activations(g); });
+      ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
       std::map<std::string, Tensor> inputs = {{"x", x({2, 4, 5, 6})}, {"w", x(c.w, 2)}, {"bias", x({6}, 3)}};
       if (act == "residual SiLU") inputs["residual"] = x({2, 6, 5, 6}, 4);
-      check_graph(std::move(fused), inputs, &unfused);
+      check_graph(std::move(fused).value(), inputs, &unfused);
     }
 }
 
@@ -257,15 +264,11 @@ TEST_P(KernelSuite, FusedConvOwnKernelsAndLibraries) {
                           : b.op(act, {y});
         b.output(out);
         Graph unfused = b.build();
-        ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-        Graph fused = unfused;
-        ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-        Result<int> n = fuse_conv_activations(fused);
-        ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-        ASSERT_EQ(*n, 1);
+        Result<Graph> fused = fuse_once(unfused, [](Graph& g) { return fuse_conv_activations(g); });
+        ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
         std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
         if (act == "residual SiLU") inputs["residual"] = random_tensor(t, c.x, 4);
-        check_graph(std::move(fused), inputs, &unfused);
+        check_graph(std::move(fused).value(), inputs, &unfused);
       }
   }
 }
@@ -422,17 +425,13 @@ TEST_P(KernelSuite, FusedMatMulEpilogues) {
       ValueId y = b.op("MatMul", {b.input("a", t, {2, 5, 4}), b.input("w", t, {4, 6})});
       b.output(c.epilogue(b, y, t));
       Graph unfused = b.build();
-      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-      Graph fused = unfused;
-      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-      Result<int> n = fuse_matmul_epilogues(fused);
-      ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-      ASSERT_EQ(*n, 1);
+      Result<Graph> fused = fuse_once(unfused, [](Graph& g) { return fuse_matmul_epilogues(g); });
+      ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
       std::map<std::string, Tensor> inputs = {{"a", random_tensor(t, {2, 5, 4}, 1)}, {"w", random_tensor(t, {4, 6}, 2)}};
       uint32_t seed = 3;
       for (const char* extra : {"bias", "residual", "scale"})
         if (auto v = unfused.find_value(extra)) inputs[extra] = random_tensor(t, unfused.value(*v).shape, seed++);
-      check_graph(std::move(fused), inputs, &unfused);
+      check_graph(std::move(fused).value(), inputs, &unfused);
     }
 }
 
