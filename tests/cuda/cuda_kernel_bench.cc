@@ -86,6 +86,19 @@ BenchCase fused_silu(DType dtype, const Shape& shape, Layout layout, bool residu
           std::move(g), std::move(inputs), layout};
 }
 
+// A program no compiled form matches, tanh(x) * h + sigmoid(x): the interpreter's speed.
+BenchCase fused_interpreted(DType dtype, const Shape& shape) {
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype, shape), h = b.input("h", dtype, shape);
+  b.output(b.op("Add", {b.op("Mul", {b.op("Tanh", {x}), h}), b.op("Sigmoid", {x})}));
+  Graph g = b.build();
+  EXPECT_TRUE(infer_and_fold(g).is_ok());
+  EXPECT_TRUE(fuse_elementwise(g).is_ok());
+  EXPECT_EQ(g.num_nodes(), 1);
+  return {"fused interpreted tanh(x)*h+sigmoid(x) " + std::string(dtype_name(dtype)) + " " + shape_to_string(shape),
+          std::move(g), {{"x", random_tensor(dtype, shape, 1)}, {"h", random_tensor(dtype, shape, 2)}}, Layout::kDense};
+}
+
 TEST(CudaKernelBench, Throughput) {
   STRIDER_REQUIRE_GPU();
   const Shape big = {1, 64, 320, 320};
@@ -109,6 +122,8 @@ TEST(CudaKernelBench, Throughput) {
     cases.push_back(fused_silu(DType::kBF16, shape, Layout::kDense, false));
     cases.push_back(fused_silu(DType::kF32, shape, Layout::kDense, true));
   }
+  cases.push_back(fused_interpreted(DType::kF32, big));
+  cases.push_back(fused_interpreted(DType::kBF16, big));
   cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kDense));
   cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kChannelSlice));
   cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kDense));
