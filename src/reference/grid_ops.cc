@@ -154,6 +154,7 @@ Result<OpOutputs> affine_grid_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* theta, ctx.input(0, "theta"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* size, ctx.input(1, "size"));
   if (size->num_elements() != 4 && size->num_elements() != 5) return invalid_model("size is [N, C, (D,) H, W]");
+  STRIDER_RETURN_IF_ERROR(require_integer(*size, "input 1 (size)"));
   const int r = int(size->num_elements()) - 2;
   if (!theta->is_floating() || theta->shape != Shape{size->ints[0], r, r + 1})
     return invalid_model(fmt::format("theta {} is not [N, {}, {}]", describe(*theta), r, r + 1));
@@ -162,6 +163,7 @@ Result<OpOutputs> affine_grid_op(const OpContext& ctx) {
   Shape out_shape = {size->ints[0]};
   out_shape.insert(out_shape.end(), dims.begin(), dims.end());
   out_shape.push_back(r);
+  STRIDER_RETURN_IF_ERROR(checked_element_count(out_shape, "the grid's shape"));
   RefTensor grid = RefTensor::zeros(theta->dtype, out_shape);
   int64_t points = 1;
   for (int64_t d : dims) points *= d;

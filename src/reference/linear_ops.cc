@@ -209,10 +209,16 @@ Result<OpOutputs> conv_op(const OpContext& ctx) {
 // ---- the integer and quantized forms: centred (and scaled) operands, then the float op ----
 
 // (v - zero_point) * scale as f64, the zero point and scale one value or one per index of
-// `axis` (scale may be null: 1).
-RefTensor centred(const RefTensor& v, const RefTensor* zero_point, const RefTensor* scale, int64_t axis) {
-  RefTensor out = RefTensor::zeros(DType::kF64, v.shape);
+// `axis` (scale may be null: 1); an error naming `what` when v is not an integer tensor with
+// that axis or a parameter does not fit it.
+Result<RefTensor> centred(const RefTensor& v, const RefTensor* zero_point, const RefTensor* scale, int64_t axis,
+                          std::string_view what) {
+  STRIDER_RETURN_IF_ERROR(require_integer(v, what));
+  if (axis >= v.rank()) return invalid_model(fmt::format("{} is {}, it has no axis {}", what, describe(v), axis));
   const int64_t inner = product(v.shape, size_t(axis) + 1, v.shape.size()), along = v.shape[size_t(axis)];
+  STRIDER_RETURN_IF_ERROR(require_quant_param(zero_point, QuantParam::kZeroPoint, along, fmt::format("{}'s zero point", what)));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(scale, QuantParam::kScale, along, fmt::format("{}'s scale", what)));
+  RefTensor out = RefTensor::zeros(DType::kF64, v.shape);
   for (int64_t i = 0; i < v.num_elements(); ++i) {
     const int64_t k = (i / inner) % along;
     const double zp = zero_point ? double(zero_point->ints[size_t(zero_point->num_elements() == 1 ? 0 : k)]) : 0.0;
@@ -239,8 +245,8 @@ Result<OpOutputs> matmul_integer_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(RefTensor a, integer_input(ctx, 0, "A"));
   STRIDER_ASSIGN_OR_RETURN(RefTensor b, integer_input(ctx, 1, "B"));
   if (a.rank() < 2 || b.rank() < 2) return unsupported("MatMulInteger of vectors");
-  const RefTensor af = centred(a, ctx.optional_input(2), nullptr, a.rank() - 2);
-  const RefTensor bf = centred(b, ctx.optional_input(3), nullptr, b.rank() - 1);
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor af, centred(a, ctx.optional_input(2), nullptr, a.rank() - 2, "input 0 (A)"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor bf, centred(b, ctx.optional_input(3), nullptr, b.rank() - 1, "input 1 (B)"));
   STRIDER_ASSIGN_OR_RETURN(OpOutputs y, matmul_op(OpContext(ctx.node(), {&af, &bf})));
   return OpOutputs{as_int32(y[0])};
 }
@@ -248,8 +254,8 @@ Result<OpOutputs> matmul_integer_op(const OpContext& ctx) {
 Result<OpOutputs> conv_integer_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(RefTensor x, integer_input(ctx, 0, "x"));
   STRIDER_ASSIGN_OR_RETURN(RefTensor w, integer_input(ctx, 1, "w"));
-  const RefTensor xf = centred(x, ctx.optional_input(2), nullptr, 1);
-  const RefTensor wf = centred(w, ctx.optional_input(3), nullptr, 0);
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor xf, centred(x, ctx.optional_input(2), nullptr, 1, "input 0 (x)"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor wf, centred(w, ctx.optional_input(3), nullptr, 0, "input 1 (w)"));
   STRIDER_ASSIGN_OR_RETURN(OpOutputs y, conv_op(OpContext(ctx.node(), {&xf, &wf})));
   return OpOutputs{as_int32(y[0])};
 }
@@ -261,10 +267,17 @@ Result<OpOutputs> qlinear_conv_op(const OpContext& ctx) {
   for (size_t i = 0; i < 8; ++i) {
     STRIDER_ASSIGN_OR_RETURN(in[i], ctx.input(i, fmt::format("input {}", i)));
   }
-  const RefTensor xf = centred(*in[0], in[2], in[1], 1), wf = centred(*in[3], in[5], in[4], 0);
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[1], QuantParam::kScale, 1, "input 1 (x_scale)"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor xf, centred(*in[0], in[2], in[1], 1, "input 0 (x)"));
+  STRIDER_ASSIGN_OR_RETURN(const RefTensor wf, centred(*in[3], in[5], in[4], 0, "input 3 (w)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[6], QuantParam::kScale, 1, "input 6 (y_scale)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[7], QuantParam::kZeroPoint, 1, "input 7 (y_zero_point)"));
   std::vector<const RefTensor*> conv_inputs{&xf, &wf};
   RefTensor bias;
   if (const RefTensor* b = ctx.optional_input(8)) {
+    STRIDER_RETURN_IF_ERROR(require_integer(*b, "input 8 (B)"));
+    if (b->rank() != 1 || b->shape[0] != in[3]->shape[0])
+      return invalid_model(fmt::format("input 8 (B) is {}, expected {} values", describe(*b), in[3]->shape[0]));
     bias = RefTensor::zeros(DType::kF64, b->shape);
     for (int64_t c = 0; c < b->num_elements(); ++c)
       bias.floats[size_t(c)] = double(b->ints[size_t(c)]) * in[1]->floats[0] * in[4]->floats[size_t(in[4]->num_elements() == 1 ? 0 : c)];
@@ -360,13 +373,15 @@ Result<OpOutputs> dft_op(const OpContext& ctx) {
   if (ctx.opset() < 20) {
     STRIDER_ASSIGN_OR_RETURN(axis, ctx.attributes().get_int("axis", 1));
   } else if (const RefTensor* a = ctx.optional_input(2)) {
-    axis = a->element_as_int(0);
+    STRIDER_ASSIGN_OR_RETURN(axis, read_scalar_int(*a, "input 2 (axis)"));
   }
   if (axis < 0) axis += rank;
   if (axis <= 0 || axis >= rank - 1) return invalid_model("axis must be a signal dim");
   const int64_t n = x->shape[size_t(axis)];
   int64_t length = inverse && onesided ? 2 * (n - 1) : n;
-  if (const RefTensor* l = ctx.optional_input(1)) length = l->element_as_int(0);
+  if (const RefTensor* l = ctx.optional_input(1)) {
+    STRIDER_ASSIGN_OR_RETURN(length, read_scalar_int(*l, "input 1 (dft_length)"));
+  }
   if (length < 1 || length > (int64_t(1) << 24)) return invalid_model("dft_length out of range");
   const bool real_out = inverse && onesided;
   const int64_t bins = real_out || !onesided ? length : length / 2 + 1, parts = x->shape.back();
@@ -413,8 +428,11 @@ Result<OpOutputs> stft_op(const OpContext& ctx) {
   if (x->rank() != 3 || (x->shape[2] != 1 && x->shape[2] != 2) || !x->is_floating())
     return invalid_model("signal must be floating [batch, length, 1|2]");
   if (window && (window->rank() != 1 || !window->is_floating())) return invalid_model("window must be floating 1-D");
-  const int64_t step = step_input->element_as_int(0);
-  const int64_t length = length_input ? length_input->element_as_int(0) : window ? window->shape[0] : 0;
+  STRIDER_ASSIGN_OR_RETURN(const int64_t step, read_scalar_int(*step_input, "input 1 (frame_step)"));
+  int64_t length = window ? window->shape[0] : 0;
+  if (length_input) {
+    STRIDER_ASSIGN_OR_RETURN(length, read_scalar_int(*length_input, "input 3 (frame_length)"));
+  }
   if (step < 1 || length < 1 || length > x->shape[1] || (window && window->shape[0] != length))
     return invalid_model("frame_step, frame_length and the window do not fit the signal");
   STRIDER_ASSIGN_OR_RETURN(int64_t onesided, ctx.attributes().get_int("onesided", 1));

@@ -29,6 +29,13 @@ Status require_integer(const RefTensor& t, std::string_view what) {
       fmt::format("{} is {}, expected an integer type", what, dtype_name(t.dtype)));
 }
 
+Status require_quant_param(const RefTensor* t, QuantParam kind, int64_t count, std::string_view what) {
+  if (t == nullptr) return Status::ok();
+  STRIDER_RETURN_IF_ERROR(kind == QuantParam::kScale ? require_floating(*t, what) : require_integer(*t, what));
+  if (t->num_elements() == 1 || (t->rank() == 1 && t->shape[0] == count)) return Status::ok();
+  return invalid_model(fmt::format("{} is {}, expected one value or {} (one per index of its axis)", what, describe(*t), count));
+}
+
 Status require_same_dtype(const RefTensor& a, const RefTensor& b, std::string_view what_a,
                           std::string_view what_b) {
   if (a.dtype == b.dtype) return Status::ok();

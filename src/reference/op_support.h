@@ -98,6 +98,11 @@ std::string describe(const RefTensor& t);
 Status require_floating(const RefTensor& t, std::string_view what);
 // An error unless `t` has an integer dtype (not bool).
 Status require_integer(const RefTensor& t, std::string_view what);
+// A scale (floating) or zero point (integer) of a quantized operand, applied along an axis
+// of `count` indices: absent (null), one value, or one per index; else an error naming `what`.
+// The quantized ops index these by position, so an empty or mistyped one must stop here.
+enum class QuantParam { kScale, kZeroPoint };
+Status require_quant_param(const RefTensor* t, QuantParam kind, int64_t count, std::string_view what);
 // An error unless a and b have the same dtype.
 Status require_same_dtype(const RefTensor& a, const RefTensor& b, std::string_view what_a,
                           std::string_view what_b);

@@ -19,12 +19,20 @@ namespace {
 Result<std::vector<int64_t>> scale_index(const OpContext& ctx, const Shape& x, const RefTensor& scale) {
   STRIDER_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.attributes().get_int("axis", 1));
   STRIDER_ASSIGN_OR_RETURN(int64_t block, ctx.attributes().get_int("block_size", 0));
+  if (block < 0) return invalid_model(fmt::format("attribute 'block_size' is {}, expected 0 or more", block));
   std::vector<int64_t> index(size_t(num_elements(x)), 0);
   if (scale.num_elements() == 1 && block == 0) return index;
   STRIDER_ASSIGN_OR_RETURN(int64_t axis, normalized_axis(axis_attr, int64_t(x.size()), "attribute 'axis'"));
   if (block == 0 && (scale.rank() != 1 || scale.shape[0] != x[size_t(axis)]))
     return invalid_model(fmt::format("scale {} does not match axis {} of {}", describe(scale), axis, shape_to_string(x)));
-  if (block > 0 && scale.rank() != int64_t(x.size())) return invalid_model("a blocked scale must have x's rank");
+  if (block > 0) {
+    bool fits = scale.rank() == int64_t(x.size());
+    for (size_t d = 0; fits && d < x.size(); ++d)
+      fits = scale.shape[d] == (int64_t(d) == axis ? (x[d] + block - 1) / block : x[d]);
+    if (!fits)
+      return invalid_model(fmt::format("a scale blocked by {} along axis {} of {} must be shaped so, not {}", block, axis,
+                                       shape_to_string(x), describe(scale)));
+  }
   for_each_index(x, [&](int64_t flat, const std::vector<int64_t>& at) {
     if (block == 0) {
       index[size_t(flat)] = at[size_t(axis)];
@@ -88,6 +96,7 @@ Result<OpOutputs> quantize_linear_op(const OpContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* x, ctx.input(0, "x"));
   STRIDER_ASSIGN_OR_RETURN(const RefTensor* scale, ctx.input(1, "y_scale"));
   STRIDER_RETURN_IF_ERROR(require_floating(*x, "input 0 (x)"));
+  STRIDER_RETURN_IF_ERROR(require_floating(*scale, "input 1 (y_scale)"));
   const RefTensor* zero_point = ctx.optional_input(2);
   DType out = zero_point ? zero_point->dtype : DType::kU8;
   STRIDER_ASSIGN_OR_RETURN(int64_t output_dtype, ctx.attributes().get_int("output_dtype", 0));
@@ -132,6 +141,14 @@ Result<OpOutputs> qlinear_matmul_op(const OpContext& ctx) {
   out.back() = n;
   const int64_t batches = num_elements(Shape(a.shape.begin(), a.shape.end() - 2));
   if (num_elements(Shape(b.shape.begin(), b.shape.end() - 2)) != batches) return unsupported("broadcast batch dims");
+  STRIDER_RETURN_IF_ERROR(require_integer(a, "input 0 (a)"));
+  STRIDER_RETURN_IF_ERROR(require_integer(b, "input 3 (b)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[1], QuantParam::kScale, m, "input 1 (a_scale)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[2], QuantParam::kZeroPoint, m, "input 2 (a_zero_point)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[4], QuantParam::kScale, n, "input 4 (b_scale)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[5], QuantParam::kZeroPoint, n, "input 5 (b_zero_point)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[6], QuantParam::kScale, 1, "input 6 (y_scale)"));
+  STRIDER_RETURN_IF_ERROR(require_quant_param(in[7], QuantParam::kZeroPoint, 1, "input 7 (y_zero_point)"));
   auto per = [](const RefTensor& t, int64_t i) { return t.num_elements() == 1 ? 0 : i; };
   RefTensor y = RefTensor::zeros(in[7]->dtype, out);
   for (int64_t batch = 0; batch < batches; ++batch)
