@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -13,6 +15,15 @@
 #include "onnx/tensor_proto.h"
 
 namespace strider::testing {
+
+bool group_in_this_shard(size_t index) {
+  const char* shards = std::getenv("STRIDER_TEST_SHARDS");
+  const char* shard = std::getenv("STRIDER_TEST_SHARD_INDEX");
+  if (shards == nullptr || shard == nullptr) return true;
+  const size_t count = size_t(std::max(1L, std::strtol(shards, nullptr, 10)));
+  return index % count == size_t(std::strtol(shard, nullptr, 10));
+}
+
 namespace fs = std::filesystem;
 
 TempDir::TempDir() {

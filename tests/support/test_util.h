@@ -28,6 +28,13 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Whether the group `index` of `count` (say, the cases of one model) belongs to this process.
+// ctest runs a binary registered with strider_add_test(... SHARD_BY_GROUP) as shards that
+// each get whole groups (STRIDER_TEST_SHARDS / STRIDER_TEST_SHARD_INDEX), so what a group
+// loads once (a model, its float64 reference) is loaded by one process, not by every shard
+// as gtest's case-by-case sharding did. Without those variables every group is here.
+bool group_in_this_shard(size_t index);
+
 // Seeded random values spanning the dtype (negatives, fractions, both bool values).
 Tensor random_tensor(DType dtype, Shape shape, uint32_t seed);
 // Same dtype, shape and bytes.
