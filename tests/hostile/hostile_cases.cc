@@ -168,10 +168,15 @@ std::vector<HostileCase> size_cases() {
       // Weights from a folded ConstantOfShape: a tiny file asking for ~2^46 multiply-adds.
       {"ConvWhoseWorkIsAstronomical",
        model([](ModelMaker& m) {
-         m.input("x", kFloat, {1, 1, 4096, 4096}).init_i64("ws", {4}, {64, 1, 1024, 1024});
-         m.node("ConstantOfShape", {"ws"}, {"w"}, "weights").node("Conv", {"x", "w"}, {"y"}, "conv").output("y");
+         // Padding makes the work: a 64x64 image, a 1024x1024 kernel, 1024 pixels of pads
+         // (the work counts every tap; the tensors stay small so the case is quick to refuse).
+         m.input("x", kFloat, {1, 1, 64, 64}).init_i64("ws", {4}, {4, 1, 1024, 1024});
+         m.node("ConstantOfShape", {"ws"}, {"w"}, "weights")
+             .node("Conv", {"x", "w"}, {"y"}, "conv")
+             .attr("pads", std::vector<int64_t>{1024, 1024, 1024, 1024})
+             .output("y");
        }),
-       "run {dir}/model.onnx --max-memory 8GiB", 4, "node 'conv' (Conv): needs 633731081568256 multiply-adds, more than the 2^42"},
+       "run {dir}/model.onnx --max-memory 8GiB", 4, "node 'conv' (Conv): needs 4974113193984 multiply-adds, more than the 2^42"},
       {"ConvStrideOfInt64Max",  // legal: one output position per axis
        model([](ModelMaker& m) {
          m.input("x", kFloat, {1, 2, 5, 5}).init_f32("w", {3, 2, 1, 1}, {0.5f, -1, 2, 0.25f, 1.5f, -0.75f});
