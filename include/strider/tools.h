@@ -62,6 +62,23 @@ struct StepTime {
 // above a run's device time (nothing overlaps, every step waits for the last).
 Result<std::vector<StepTime>> time_each_step(Session& session);
 
+// One command of a traced run (`strider bench --trace FILE`): an upload, a step or a
+// download, on its queue, with the commands of other queues it waited for.
+struct TraceEvent {
+  std::string label;               // "Conv '/m.0/cv1/conv/Conv'", "upload 'images'"
+  int queue = 0;                   // 0: the host queue; 1..: the device's queues
+  double start_ms = 0, end_ms = 0; // after the run's first stamp: the host clock where work runs as
+                                   // it executes (cpu, sim), events on the streams on a GPU
+  std::vector<size_t> waited_for;  // indices of earlier events on other queues it waited for
+};
+// Runs `session` on `inputs` as Session::run does, step by step (no captured graph, so each
+// step is stamped), and returns every command in submission order. The outputs are dropped.
+Result<std::vector<TraceEvent>> trace_run(Session& session, const std::vector<Tensor>& inputs);
+// The events as a Chrome trace (chrome://tracing, ui.perfetto.dev): one track per queue,
+// each command a slice, each cross-queue wait a flow arrow from the end of the command
+// waited for to the start of the one that waited.
+std::string chrome_trace_json(const std::vector<TraceEvent>& events, const std::string& title);
+
 // A kernel step's output as it was right after the step ran.
 struct TappedValue {
   std::string value, node, op_type;  // names in the session's graph (after fusion)

@@ -91,6 +91,34 @@ Result<std::vector<double>> Executor::time_each_step() {
   return ms;
 }
 
+Result<std::vector<TraceEvent>> Executor::trace(const std::vector<Tensor>& inputs) {
+  std::unique_ptr<TraceClock> clock = device_.make_trace_clock();
+  Tracing tracing{clock.get(), {}};
+  tracing_ = &tracing;
+  std::vector<Tensor> outputs(graph_.outputs().size());
+  Status status = run_into(inputs, outputs, nullptr);
+  tracing_ = nullptr;
+  STRIDER_RETURN_IF_ERROR(status);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<double> stamps, clock->read(2 * tracing.commands.size()));
+  return trace_events(tracing, stamps);
+}
+
+std::vector<TraceEvent> Executor::trace_events(const Tracing& tracing, const std::vector<double>& stamps) const {
+  std::map<std::pair<int, uint64_t>, size_t> command_at;  // a timepoint -> the command that completes it
+  std::vector<TraceEvent> events;
+  for (size_t i = 0; i < tracing.commands.size(); ++i) {
+    const TracedCommand& c = tracing.commands[i];
+    command_at[{c.at.queue, c.at.value}] = i;
+    TraceEvent e{c.label, c.at.queue, stamps[2 * i], stamps[2 * i + 1], {}};
+    for (const Timepoint& w : c.waits) {  // a wait on its own queue is queue order, not a flow
+      auto waited = command_at.find({w.queue, w.value});
+      if (w.queue != c.at.queue && waited != command_at.end()) e.waited_for.push_back(waited->second);
+    }
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
 void Executor::describe_steps() {
   size_t steps = plan_.steps.size();
   step_accesses_.resize(steps);
@@ -164,6 +192,16 @@ Timepoint Executor::submit_after(int queue, std::string label, std::function<Sta
     waits.erase(std::remove_if(waits.begin(), waits.end(), [&](const Timepoint& w) { return w.queue != queue; }),
                 waits.end());
   if (sanitizer_) sanitizer_->on_submit(label, self, waits, accesses);
+  if (tracing_) {
+    const size_t id = tracing_->commands.size();
+    tracing_->commands.push_back({label, self, waits});
+    work = [clock = tracing_->clock, id, inner = std::move(work)](const QueueContext& context) {
+      clock->stamp(context, 2 * id);
+      Status status = inner(context);
+      clock->stamp(context, 2 * id + 1);
+      return status;
+    };
+  }
   Timepoint at = q.submit(Command{std::move(label), std::move(work), std::move(waits)});
   STRIDER_CHECK(at.queue == self.queue && at.value == self.value, "queue {} moved under the executor", queue);
   return at;
@@ -235,7 +273,7 @@ Status Executor::run_in_place() {
 }
 
 void Executor::submit_steps(std::map<ValueId, Tensor>* taps) {
-  const bool stepwise = !captured_ || taps;
+  const bool stepwise = !captured_ || taps || tracing_;
   if (!stepwise) submit_lasting(1, "graph of every step", captured_, captured_accesses_);
   for (size_t s = 0; s < plan_.steps.size() && stepwise; ++s) {
     if (!kernels_[s]) continue;

@@ -26,6 +26,7 @@
 #include "exec/sanitizer.h"
 #include "hal/device.h"
 #include "plan/plan.h"
+#include "strider/tools.h"
 
 namespace strider {
 
@@ -70,6 +71,9 @@ class Executor {
   // finished) and returns each step's device time in ms, 0 where nothing runs: where the
   // time goes (`strider bench --profile`). Slower than a run: no step overlaps another.
   Result<std::vector<double>> time_each_step();
+  // Runs as run() does, step by step, each command stamped on the device's trace clock
+  // (hal/trace_clock.h); every command in submission order (strider/tools.h trace_run).
+  Result<std::vector<TraceEvent>> trace(const std::vector<Tensor>& inputs);
   Status needs_inputs(std::string_view what) const;
 
  private:
@@ -82,6 +86,17 @@ class Executor {
                            const std::vector<MemoryAccess>& accesses);
   Timepoint submit_after(int queue, std::string label, std::function<Status(const QueueContext&)> work,
                          std::span<const MemoryAccess> accesses, std::vector<Timepoint> waits);
+  // What a traced run records as it submits: each command and the waits it was given.
+  struct TracedCommand {
+    std::string label;
+    Timepoint at;
+    std::vector<Timepoint> waits;
+  };
+  struct Tracing {
+    TraceClock* clock = nullptr;
+    std::vector<TracedCommand> commands;
+  };
+  std::vector<TraceEvent> trace_events(const Tracing& tracing, const std::vector<double>& stamps) const;
   void assign_queues();
   void describe_steps();
   void submit_poison(const PlanBuffer& buffer, int queue);
@@ -107,6 +122,7 @@ class Executor {
   std::atomic<bool> inputs_present_{false};  // a run succeeded: the steps' inputs are in place
   HazardTracker tracker_;
   std::unique_ptr<Sanitizer> sanitizer_;
+  Tracing* tracing_ = nullptr;  // set during trace(): submit_after stamps each command
 };
 
 }  // namespace strider

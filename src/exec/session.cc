@@ -453,6 +453,14 @@ Result<std::vector<StepTime>> time_each_step(Session& session) {
   return steps;
 }
 
+Result<std::vector<TraceEvent>> trace_run(Session& session, const std::vector<Tensor>& inputs) {
+  Session::Impl& impl = SessionAccess::impl(session);
+  STRIDER_RETURN_IF_ERROR(needs_one_plan(impl, "tracing a run"));
+  std::lock_guard lock(impl.running);
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> converted, impl.check_inputs(inputs));
+  return impl.executor->trace(converted);
+}
+
 Result<std::vector<TappedValue>> run_with_taps(Session& session, const std::vector<Tensor>& inputs) {
   Session::Impl& impl = SessionAccess::impl(session);
   STRIDER_RETURN_IF_ERROR(needs_one_plan(impl, "reading every intermediate value"));

@@ -20,6 +20,7 @@
 #include "strider/host_buffer.h"
 #include "hal/kernel.h"
 #include "hal/queue.h"
+#include "hal/trace_clock.h"
 #include "memory/allocation.h"
 #include "ops/fused_attention.h"
 #include "strider/status.h"
@@ -123,6 +124,9 @@ class Device {
   // cuda. Not counted in the memory budget (it is the caller's, like its tensors). The
   // host devices give 64-byte aligned memory.
   virtual Result<HostBuffer> allocate_host(size_t bytes);
+  // The clock a traced run stamps its commands with (hal/trace_clock.h): the host's where
+  // work runs as it executes; a GPU's stamps are events on its streams.
+  virtual std::unique_ptr<TraceClock> make_trace_clock() { return make_host_trace_clock(); }
 
   // Null when allocations are unbounded.
   MemoryBudget* memory_budget() const { return budget_.get(); }

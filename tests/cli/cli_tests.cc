@@ -68,6 +68,26 @@ TEST(Cli, RunBenchAndInspectTakeATestFolder) {
   EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
 }
 
+// `strider bench --trace FILE` writes a Chrome trace of one run: the events of every
+// command, on the host queue and the device's queues; an unwritable path is one error.
+TEST(Cli, BenchWritesATraceOfOneRun) {
+  TempDir out;
+  const std::string c2f = std::string(STRIDER_SOURCE_DIR) + "/models/seed/C2f_split_op17/model.onnx";
+  const std::string file = out.file("trace.json");
+  CliResult bench = run_cli("bench " + c2f + " --random-inputs --warmup 1 --iterations 2 --queues 2 --trace " + file);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_NE(bench.out.find("trace        12 commands over"), std::string::npos) << bench.out;
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* piece : {"\"traceEvents\"", "\"name\": \"FusedConv '/cv1/conv/Conv'\"", "\"name\": \"queue 2\"",
+                            "\"name\": \"upload 'x'\"", "\"ph\": \"f\""})
+    EXPECT_NE(text.find(piece), std::string::npos) << piece;
+  CliResult unwritable = run_cli("bench " + c2f + " --random-inputs --warmup 1 --iterations 1 --trace " +
+                                 out.file("no/such/folder/trace.json"));
+  EXPECT_NE(unwritable.exit_code, 0);
+  EXPECT_NE(unwritable.err.find("--trace"), std::string::npos) << unwritable.err;
+}
+
 // A failing output sends `strider check` looking for the first node whose output differs:
 // with a tolerance no float run meets, that is the first step that computes anything.
 TEST(Cli, CheckNamesTheFirstBadNodeWhenAnOutputFails) {

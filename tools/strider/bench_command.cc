@@ -214,6 +214,17 @@ Result<ConcurrentFigures> measure_concurrent(const BenchOptions& o, PreparedRun&
   return ConcurrentFigures{double(all.size()) / seconds, percentiles(all).median};
 }
 
+// One more run, traced, written as a Chrome trace: what ran where and what waited for what.
+Status write_trace(const BenchOptions& o, PreparedRun& prepared) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, trace_run(*prepared.session, prepared.inputs));
+  const std::string title = fmt::format("strider {} on {} ({})", o.model.model, o.model.device, o.model.dtype);
+  STRIDER_RETURN_IF_ERROR(write_text_file(o.trace_file, chrome_trace_json(events, title) + "\n", "--trace"));
+  double last = 0;
+  for (const TraceEvent& e : events) last = std::max(last, e.end_ms);
+  fmt::print("  trace        {} commands over {:.4f} ms written to {}\n", events.size(), last, o.trace_file);
+  return Status::ok();
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, BenchOptions& options) {
@@ -235,6 +246,10 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
                     "to print run()'s floor: device time plus the bytes it moves at that speed")
       ->check(CLI::PositiveNumber);
   bench->add_option("--json", options.json_file, "write the figures as JSON here");
+  bench->add_option("--trace", options.trace_file,
+                    "write a Chrome trace of one more run here (ui.perfetto.dev, chrome://tracing): each command "
+                    "on its queue, stamped where it runs (CUDA events on a GPU), each cross-queue wait an arrow; "
+                    "the steps run one by one, not as one CUDA graph");
   bench->footer(
       "Device time: the steps alone, inputs already on the device, timed with CUDA events on\n"
       "a GPU (host clock on the CPU); run(): host tensors in, host tensors out.\n\n"
@@ -290,6 +305,10 @@ int bench_command(const BenchOptions& o) {
       fmt::print("  {} sessions at once, {}: {:.1f} runs/s, run() median {:.4f} ms\n", o.sessions,
                  std::string(key) == "concurrent_shared_cores" ? "sharing the process's cores" : "threads of their own",
                  f[key]["runs_per_s"].get<double>(), f[key]["run_ms_median"].get<double>());
+  }
+  if (!o.trace_file.empty()) {
+    Status s = write_trace(o, *prepared);
+    if (!s.is_ok()) return report_error(s);
   }
   if (!o.json_file.empty()) {
     Status s = write_text_file(o.json_file, f.dump(2) + "\n", "--json");

@@ -50,6 +50,7 @@ struct BenchOptions {
   int sessions = 1;  // > 1: also that many sessions run at once, each from its own thread
   double link_gbps = 0;  // > 0: the host link's speed, for run()'s floor
   std::string json_file;
+  std::string trace_file;  // non-empty: a Chrome trace of one more run is written here
   bool selected = false;
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);

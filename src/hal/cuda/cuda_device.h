@@ -54,6 +54,8 @@ class CudaDevice final : public Device {
   Status download(const TensorView& source, Tensor* destination) override;
   // Pinned (cudaHostAllocPortable): upload and download find it pinned and copy by DMA alone.
   Result<HostBuffer> allocate_host(size_t bytes) override;
+  // Stamps are events on the streams (cuda_trace_clock.cc).
+  std::unique_ptr<TraceClock> make_trace_clock() override;
 
  private:
   CudaDevice(int ordinal, const DeviceOptions& options) : Device(options.budget), ordinal_(ordinal), options_(options) {}
