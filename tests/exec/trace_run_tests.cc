@@ -11,6 +11,7 @@
 #include <set>
 
 #include "exec/session_internal.h"
+#include "hal/cuda_device_factory.h"
 #include "onnx/importer.h"
 #include "strider/tools.h"
 #include "support/test_util.h"
@@ -19,7 +20,13 @@ namespace strider {
 namespace {
 namespace fs = std::filesystem;
 
-class TraceRun : public ::testing::TestWithParam<std::string> {};
+class TraceRun : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !create_cuda_device(0, DeviceOptions{}).is_ok())
+      GTEST_SKIP() << "no CUDA device: the cuda rows run on a GPU only";
+  }
+};
 
 TEST_P(TraceRun, EveryCommandOnceInWaitOrder) {
   const std::string device = GetParam();
@@ -101,7 +108,13 @@ TEST_P(TraceRun, EveryCommandOnceInWaitOrder) {
   EXPECT_EQ(finishes, flows);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, TraceRun, ::testing::Values("cpu", "sim"));
+// On cuda the stamps are events on the streams (the GPU's clock), the uploads' and
+// downloads' events on the default stream.
+std::vector<std::string> trace_devices() {
+  if (STRIDER_TEST_CUDA_ROWS) return {"cpu", "sim", "cuda"};
+  return {"cpu", "sim"};
+}
+INSTANTIATE_TEST_SUITE_P(Devices, TraceRun, ::testing::ValuesIn(trace_devices()));
 
 }  // namespace
 }  // namespace strider
