@@ -250,20 +250,25 @@ Result<OpOutputs> einsum_op(const OpContext& ctx) {
   for (char c : letters) all_shape.push_back(size[c]);
   STRIDER_RETURN_IF_ERROR(checked_element_count(all_shape, "Einsum's index space").status());
   RefTensor y = RefTensor::zeros(in[0]->dtype, out_shape);
+  // Integer Einsum wraps as the integer kernels do: products and sums modulo 2^64, then
+  // wrapped to the dtype (through double, a product past 2^63 was undefined to convert).
+  const bool floating = y.is_floating();
   for_each_index(all_shape, [&](int64_t, const std::vector<int64_t>& index) {
     double term = 1;
+    uint64_t int_term = 1;
     for (size_t i = 0; i < terms.size(); ++i) {
       int64_t flat = 0;
       for (size_t d = 0; d < terms[i].size(); ++d) {
         const int64_t dim = in[i]->shape[d];
         flat = flat * dim + (dim == 1 ? 0 : index[letters.find(terms[i][d])]);
       }
-      term *= in[i]->element_as_double(flat);
+      if (floating) term *= in[i]->element_as_double(flat);
+      else int_term *= uint64_t(in[i]->element_as_int(flat));
     }
     int64_t o = 0;
     for (size_t d = 0; d < out.size(); ++d) o = o * out_shape[d] + index[d];
-    if (y.is_floating()) y.floats[size_t(o)] += term;
-    else y.ints[size_t(o)] = wrap_to_dtype(y.ints[size_t(o)] + int64_t(term), y.dtype);
+    if (floating) y.floats[size_t(o)] += term;
+    else y.ints[size_t(o)] = wrap_to_dtype(int64_t(uint64_t(y.ints[size_t(o)]) + int_term), y.dtype);
   });
   return OpOutputs{std::move(y)};
 }
