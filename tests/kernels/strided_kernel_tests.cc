@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <random>
-#include <set>
 
 #include "strider/compare.h"
 #include "hal/cpu/copy.h"
@@ -18,7 +17,6 @@
 namespace strider {
 namespace {
 
-enum class Layout { kDense, kPermutedPadded, kReversed };
 constexpr uint8_t kPoison = 0xA5;
 
 // Host memory for one view, poisoned, with an Allocation that describes it.
@@ -30,42 +28,6 @@ struct Buffer {
         allocation(std::make_unique<Allocation>(7, "test", "cpu", bytes.data(), size, 64, StorageMode::kHost, true)) {}
 };
 
-// A view with the given logical sizes in `layout`, inside a fresh buffer.
-TensorView make_layout_view(DType dtype, const Shape& sizes, Layout layout, std::vector<std::unique_ptr<Buffer>>& keep) {
-  size_t rank = sizes.size();
-  Strides strides(rank);
-  int64_t offset = 0, span = 1;
-  if (layout == Layout::kPermutedPadded) {
-    // Innermost storage dim is logical dim 1 (channels-last for NCHW), others in reverse
-    // order; every dim padded by one element; the view starts 3 elements in.
-    std::vector<size_t> order;
-    if (rank > 1) order.push_back(1);
-    for (size_t d = rank; d-- > 0;)
-      if (d != 1 || rank == 1) order.push_back(d);
-    for (size_t d : order) {
-      strides[d] = span;
-      span *= sizes[d] + 1;
-    }
-    offset = 3;
-  } else {
-    strides = contiguous_strides(sizes);
-    span = std::max<int64_t>(num_elements(sizes), 1);
-    if (layout == Layout::kReversed) {
-      for (size_t d = 0; d < rank; ++d)
-        if (sizes[d] > 1) {  // reverse the outermost non-trivial dim
-          offset = (sizes[d] - 1) * strides[d];
-          strides[d] = -strides[d];
-          break;
-        }
-    }
-  }
-  int64_t esize = dtype_size(dtype);
-  keep.push_back(std::make_unique<Buffer>((span + 8) * esize));
-  auto view = make_view(*keep.back()->allocation, offset * esize, dtype, sizes, strides, "test view");
-  EXPECT_TRUE(view.is_ok()) << view.status().to_string();
-  return *view;
-}
-
 std::vector<double> download(const TensorView& view) {
   Tensor dense(view.dtype, view.sizes);
   Strides strides = contiguous_strides(view.sizes);
@@ -74,22 +36,6 @@ std::vector<double> download(const TensorView& view) {
   std::vector<double> v;
   for (int64_t i = 0; i < dense.num_elements(); ++i) v.push_back(dense.element_as_double(i));
   return v;
-}
-
-// Bytes of `buffer` that hold elements of `view`.
-std::set<int64_t> element_bytes(const TensorView& view) {
-  std::set<int64_t> bytes;
-  Shape index(view.sizes.size(), 0);
-  for (int64_t i = 0; i < view.num_elements(); ++i) {
-    int64_t offset = view.byte_offset;
-    for (size_t d = 0; d < index.size(); ++d) offset += index[d] * view.strides[d] * dtype_size(view.dtype);
-    for (int64_t b = 0; b < dtype_size(view.dtype); ++b) bytes.insert(offset + b);
-    for (size_t d = index.size(); d-- > 0;) {
-      if (++index[d] < view.sizes[d]) break;
-      index[d] = 0;
-    }
-  }
-  return bytes;
 }
 
 Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
