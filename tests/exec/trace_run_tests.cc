@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -81,11 +82,19 @@ TEST_P(TraceRun, EveryCommandOnceInWaitOrder) {
   }
   EXPECT_EQ(traced_nodes, step_nodes);
   // The stamps bracket the work: the steps' traced time is of the order of their time
-  // alone (a fifth is a wide margin for a busy machine; stamps taken after the work give ~0).
+  // alone, the fastest of three passes (a busy machine only slows a pass; stamps taken
+  // after the work give ~0, far under a fifth of it).
+  std::vector<double> fastest(steps->size());
+  for (size_t k = 0; k < steps->size(); ++k) fastest[k] = (*steps)[k].ms;
+  for (int pass = 0; pass < 2; ++pass) {
+    auto again = time_each_step(**session);
+    ASSERT_TRUE(again.is_ok());
+    for (size_t k = 0; k < fastest.size() && k < again->size(); ++k) fastest[k] = std::min(fastest[k], (*again)[k].ms);
+  }
   double traced = 0, alone = 0;
   for (const TraceEvent& e : *events)
     if (e.queue != 0 && e.label.rfind("poison '", 0) != 0) traced += e.end_ms - e.start_ms;
-  for (const StepTime& s : *steps) alone += s.ms;
+  for (double ms : fastest) alone += ms;
   EXPECT_GT(traced, 0.2 * alone) << "steps alone " << alone << " ms";
   EXPECT_EQ(queues, (std::set<int>{0, 1, 2}));  // C2f's branches on both queues
   EXPECT_GE(flows, 3u);  // the upload, the branch join, the download
