@@ -17,9 +17,14 @@ CpuDevice::CpuDevice(const DeviceOptions& options)
     : Device(options.budget), threads_(options.threads), winograd_(options.cpu_winograd) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
+  CoreBudget* budget = options.share_process_cores ? &CoreBudget::process() : nullptr;
+  const int threads = options.threads > 0 ? options.threads : process_cores();
+  if (options.queues == 1 && threads == 1) {
+    queues_.push_back(std::make_unique<HostQueue>(queue_of, 1, one_core_lease(budget)));
+    return;
+  }
   for (int i = 1; i <= options.queues; ++i)
-    queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work,
-                                                    options.share_process_cores ? &CoreBudget::process() : nullptr));
+    queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work, budget));
 }
 
 CpuDevice::~CpuDevice() {

@@ -72,6 +72,15 @@ class BusyTeam {
 
 }  // namespace
 
+HostQueue::Around one_core_lease(CoreBudget* budget) {
+  return [budget](const std::function<Status()>& work) {
+    CoreBudget::Lease lease = budget ? budget->acquire(1) : CoreBudget::Lease();
+    BusyTeam busy(1);
+    ScopedOmpThreads alone(1);  // as a one-thread worker's setting: what a kernel asks sees one
+    return work();
+  };
+}
+
 int busy_team_threads_peak() { return busy_team_threads_max.load(std::memory_order_relaxed); }
 void reset_busy_team_threads_peak() { busy_team_threads_max.store(0, std::memory_order_relaxed); }
 

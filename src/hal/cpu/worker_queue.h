@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "hal/cpu/core_budget.h"
+#include "hal/host_queue.h"
 #include "hal/queue.h"
 
 namespace strider::cpu {
@@ -100,6 +101,10 @@ class WorkerQueue final : public Queue {
   bool stopping_ = false;
   std::thread worker_;  // last: starts after everything above exists
 };
+
+// The work of an inline queue's command (hal/cpu/cpu_device.h) under a lease on one core
+// of `budget` (none when null), counted as a busy team of one.
+HostQueue::Around one_core_lease(CoreBudget* budget);
 
 // For tests: the most team threads that commands of any WorkerQueue of the process had
 // running at once since the last reset (counted inside the lease, by the worker: what the
