@@ -18,9 +18,8 @@ CpuDevice::CpuDevice(const DeviceOptions& options)
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   queues_.push_back(std::make_unique<HostQueue>(queue_of));
   CoreBudget* budget = options.share_process_cores ? &CoreBudget::process() : nullptr;
-  const int threads = options.threads > 0 ? options.threads : process_cores();
-  if (options.queues == 1 && threads == 1) {
-    queues_.push_back(std::make_unique<HostQueue>(queue_of, 1, one_core_lease(budget)));
+  if (options.queues == 1) {
+    queues_.push_back(std::make_unique<HostQueue>(queue_of, 1, as_team_master(budget, options.threads, options.min_parallel_work)));
     return;
   }
   for (int i = 1; i <= options.queues; ++i)

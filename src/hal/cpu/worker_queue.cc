@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <immintrin.h>
 #include "base/exception_guard.h"
 #include "hal/cpu/parallel.h"
@@ -72,12 +73,20 @@ class BusyTeam {
 
 }  // namespace
 
-HostQueue::Around one_core_lease(CoreBudget* budget) {
-  return [budget](const std::function<Status()>& work) {
-    CoreBudget::Lease lease = budget ? budget->acquire(1) : CoreBudget::Lease();
-    BusyTeam busy(1);
-    ScopedOmpThreads alone(1);  // as a one-thread worker's setting: what a kernel asks sees one
-    return work();
+HostQueue::Around as_team_master(CoreBudget* budget, int threads, int64_t min_parallel_work) {
+  return [budget, threads, min_parallel_work](const std::function<Status()>& work) {
+    ScopedOmpThreads setting(threads);
+    const int team = omp_get_max_threads();
+    CoreBudget::Lease lease = budget ? budget->acquire(team) : CoreBudget::Lease();
+    BusyTeam busy(team);
+    // The thread's own settings come back after: it may be a caller that runs other code.
+    const bool starts = std::exchange(thread_starts_teams, true);
+    const int64_t min_work = thread_min_work_per_thread;
+    if (min_parallel_work > 0) thread_min_work_per_thread = min_parallel_work;
+    Status status = work();
+    thread_starts_teams = starts;
+    thread_min_work_per_thread = min_work;
+    return status;
   };
 }
 

@@ -102,9 +102,11 @@ class WorkerQueue final : public Queue {
   std::thread worker_;  // last: starts after everything above exists
 };
 
-// The work of an inline queue's command (hal/cpu/cpu_device.h) under a lease on one core
-// of `budget` (none when null), counted as a busy team of one.
-HostQueue::Around one_core_lease(CoreBudget* budget);
+// An inline queue's command (hal/cpu/cpu_device.h) run in the submitting thread as a
+// worker's: that thread may start teams of `threads` (0: the process default) for it, with
+// `min_parallel_work` as WorkerQueue takes it, under a lease on the team's cores of
+// `budget` (none when null), counted as a busy team.
+HostQueue::Around as_team_master(CoreBudget* budget, int threads, int64_t min_parallel_work);
 
 // For tests: the most team threads that commands of any WorkerQueue of the process had
 // running at once since the last reset (counted inside the lease, by the worker: what the
