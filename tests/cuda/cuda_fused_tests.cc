@@ -10,6 +10,8 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 
+#include <cstdlib>
+
 namespace strider::cuda_test {
 namespace {
 
@@ -214,6 +216,48 @@ TEST_P(CudaFused, SiluGate) {
   ASSERT_EQ(fused.num_nodes(), 1);
   EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kSiluGateExpression);
   check_fused(g, {{"gate", random_tensor(dtype(), {3, 5, 16}, 31)}, {"up", random_tensor(dtype(), {3, 1, 16}, 32)}});
+}
+
+// A convolution with its bias and activation as one cuDNN operation graph
+// (hal/cuda/cudnn_graph_conv.cc), forced over the timed choice, on the packed channels-last
+// bf16 views a channels-last plan gives it: the kernel that ran must be a graph engine
+// (each checked at creation to write nothing outside its view), its values the float64
+// reference's of the unfused graph, nothing outside the output view touched. MobileNetV2's
+// 1x1 + ReLU6 (bounds in bf16), YOLOv8's 3x3 + SiLU, a strided 3x3 + Relu.
+TEST(CudaCudnnGraphConv, ActivationsRunInsideTheConvolution) {
+  STRIDER_REQUIRE_GPU();
+  setenv("STRIDER_CUDA_KERNEL_CHOICE", "cudnn-graph", 1);
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+    const char* activation;
+  };
+  for (const Case& c : {Case{{2, 16, 12, 10}, {24, 16, 1, 1}, 1, 0, "ReLU6"}, Case{{2, 16, 9, 7}, {16, 16, 3, 3}, 1, 1, "SiLU"},
+                        Case{{1, 16, 11, 10}, {32, 16, 3, 3}, 2, 1, "Relu"}}) {
+    SCOPED_TRACE(c.activation);
+    const DType t = DType::kBF16;
+    GraphBuilder b(22);
+    AttributeMap attrs = ints_attribute("pads", {c.pad, c.pad, c.pad, c.pad});
+    attrs.set_ints("strides", {c.stride, c.stride});
+    ValueId y = b.op("Conv", {b.input("x", t, c.x), b.constant("w", random_tensor(t, c.w, 2)),
+                              b.constant("bias", random_tensor(t, {c.w[0]}, 3))}, attrs);
+    const std::string act = c.activation;
+    b.output(act == "SiLU"    ? b.op("Mul", {y, b.op("Sigmoid", {y})})
+             : act == "ReLU6" ? b.op("Clip", {y, b.constant("low", tensor_of(t, {}, {0.0})), b.constant("high", tensor_of(t, {}, {0.5}))})
+                              : b.op("Relu", {y}));
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    auto folded = fuse_conv_activations(fused);
+    ASSERT_TRUE(folded.is_ok() && *folded == 1) << "the activation did not fold into the convolution";
+    std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
+    auto prepared = prepare_node(fused, inputs, Layout::kPackedChannelsLast, nullptr);
+    ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+    EXPECT_TRUE(prepared->kernel->implementation().starts_with("cudnn-graph:")) << prepared->kernel->implementation();
+    check_node(fused, inputs, Layout::kPackedChannelsLast, &unfused);
+  }
+  unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),

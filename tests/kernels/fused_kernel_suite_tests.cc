@@ -4,6 +4,8 @@
 // float64 reference of that pattern, on every device and view layout of the catalog.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,13 @@ using kernel_test::Layout;
 
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
+// A scalar of `dtype` (f32 or bf16; a bf16 value must be exact in bf16, as 0.5 is).
+Tensor scalar_of(DType dtype, float value) {
+  if (dtype == DType::kF32) return scalar(value);
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return Tensor::from_values<uint16_t>(DType::kBF16, {}, std::vector<uint16_t>{uint16_t(bits >> 16)});
+}
 
 // `unfused` typed, then through fuse_elementwise and `pass` (a producer fusion), which must
 // fold exactly one node.
@@ -238,10 +247,15 @@ TEST_P(KernelSuite, FusedConvOwnKernelsAndLibraries) {
       {"first layer Relu", {2, 3, 9, 10}, {5, 3, 3, 3}, 1, {1, 1, 1, 1}, {1, 1}, "Relu"},
       {"dilated 1-D Sigmoid", {2, 6, 20}, {12, 6, 2}, 1, {4, 0}, {4}, "Sigmoid"},
       {"depthwise residual SiLU", {2, 6, 9, 8}, {6, 1, 3, 3}, 6, {1, 1, 1, 1}, {1, 1}, "residual SiLU"},
+      // What cuDNN's graph engines fuse on CUDA (bf16, channels-last, channels a multiple
+      // of 8): MobileNetV2's 1x1 + ReLU6 (bounds in the input's dtype), a 3x3 + SiLU.
+      {"pointwise 16->24 ReLU6 in its dtype", {2, 16, 6, 5}, {24, 16, 1, 1}, 1, {0, 0, 0, 0}, {1, 1}, "ReLU6 typed"},
+      {"3x3 16->16 SiLU", {2, 16, 7, 6}, {16, 16, 3, 3}, 1, {1, 1, 1, 1}, {1, 1}, "SiLU"},
   };
   std::vector<DType> dtypes = {DType::kF32};
   std::vector<const char*> choices = {"timed"};
-  if (on_cuda()) dtypes.push_back(DType::kBF16), choices = {"own", "library"};
+  // "cudnn-graph": its engines where they apply (bf16, packed channels-last), else timed.
+  if (on_cuda()) dtypes.push_back(DType::kBF16), choices = {"own", "library", "cudnn-graph"};
   for (const char* choice : choices) {
     std::optional<kernel_test::ScopedEnvironment> forced;
     if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
@@ -259,6 +273,8 @@ TEST_P(KernelSuite, FusedConvOwnKernelsAndLibraries) {
                          attrs);
         ValueId out = act == "SiLU"    ? b.op("Mul", {y, b.op("Sigmoid", {y})})
                       : act == "ReLU6" ? b.op("Clip", {y, b.constant("low", scalar(0.0f)), b.constant("high", scalar(0.6f))})
+                      : act == "ReLU6 typed"
+                          ? b.op("Clip", {y, b.constant("low", scalar_of(t, 0.0f)), b.constant("high", scalar_of(t, 0.5f))})
                       : act == "residual SiLU"
                           ? b.op("Add", {b.input("residual", t, c.x), b.op("Mul", {y, b.op("Sigmoid", {y})})})
                           : b.op(act, {y});

@@ -72,6 +72,7 @@ std::string layout_name(Layout layout) {
     case Layout::kAlignedSlice: return "aligned channel slice";
     case Layout::kBroadcast: return "broadcast";
     case Layout::kNchwSlice: return "nchw channel slice";
+    case Layout::kPackedChannelsLast: return "packed channels-last";
   }
   return "?";
 }
@@ -98,7 +99,7 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
     slice_dim = 1;
     extent[1] += 5;
   }
-  if (layout == Layout::kChannelsLast || slice) {
+  if (layout == Layout::kChannelsLast || layout == Layout::kPackedChannelsLast || slice) {
     if (rank >= 3) {
       order = {0};
       for (size_t d = 2; d < rank; ++d) order.push_back(d);

@@ -32,6 +32,7 @@ enum class Layout {
   kAlignedSlice,  // channels-last; channels [4, 4 + C) of C + 8: 16-byte aligned rows when C % 4 == 0
   kBroadcast,     // inputs: stride 0 along the outermost dim of size > 1 (outputs: dense)
   kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kCatalog)
+  kPackedChannelsLast,  // channels-last, no gaps, at the buffer's start (a channels-last plan's own values; not in kCatalog)
 };
 inline constexpr Layout kCatalog[] = {Layout::kDense,        Layout::kChannelsLast, Layout::kReversed,
                                       Layout::kChannelSlice, Layout::kAlignedSlice, Layout::kBroadcast};

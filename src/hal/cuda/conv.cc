@@ -113,20 +113,28 @@ Status CudnnConv::filter(const ConvSetup& c, const Tensor* constant_weights, cud
     w_ptr_ = w.allocation->address() + w.byte_offset;
     return dnn(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NCHW, int(dims.size()), dims.data()), "filter");
   }
+  STRIDER_RETURN_IF_ERROR(upload_krsc_weights(w, *constant_weights, &reordered_weights_));
+  w_ptr_ = reordered_weights_.as<void>();
+  return dnn(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NHWC, int(dims.size()), dims.data()), "filter");
+}
+
+}  // namespace
+
+Status upload_krsc_weights(const TensorView& w, const Tensor& constant, DeviceBuffer* out) {
   // [K, C, spatial...] -> [K, spatial..., C] on the host, once.
   int64_t k = w.sizes[0], channels = w.sizes[1], esize = dtype_size(w.dtype);
   int64_t spatial = num_elements(std::span(w.sizes).subspan(2));
-  std::vector<std::byte> reordered(constant_weights->byte_size());
-  const std::byte* source = constant_weights->bytes();
+  std::vector<std::byte> reordered(constant.byte_size());
+  const std::byte* source = constant.bytes();
   for (int64_t o = 0; o < k; ++o)
     for (int64_t ch = 0; ch < channels; ++ch)
       for (int64_t p = 0; p < spatial; ++p)
         std::memcpy(&reordered[size_t(((o * spatial + p) * channels + ch) * esize)],
                     source + ((o * channels + ch) * spatial + p) * esize, size_t(esize));
-  STRIDER_RETURN_IF_ERROR(reordered_weights_.upload(reordered));
-  w_ptr_ = reordered_weights_.as<void>();
-  return dnn(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NHWC, int(dims.size()), dims.data()), "filter");
+  return out->upload(reordered);
 }
+
+namespace {
 
 // The fastest algorithm cuDNN ranks first that also runs on these exact views (a trial
 // run at creation: cuDNN reports some stride patterns as unsupported only when it runs).
@@ -311,6 +319,9 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   std::optional<KernelPtr> own[] = {depthwise_conv_kernel(c, r), direct_conv_kernel(c, r)};
   for (std::optional<KernelPtr>& k : own)
     if (k) offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone);
+  // conv -> bias -> activation as one cuDNN graph, each engine that passed its check.
+  if (program)
+    for (KernelPtr& k : cudnn_graph_conv_kernels(c, r, context)) offer(std::move(k), true);
   // The activation in cuDNN's own call where it has it, offered before the plain call so
   // that STRIDER_CUDA_KERNEL_CHOICE=library (the tests) takes it.
   if (program && cudnn_activation(c.epilogue)) {

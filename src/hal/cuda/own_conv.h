@@ -7,7 +7,10 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
+#include "hal/cuda/cuda_kernels.h"
+#include "hal/cuda/device_buffer.h"
 #include "hal/cuda/launch.h"
 #include "hal/kernel.h"
 #include "hal/matmul_views.h"
@@ -29,6 +32,14 @@ struct ConvSetup {
 inline TensorView at_least_4d(const TensorView& v) { return v.rank() >= 4 ? v : insert_unit_dim(v, 2); }
 
 std::optional<std::unique_ptr<Kernel>> depthwise_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+// cuDNN operation graphs of conv -> bias -> the setup's activation, one kernel per engine
+// that builds and stays inside its output view (cudnn_graph_conv.cc says where they apply);
+// empty where none does.
+std::vector<std::unique_ptr<Kernel>> cudnn_graph_conv_kernels(const ConvSetup& c, const KernelRequest& r,
+                                                              const CudaContext& context);
+// Constant weights [K, C, spatial...] reordered on the host to [K, spatial..., C] (what
+// cuDNN's channels-last kernels want) and uploaded into `out`, once.
+Status upload_krsc_weights(const TensorView& w, const Tensor& constant, DeviceBuffer* out);
 std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r);
 
 }  // namespace strider::cuda

@@ -68,9 +68,13 @@ Result<std::unique_ptr<Kernel>> fastest_kernel(const std::string& key, std::vect
   if (candidates.size() == 1) return std::move(candidates[0]);
   if (const char* forced = std::getenv("STRIDER_CUDA_KERNEL_CHOICE")) {
     const std::string_view want(forced);
-    if (want == "own" || want == "library")
+    if (want == "own" || want == "library") {
       for (auto& k : candidates)
         if (is_own(*k) == (want == "own")) return std::move(k);
+    } else {
+      for (auto& k : candidates)  // an implementation's prefix; none of them: timed as usual
+        if (k->implementation().starts_with(want)) return std::move(k);
+    }
   }
   {
     std::lock_guard lock(cache_mutex);

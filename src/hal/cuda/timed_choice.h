@@ -15,7 +15,9 @@
 //
 // STRIDER_CUDA_KERNEL_CHOICE=own|library (a testing aid) skips the timing: `own` keeps
 // the first candidate whose implementation starts with "strider-cuda:", `library` the
-// first other one, so the conformance suites run each path whatever the timing says.
+// first other one, so the conformance suites run each path whatever the timing says; any
+// other value keeps the first candidate whose implementation starts with it (e.g.
+// "cudnn-graph"), or times them as usual where none does.
 #pragma once
 
 #include <memory>
