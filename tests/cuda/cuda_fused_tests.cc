@@ -227,6 +227,7 @@ TEST_P(CudaFused, SiluGate) {
 TEST(CudaCudnnGraphConv, ActivationsRunInsideTheConvolution) {
   STRIDER_REQUIRE_GPU();
   setenv("STRIDER_CUDA_KERNEL_CHOICE", "cudnn-graph", 1);
+  setenv("STRIDER_CUDNN_GRAPH", "on", 1);  // off by default until it has run on a GPU
   struct Case {
     Shape x, w;
     int64_t stride, pad;
@@ -258,6 +259,7 @@ TEST(CudaCudnnGraphConv, ActivationsRunInsideTheConvolution) {
     check_node(fused, inputs, Layout::kPackedChannelsLast, &unfused);
   }
   unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
+  unsetenv("STRIDER_CUDNN_GRAPH");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFused, ::testing::Values(DType::kF32, DType::kBF16),

@@ -5,7 +5,7 @@
 // clipped one ran the activation as a kernel of its own; MobileNetV2's ReLU6 after its 1x1
 // convolutions was 28% of its bf16 batch-32 time as a separate map.
 //
-// Where it is offered (cudnn_graph_conv_kernel): bf16 or f16, 2-D, one group, a bias,
+// Where it is offered (cudnn_graph_conv_kernels), with STRIDER_CUDNN_GRAPH=on for now: bf16 or f16, 2-D, one group, a bias,
 // constant weights (reordered once to KRSC), and x and y both packed channels-last. Packed
 // y only: one cuDNN graph engine was seen writing bf16 channel slices outside their view,
 // so a strided output is never handed to one. Even so, every engine is checked before it
@@ -313,8 +313,10 @@ bool packed_channels_last(const TensorView& v) { return v.rank() == 4 && is_pack
 std::vector<std::unique_ptr<Kernel>> cudnn_graph_conv_kernels(const ConvSetup& c, const KernelRequest& r,
                                                               const CudaContext& context) {
   std::vector<std::unique_ptr<Kernel>> offered;
-  // STRIDER_CUDNN_GRAPH=off (a testing aid, for measuring what the graphs save): none offered.
-  if (const char* off = std::getenv("STRIDER_CUDNN_GRAPH"); off && std::string_view(off) == "off") return offered;
+  // Off unless STRIDER_CUDNN_GRAPH=on: written in a session that had no GPU, so not yet run
+  // on one. The next session with a GPU runs tests/cuda's CudnnGraphConv test and the A/B
+  // (STRIDER_CUDNN_GRAPH=on against off), then turns it on by default.
+  if (const char* on = std::getenv("STRIDER_CUDNN_GRAPH"); !on || std::string_view(on) != "on") return offered;
   const std::optional<GraphActivation> act = graph_activation(c.epilogue);
   const Tensor* constant_weights = r.constant_input(1);
   if (!act || !constant_weights || !c.bias.allocation || c.group != 1 || c.x.rank() != 4 ||
