@@ -3,6 +3,8 @@
 // in ulps of f32 where the true value is a normal float, the right ends past the range.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <array>
 
@@ -72,6 +74,31 @@ TEST(VectorMath, ExpTanhWithinTwoUlpsSigmoidErfThree) {
     EXPECT_LE(tanh_ulps, 2.0);
     EXPECT_LE(erf_ulps, 3.0);  // 1 - e^-x^2 Q near |x| = 1 rounds twice
     std::printf("worst ulps: exp %.2f sigmoid %.2f tanh %.2f erf %.2f\n", exp_ulps, sigmoid_ulps, tanh_ulps, erf_ulps);
+  }
+}
+
+// SiLU's one-pass row gives exactly the floats of the sigmoid row then a multiply (what the
+// fused kernel's two instructions gave before it ran them as one), on every build, at the
+// ends of the range and for NaN and the infinities too.
+TEST(VectorMath, SiluRowIsSigmoidThenMultiplyBitForBit) {
+  using vector_math::VectorIsa;
+  std::vector<float> x = sweep();
+  for (float v : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 88.0f, -88.0f, -1000.0f, 0.0f, -0.0f})
+    x.push_back(v);
+  for (VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2Fma, VectorIsa::kBaseline}) {
+    if (!vector_math::cpu_has(isa)) continue;
+    const vector_math::RowFunctions f = vector_math::row_functions(isa);
+    std::vector<float> s(x.size()), silu(x.size());
+    f.sigmoid(x.data(), s.data(), int64_t(x.size()));
+    f.silu(x.data(), silu.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float expected = x[i] * s[i];
+      uint32_t a, b;
+      std::memcpy(&a, &expected, 4);
+      std::memcpy(&b, &silu[i], 4);
+      ASSERT_TRUE(a == b || (expected != expected && silu[i] != silu[i])) << "x " << x[i] << ": " << silu[i] << " vs " << expected;
+    }
   }
 }
 

@@ -16,12 +16,17 @@ namespace strider::cpu {
 CpuDevice::CpuDevice(const DeviceOptions& options)
     : Device(options.budget), threads_(options.threads), winograd_(options.cpu_winograd) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
-  queues_.push_back(std::make_unique<HostQueue>(queue_of));
   CoreBudget* budget = options.share_process_cores ? &CoreBudget::process() : nullptr;
   if (options.queues == 1) {
-    queues_.push_back(std::make_unique<HostQueue>(queue_of, 1, as_team_master(budget, options.threads, options.min_parallel_work)));
+    // Both queues run in the caller's thread, which is the team's master: the uploads and
+    // downloads (transposing copies into and out of a channels-last plan) split over the
+    // team as the steps do.
+    HostQueue::Around master = as_team_master(budget, options.threads, options.min_parallel_work);
+    queues_.push_back(std::make_unique<HostQueue>(queue_of, kHostQueue, master));
+    queues_.push_back(std::make_unique<HostQueue>(queue_of, 1, master));
     return;
   }
+  queues_.push_back(std::make_unique<HostQueue>(queue_of));
   for (int i = 1; i <= options.queues; ++i)
     queues_.push_back(std::make_unique<WorkerQueue>(i, queue_of, options.threads, options.min_parallel_work, budget));
 }

@@ -72,9 +72,11 @@ STRIDER_CPU_CLONES void fill_rows(float* tile, const std::byte* values, int64_t 
 // How each instruction runs: alone, or, for a Tanh and a Sigmoid whose only reader is one
 // Mul (the gate of WaveNet-style units), all three as one gated row at the Mul
 // (vector_math::gated_tanh_row: one pass, one division a lane instead of two).
+// And a Sigmoid whose only reader is a Mul by the sigmoid's own input (SiLU, YOLOv8's
+// activation) as one SiLU row at the Mul (vector_math::silu_row: one pass, same floats).
 struct ProgramStep {
-  enum Kind { kRun, kSkip, kGated } kind = kRun;
-  int tanh_of = -1, sigmoid_of = -1;  // kGated: the registers tanh and sigmoid read
+  enum Kind { kRun, kSkip, kGated, kSilu } kind = kRun;
+  int tanh_of = -1, sigmoid_of = -1;  // kGated: the registers tanh and sigmoid read; kSilu: x in sigmoid_of
 };
 
 std::vector<ProgramStep> plan_steps(const FusedProgram& p) {
@@ -91,6 +93,14 @@ std::vector<ProgramStep> plan_steps(const FusedProgram& p) {
   for (size_t j = 0; j < p.code.size(); ++j) {
     const FusedInstruction& i = p.code[j];
     if (i.op != FusedOp::kMul || i.b < 0 || i.a == i.b) continue;
+    bool silu = false;
+    for (auto [x, g] : {std::pair{i.a, i.b}, std::pair{i.b, i.a}}) {
+      if (silu || !made_by(g, FusedOp::kSigmoid) || p.code[size_t(g - p.inputs)].a != x) continue;
+      steps[j] = {ProgramStep::kSilu, -1, x};
+      steps[size_t(g - p.inputs)].kind = ProgramStep::kSkip;
+      silu = true;
+    }
+    if (silu) continue;
     for (auto [t, g] : {std::pair{i.a, i.b}, std::pair{i.b, i.a}}) {
       if (!made_by(t, FusedOp::kTanh) || !made_by(g, FusedOp::kSigmoid)) continue;
       steps[j] = {ProgramStep::kGated, p.code[size_t(t - p.inputs)].a, p.code[size_t(g - p.inputs)].a};
@@ -198,9 +208,14 @@ class FusedKernel final : public Kernel {
     const int64_t n = rows_loop_->n;
     const float** reg = reg_.data() + size_t(thread) * reg_stride_;
     for (int k = 0; k < program_.inputs; ++k) {
+      const bool broadcast = rows_loop_->broadcast[size_t(k) + 1];
+      if (!broadcast && step[size_t(k) + 1] == n * int64_t(sizeof(float))) {  // rows back to back: read in place
+        reg[size_t(k)] = reinterpret_cast<const float*>(p[size_t(k) + 1]);
+        continue;
+      }
       float* r = row(thread, k);
       reg[size_t(k)] = r;
-      if (rows_loop_->broadcast[size_t(k) + 1]) fill_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
+      if (broadcast) fill_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
       else gather_rows(r, p[size_t(k) + 1], step[size_t(k) + 1], n, m);
     }
     run_program(reg, thread, n * m, nullptr);
@@ -217,6 +232,8 @@ class FusedKernel final : public Kernel {
       float* result = j == last && last_out ? last_out : row(thread, program_.inputs + int(j));
       if (step.kind == ProgramStep::kGated)
         vector_math::gated_tanh_row(reg[size_t(step.tanh_of)], reg[size_t(step.sigmoid_of)], result, n);
+      else if (step.kind == ProgramStep::kSilu)
+        vector_math::silu_row(reg[size_t(step.sigmoid_of)], result, n);
       else
         run_instruction(i, reg[size_t(i.a)], i.b >= 0 ? reg[size_t(i.b)] : nullptr, result, n);
       reg[size_t(program_.inputs) + j] = result;

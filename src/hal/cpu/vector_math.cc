@@ -80,6 +80,8 @@ template <bool kNarrow = false>
 // erfc(x) e^x^2; beyond 4, +-1 (erf rounds to 1 in f32 from 3.92). P (degree 6) and Q
 // (degree 8) are least-squares Chebyshev fits in double (relative error 3e-9 and 2.2e-7;
 // Q's is scaled by erfc <= 0.16 in the result).
+[[gnu::always_inline]] inline float silu_one(float x) { return x * sigmoid_one(x); }
+
 [[gnu::always_inline]] inline float erf_one(float x) {
   float a = x < 0 ? -x : x;
   float t = x * x;
@@ -145,7 +147,8 @@ template <bool kNarrow = false>
   STRIDER_ROW(exp, exp_one, suffix, target_isa)         \
   STRIDER_ROW(sigmoid, sigmoid_one, suffix, target_isa) \
   STRIDER_ROW(tanh, tanh_one, suffix, target_isa)       \
-  STRIDER_ROW(erf, erf_one, suffix, target_isa)
+  STRIDER_ROW(erf, erf_one, suffix, target_isa)         \
+  STRIDER_ROW(silu, silu_one, suffix, target_isa)
 STRIDER_ROWS(avx512, "arch=x86-64-v4,prefer-vector-width=512")
 STRIDER_ROWS(avx2, "avx2,fma")
 #undef STRIDER_ROWS
@@ -163,6 +166,9 @@ void tanh_baseline(const float* x, float* out, int64_t n) {
 }
 void erf_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = erf_one(x[i]);
+}
+void silu_baseline(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu_one(x[i]);
 }
 void gated_tanh_baseline(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gated_tanh_one(a[i], b[i]);
@@ -189,11 +195,11 @@ bool cpu_has(VectorIsa isa) {
 
 RowFunctions row_functions(VectorIsa isa) {
   switch (isa) {
-    case VectorIsa::kAvx512: return {exp_avx512, sigmoid_avx512, tanh_avx512, erf_avx512, gated_tanh_avx512};
-    case VectorIsa::kAvx2Fma: return {exp_avx2, sigmoid_avx2, tanh_avx2, erf_avx2, gated_tanh_avx2};
+    case VectorIsa::kAvx512: return {exp_avx512, sigmoid_avx512, tanh_avx512, erf_avx512, gated_tanh_avx512, silu_avx512};
+    case VectorIsa::kAvx2Fma: return {exp_avx2, sigmoid_avx2, tanh_avx2, erf_avx2, gated_tanh_avx2, silu_avx2};
     case VectorIsa::kBaseline: break;
   }
-  return {exp_baseline, sigmoid_baseline, tanh_baseline, erf_baseline, gated_tanh_baseline};
+  return {exp_baseline, sigmoid_baseline, tanh_baseline, erf_baseline, gated_tanh_baseline, silu_baseline};
 }
 
 void exp_row(const float* x, float* out, int64_t n) { chosen().exp(x, out, n); }
@@ -201,5 +207,6 @@ void sigmoid_row(const float* x, float* out, int64_t n) { chosen().sigmoid(x, ou
 void tanh_row(const float* x, float* out, int64_t n) { chosen().tanh(x, out, n); }
 void erf_row(const float* x, float* out, int64_t n) { chosen().erf(x, out, n); }
 void gated_tanh_row(const float* a, const float* b, float* out, int64_t n) { chosen().gated_tanh(a, b, out, n); }
+void silu_row(const float* x, float* out, int64_t n) { chosen().silu(x, out, n); }
 
 }  // namespace strider::cpu::vector_math

@@ -27,6 +27,8 @@ void erf_row(const float* x, float* out, int64_t n);  // GELU's
 // tanh(a[i]) * sigmoid(b[i]): a gated activation unit (WaveNet, the gated chains) in one
 // pass, one division a lane instead of two (vector_math.cc says how); under 4 ulp.
 void gated_tanh_row(const float* a, const float* b, float* out, int64_t n);
+// x[i] * sigmoid(x[i]): SiLU in one pass, the same floats as sigmoid_row then a multiply.
+void silu_row(const float* x, float* out, int64_t n);
 
 // The builds of the rows above, by instruction set: the rows run the widest the CPU has
 // (cpu_has); public so their tests run every build this CPU can.
@@ -37,6 +39,7 @@ using BinaryRowFunction = void (*)(const float* a, const float* b, float* out, i
 struct RowFunctions {
   RowFunction exp, sigmoid, tanh, erf;
   BinaryRowFunction gated_tanh;
+  RowFunction silu;
 };
 RowFunctions row_functions(VectorIsa isa);
 
