@@ -26,7 +26,11 @@
 
 namespace strider::cpu {
 
-inline constexpr int64_t kMinWorkPerThread = 16384;
+// 8192: at 16384 the C2f block's SiLU-and-add and channel-slice copies at 40x40 (25600
+// elements) ran on one thread after a two-thread convolution and read half their input
+// from the other core's cache (a Materialize 4 us at one thread, 11 us at two); at 8192
+// its two-thread run() went 0.257 -> 0.220-0.235 ms, other models unchanged within noise.
+inline constexpr int64_t kMinWorkPerThread = 8192;
 
 // Compiles a hot non-template row loop three times (AVX-512, AVX2 + FMA, the x86-64
 // baseline) and picks one per CPU when the program loads (an ifunc): the build targets the
