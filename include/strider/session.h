@@ -16,6 +16,9 @@
 // and never see each other's outputs. Separate Sessions are independent and run
 // concurrently. Execution is asynchronous inside a run: kernels run on the device's queues
 // after submit, and run() returns once the outputs are downloaded and every queue is idle.
+// On the CPU with one queue (the default) the kernels run in the thread that called run(),
+// which leads the session's OpenMP team: a session called from many threads in turn has a
+// team's pool in each of them.
 //
 // Memory: inputs are read where the caller's tensors are (no copy through a Tensor; see
 // the lifetime rule in strider/tensor.h) and copied once, into the session's input
