@@ -84,6 +84,7 @@ void check_case(const TransposeCase& c, std::mt19937& rng, bool in_team) {
 const std::vector<TransposeCase>& cases() {
   static const std::vector<TransposeCase> all = {
       {{1, 3, 37, 45}, {0, 2, 3, 1}, {0, 1, 2, 3}, 0},     // an image uploaded NCHW into NHWC
+      {{2, 3, 7, 101}, {0, 2, 3, 1}, {0, 1, 2, 3}, 0},     // rows long enough to tile: 16 pixels a step, then a tail
       {{2, 5, 9, 13}, {0, 2, 3, 1}, {0, 1, 2, 3}, 1},      // 5 channels, padded rows
       {{1, 144, 203}, {0, 1, 2}, {0, 2, 1}, 7},            // a head's NHWC values into an NCHW concat slice
       {{1, 67, 21, 19}, {0, 1, 2, 3}, {0, 2, 3, 1}, 0},    // NHWC -> NCHW, remainders on both sides
