@@ -8,12 +8,19 @@
 // indexed copy.
 //
 // The taps are computed by src/ops/resize_taps.h, shared with the CUDA kernel.
+//
+// Output rows (one index of the outer dims, all of the innermost) split over the session's
+// team; each thread keeps its own tap scratch, made when the kernel is, so a run allocates
+// nothing. A channels-last nearest upsample is a memcpy of C channels per output pixel.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
+#include "hal/cpu/parallel.h"
 #include "hal/resize_views.h"
 #include "ops/resize_taps.h"
 
@@ -100,39 +107,80 @@ class ResizeKernel final : public Kernel {
       : x_(std::move(x)), y_(std::move(y)), plan_(std::move(plan)), name_(std::move(name)) {
     for (const ResizeTaps& t : plan_.taps)
       inner_weights_.push_back(std::vector<Acc>(t.weights.begin(), t.weights.end()));
-  }
-
-  Status run(const QueueContext& context) override {
-    if (y_.num_elements() == 0) return Status::ok();
-    const T* in = x_.host_data_as<const T>();
-    T* out = y_.host_data_as<T>();
-    const size_t outer = plan_.taps.size() - 1;
-    std::vector<int64_t> index(outer, 0);
-    OuterTaps<Acc> taps;
-    std::vector<Acc> row(plan_.all_single ? 0 : size_t(plan_.out_sizes.back()));
-    while (true) {
-      int64_t out_offset = 0;
-      for (size_t d = 0; d < outer; ++d) out_offset += index[d] * plan_.out_strides[d];
-      combine_outer(plan_, index, taps);
-      if (plan_.all_single)
-        gather_row(in, out + out_offset, taps);
-      else
-        interpolate_row(in, out + out_offset, taps, row);
-      size_t d = outer;  // odometer over the outer dims
-      while (d > 0 && ++index[d - 1] == plan_.out_sizes[d - 1]) index[--d] = 0;
-      if (d == 0) return Status::ok();
+    // Each thread's scratch at its largest: the outer taps' combinations and one row.
+    size_t combinations = 1;
+    for (size_t d = 0; d + 1 < plan_.taps.size(); ++d) combinations *= size_t(plan_.taps[d].width);
+    scratch_.resize(size_t(max_parallel_threads()));
+    for (RowScratch& s : scratch_) {
+      for (auto* v : {&s.taps.offsets, &s.taps.next_offsets}) v->reserve(combinations);
+      for (auto* v : {&s.taps.weights, &s.taps.next_weights}) v->reserve(combinations);
+      s.index.assign(plan_.taps.size() - 1, 0);
+      s.row.assign(plan_.all_single ? 0 : size_t(plan_.out_sizes.back()), Acc(0));
     }
   }
+
+  Status run(const QueueContext&) override {
+    if (y_.num_elements() == 0) return Status::ok();
+    const size_t outer = plan_.taps.size() - 1;
+    int64_t rows = 1, taps_per_row = 1;
+    for (size_t d = 0; d < outer; ++d) {
+      rows *= plan_.out_sizes[d];
+      taps_per_row *= plan_.taps[d].width;
+    }
+    const int64_t row_work = plan_.out_sizes.back() * taps_per_row * plan_.taps.back().width;
+    std::atomic<bool> failed{false};
+    // Nothing may leave the team's threads by throwing (a tap vector growing past what
+    // the constructor reserved could): noted and reported after the team joined.
+    parallel_for(rows, row_work, [&](int64_t begin, int64_t end, int thread) {
+      try {
+        run_rows(begin, end, scratch_[size_t(thread)]);
+      } catch (...) {
+        failed = true;
+      }
+    }, int(scratch_.size()));
+    if (failed) return resource_exhausted(fmt::format("{}: memory for its taps", name_));
+    return Status::ok();
+  }
+
   std::string implementation() const override { return "strider:" + name_; }
 
  private:
+  struct RowScratch {
+    OuterTaps<Acc> taps;
+    std::vector<int64_t> index;
+    std::vector<Acc> row;
+  };
+
+  // Output rows [begin, end) of the outer dims' odometer (the last outer dim fastest).
+  void run_rows(int64_t begin, int64_t end, RowScratch& s) const {
+    const T* in = x_.host_data_as<const T>();
+    T* out = y_.host_data_as<T>();
+    const size_t outer = plan_.taps.size() - 1;
+    for (size_t d = outer, rest = size_t(begin); d > 0; --d) {
+      s.index[d - 1] = int64_t(rest % size_t(plan_.out_sizes[d - 1]));
+      rest /= size_t(plan_.out_sizes[d - 1]);
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t out_offset = 0;
+      for (size_t d = 0; d < outer; ++d) out_offset += s.index[d] * plan_.out_strides[d];
+      combine_outer(plan_, s.index, s.taps);
+      if (plan_.all_single)
+        gather_row(in, out + out_offset, s.taps);
+      else
+        interpolate_row(in, out + out_offset, s.taps, s.row);
+      for (size_t d = outer; d > 0 && ++s.index[d - 1] == plan_.out_sizes[d - 1]; --d) s.index[d - 1] = 0;
+    }
+  }
+
   // One tap per axis: a strided indexed copy (nearest, and axes that are not resized).
   void gather_row(const T* in, T* out, const OuterTaps<Acc>& o) const {
     const ResizeTaps& t = plan_.taps.back();
     const int64_t n = plan_.out_sizes.back(), stride = plan_.out_strides.back();
     const T* src = in + o.offsets[0];
     if (!plan_.any_outside) {
-      if (t.identity) {
+      if (t.identity && stride == 1 && t.in_stride == 1) {
+        std::memcpy(out, src, size_t(n) * sizeof(T));
+      } else if (t.identity) {
         for (int64_t i = 0; i < n; ++i) out[i * stride] = src[i * t.in_stride];
       } else {
         for (int64_t i = 0; i < n; ++i) out[i * stride] = src[t.offsets[size_t(i)]];
@@ -195,6 +243,7 @@ class ResizeKernel final : public Kernel {
   TensorView x_, y_;
   ResizePlan plan_;
   std::vector<std::vector<Acc>> inner_weights_;
+  std::vector<RowScratch> scratch_;  // one per thread of the session's team
   std::string name_;
 };
 

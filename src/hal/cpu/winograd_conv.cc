@@ -221,13 +221,18 @@ std::vector<float> WinogradConv::transformed_weights() const {
 
 // Chunks of tiles of at most kChunkBytes of scratch; with a team, either as many chunks as a
 // multiple of the team (each thread the same number, none waiting for another at the end),
-// or, with fewer tiles than kMinRowsPerThread per thread, every tile in few chunks and the
-// output channels sliced over the team.
+// or, with fewer tiles than kMinRowsPerThread per thread and at least kMinSliceBlocks
+// blocks of output channels per thread, every tile in few chunks and the output channels
+// sliced over the team. Thinner slices do not pay: every thread transforms all of the
+// chunk's inputs, and with 32-channel slices the output transforms took as long on two
+// threads as on one (winograd_bench 64 -> 64 at 20x20, two threads against one: 50 against
+// 64 us warm sliced, 42 us split by tiles; cold 119 -> 85 us, direct 93).
 void WinogradConv::plan_work(int threads) {
-  constexpr int64_t kMinRowsPerThread = 24;
+  constexpr int64_t kMinRowsPerThread = 24, kMinSliceBlocks = 4;
   const int64_t by_cache = std::clamp<int64_t>(kChunkBytes / (kPoints * int64_t(sizeof(float)) * (channels_ + outputs_)), 8, 96);
   const int64_t blocks = (outputs_ + kLanes - 1) / kLanes;
-  const bool slice_outputs = threads > 1 && (tiles_ + threads - 1) / threads < kMinRowsPerThread && blocks >= threads;
+  const bool slice_outputs =
+      threads > 1 && (tiles_ + threads - 1) / threads < kMinRowsPerThread && blocks >= kMinSliceBlocks * threads;
   chunks_ = (tiles_ + by_cache - 1) / by_cache;
   if (!slice_outputs) chunks_ = std::min(tiles_, (chunks_ + threads - 1) / threads * threads);
   chunk_ = (tiles_ + chunks_ - 1) / chunks_;
