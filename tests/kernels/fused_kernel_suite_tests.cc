@@ -331,6 +331,29 @@ TEST_P(KernelSuite, WinogradConvolutions) {
     }
 }
 
+// A Winograd layer of few tiles (a 17x18 map: 25) and many output channels (200: 13 blocks
+// of 16, the last partial): on cpu and cpu-split each thread takes a slice of 64 or more
+// output channels of every tile (winograd_conv.cc, plan_work); the 36 -> 40 layers above
+// split their tiles instead.
+TEST_P(KernelSuite, WinogradConvolutionsSlicedOverOutputChannels) {
+  const Shape x_shape = {1, 36, 17, 18}, w_shape = {200, 36, 3, 3};
+  Tensor weights = x(w_shape, 2);
+  for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= std::sqrt(36.0f * 9.0f);
+  for (const char* activation : {"none", "SiLU"}) {
+    SCOPED_TRACE(activation);
+    GraphBuilder b(17);
+    ValueId y = b.op("Conv", {b.input("x", DType::kF32, x_shape), b.constant("w", weights), b.constant("bias", x({200}, 3))},
+                     ints_attribute("pads", {1, 1, 1, 1}));
+    b.output(std::string(activation) == "SiLU" ? b.op("Mul", {y, b.op("Sigmoid", {y})}) : y);
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+    check_graph(std::move(fused), {{"x", x(x_shape)}}, &unfused);
+  }
+}
+
 // The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as
 // one gated row (hal/cpu/vector_math.h), over long runs (computed where they lie), short
 // strided ones (gathered) and channel slices (the rows path); and with tanh's result read
