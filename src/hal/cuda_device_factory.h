@@ -17,9 +17,14 @@ namespace strider {
 // library it needs) cannot be loaded.
 Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOptions& options);
 
+// How many GPUs the CUDA runtime sees (cudaGetDeviceCount: no context is made on any of
+// them). DEVICE_ERROR as create_cuda_device's when the backend is not there; 0 GPUs is a
+// count, not an error.
+Result<int> cuda_device_count();
+
 // Bumped whenever what crosses into the plugin changes (DeviceOptions, Device, Kernel,
 // KernelRequest, Graph, TensorView, Status): a plugin of another ABI is refused.
-inline constexpr int kCudaPluginAbi = 2;  // 2: Device::declines
+inline constexpr int kCudaPluginAbi = 3;  // 2: Device::declines; 3: the device count
 inline constexpr const char* kCudaPluginName = "libstrider_cuda.so";
 
 }  // namespace strider

@@ -18,9 +18,11 @@ namespace {
 
 using AbiFn = int (*)();
 using CreateFn = void (*)(int, const DeviceOptions*, Result<std::unique_ptr<Device>>*);
+using CountFn = int (*)();
 
 struct Plugin {
   CreateFn create = nullptr;
+  CountFn count = nullptr;
   std::string error;  // why it is not loaded
 };
 
@@ -56,24 +58,39 @@ Plugin load() {
     }
     auto abi = reinterpret_cast<AbiFn>(dlsym(handle, "strider_cuda_plugin_abi"));
     auto create = reinterpret_cast<CreateFn>(dlsym(handle, "strider_cuda_plugin_create"));
-    if (abi == nullptr || create == nullptr || abi() != kCudaPluginAbi) {
+    auto count = reinterpret_cast<CountFn>(dlsym(handle, "strider_cuda_plugin_device_count"));
+    if (abi == nullptr || create == nullptr || count == nullptr || abi() != kCudaPluginAbi) {
       first_error = fmt::format("{} is not a strider CUDA plugin of this build (ABI {})", path, kCudaPluginAbi);
       continue;
     }
     plugin.create = create;
+    plugin.count = count;
     return plugin;
   }
   plugin.error = first_error.empty() ? std::string("not found") : first_error;
   return plugin;
 }
 
+const Plugin& plugin() {
+  static const Plugin loaded = load();  // thread-safe, once per process
+  return loaded;
+}
+
+Status unavailable(const Plugin& plugin) {
+  return device_error(fmt::format("cuda is unavailable: the CUDA backend ({}) could not be loaded: {}",
+                                  kCudaPluginName, plugin.error));
+}
+
 }  // namespace
 
+Result<int> cuda_device_count() {
+  if (plugin().count == nullptr) return unavailable(plugin());
+  return plugin().count();
+}
+
 Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOptions& options) {
-  static const Plugin plugin = load();  // thread-safe, once per process
-  if (plugin.create == nullptr)
-    return device_error(fmt::format("cuda is unavailable: the CUDA backend ({}) could not be loaded: {}",
-                                    kCudaPluginName, plugin.error));
+  const Plugin& plugin = strider::plugin();
+  if (plugin.create == nullptr) return unavailable(plugin);
   Result<std::unique_ptr<Device>> device = internal_error("the CUDA plugin returned nothing");
   plugin.create(ordinal, &options, &device);
   return device;

@@ -27,6 +27,15 @@ Result<std::unique_ptr<Device>> CudaDevice::create(int ordinal, const DeviceOpti
   return std::unique_ptr<Device>(std::move(device));
 }
 
+int CudaDevice::count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // the runtime keeps the error otherwise
+    return 0;
+  }
+  return count;
+}
+
 Status CudaDevice::init() {
   STRIDER_CUDA_RETURN(cudaSetDevice(ordinal_), "cuda device");
   cudaDeviceProp props{};

@@ -26,6 +26,8 @@ namespace strider::cuda {
 class CudaDevice final : public Device {
  public:
   static Result<std::unique_ptr<Device>> create(int ordinal, const DeviceOptions& options);
+  // cudaGetDeviceCount's answer; no GPUs (or no driver to ask) is 0.
+  static int count();
   ~CudaDevice() override;
 
   std::string_view name() const override { return "cuda"; }

@@ -10,4 +10,6 @@ Result<std::unique_ptr<Device>> create_cuda_device(int ordinal, const DeviceOpti
   return cuda::CudaDevice::create(ordinal, options);
 }
 
+Result<int> cuda_device_count() { return cuda::CudaDevice::count(); }
+
 }  // namespace strider

@@ -14,4 +14,8 @@ __attribute__((visibility("default"))) void strider_cuda_plugin_create(
   *out = strider::cuda::CudaDevice::create(ordinal, *options);
 }
 
+__attribute__((visibility("default"))) int strider_cuda_plugin_device_count() {
+  return strider::cuda::CudaDevice::count();
+}
+
 }  // extern "C"
