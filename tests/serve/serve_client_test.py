@@ -8,7 +8,8 @@ as `strider run` on the same seeded random inputs; malformed requests, wrong sha
 datatypes, an oversized body and an abrupt disconnect each get their error and leave the
 server serving; concurrent clients all get right answers; statistics and /metrics count what
 happened; the gRPC service answers the same (raw and typed contents, its error codes);
-SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
+a device list spreads instances over devices (cpu,sim here), counted per device in
+/metrics; SIGTERM exits 0. Usage: serve_client_test.py STRIDER_BINARY SOURCE_DIR
 """
 import json
 import os
@@ -348,6 +349,50 @@ def check_grpc(address, work):
             check(e.code() == code, "gRPC %s: %s %s" % (what, e.code(), e.details()[:80]))
 
 
+def check_instances_on_devices(work):
+    """A server over a device list (cpu,sim) with two instances per device: four instances of
+    the model, each counted in /metrics by device; concurrent clients get right answers from
+    more than one of them; a model whose config.json names a device twice is refused by name."""
+    root = os.path.join(work, "devices")
+    os.makedirs(os.path.join(root, "cnn", "1"))
+    shutil.copy(CNN, os.path.join(root, "cnn", "1", "model.onnx"))
+    os.makedirs(os.path.join(root, "twice", "1"))
+    shutil.copy(CNN, os.path.join(root, "twice", "1", "model.onnx"))
+    with open(os.path.join(root, "twice", "config.json"), "w") as f:
+        json.dump({"device": "cpu,cpu"}, f)
+    server, url, _ = start_server(root, work, "--device", "cpu,sim", "--instances-per-device", "2", log="devices.log")
+    try:
+        twice = requests.get(url + "/v2/models/twice")
+        check(twice.status_code == 503 and "cpu twice" in twice.json()["error"], "a device named twice: " + twice.text[:120])
+        rng = np.random.default_rng(13)  # 16 rows a request: runs long enough to overlap
+        inputs = [rng.standard_normal((16, 3, 16, 16)).astype(np.float32) for _ in range(4)]
+        expected = [strider_run(CNN, {"x": a}, work)[0] for a in inputs]
+        wrong = []
+
+        def client(k):
+            for i in range(6):
+                j = (k + i) % 4
+                arrays = binary_infer(url, "cnn", {"x": inputs[j]})[1]
+                if arrays is None or not np.allclose(arrays[0], expected[j], rtol=1e-5, atol=1e-6):
+                    wrong.append((k, i))
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(not wrong, "cpu,sim x 2 instances: 8 clients x 6 requests, each its own right answer (%d wrong)" % len(wrong))
+        counts = {}
+        for line in requests.get(url + "/metrics").text.splitlines():
+            m = re.match(r'strider_instance_exec_count\{model="cnn",version="1",device="(\w+)",instance="(\d)"\} (\d+)', line)
+            if m:
+                counts[(m.group(1), int(m.group(2)))] = int(m.group(3))
+        check(sorted(counts) == [("cpu", 0), ("cpu", 1), ("sim", 0), ("sim", 1)], "/metrics: one line per instance: %s" % counts)
+        check(sum(counts.values()) == 48 and sum(1 for c in counts.values() if c > 0) > 1,
+              "the 48 runs are spread over the instances: %s" % counts)
+    finally:
+        stop(server, work, "devices.log")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="strider-serve-")
     root = os.path.join(work, "repository")
@@ -363,6 +408,7 @@ def main():
     finally:
         stop(server, work, "server.log")
     check_batching(root, work)
+    check_instances_on_devices(work)
     shutil.rmtree(work)
     if failures:
         sys.exit("%d failed: %s" % (len(failures), "; ".join(failures)))

@@ -88,7 +88,10 @@ int size_bucket(int64_t rows) {
 Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
                  bool measured)
     : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_) {
-  for (DynamicSession* session : sessions_) merge_buffers_[session];
+  for (DynamicSession* session : sessions_) {
+    merge_buffers_[session];
+    executions_[session];
+  }
 }
 
 std::string Batcher::batchable(const DynamicSession& session) {
@@ -227,6 +230,7 @@ void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
     outputs = status.is_ok() ? session->run(merged) : Result<std::vector<Tensor>>(status);
   }
   const Clock::duration computed = Clock::now() - start;
+  executions_.at(session) += 1;
   stats_.batches += 1;
   stats_.rows += total;
   stats_.by_size[size_bucket(total)] += 1;

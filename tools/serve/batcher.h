@@ -79,6 +79,8 @@ class Batcher {
   // Runs one request (inputs by name, every input with the same dim 0) in some batch.
   Outcome submit(std::map<std::string, Tensor> inputs, const RequestLimits& limits);
   const BatchStats& stats() const { return stats_; }
+  // Batches `session` (one of the constructor's) has run.
+  int64_t executions_of(const DynamicSession* session) const { return executions_.at(session).load(); }
 
  private:
   struct Pending {
@@ -116,6 +118,7 @@ class Batcher {
   // device uploads fastest (pinned on cuda: one DMA, no staging copy). Entries made at
   // construction; each inner map is touched only by the caller holding that instance.
   std::map<const DynamicSession*, std::map<std::string, HostBuffer>> merge_buffers_;
+  std::map<const DynamicSession*, std::atomic<int64_t>> executions_;  // keys fixed at construction
   std::vector<double> row_seconds_;
   BatchStats stats_;
 };

@@ -102,6 +102,18 @@ std::string batch_size_histogram(const ModelRepository& repository) {
   return text;
 }
 
+// Per instance, so per device: its runs (batches when the model batches).
+std::string instance_metrics(const ModelRepository& repository) {
+  std::string text =
+      "# HELP strider_instance_exec_count Runs of one instance of a model (batches when it batches)\n"
+      "# TYPE strider_instance_exec_count counter\n";
+  for (const auto& m : repository.models())
+    for (const ServedModel::InstanceState& s : m->instance_states())
+      text += fmt::format("strider_instance_exec_count{{model=\"{}\",version=\"{}\",device=\"{}\",instance=\"{}\"}} {}\n",
+                          m->name, m->version, s.device, s.index, s.executions);
+  return text;
+}
+
 // Prometheus text under Triton's metric names, so its dashboards read it.
 std::string prometheus_metrics(const ModelRepository& repository) {
   struct Metric { const char* name; const char* type; const char* help; int64_t (*value)(ServedModel&); };
@@ -131,7 +143,7 @@ std::string prometheus_metrics(const ModelRepository& repository) {
     for (const auto& m : repository.models())
       text += fmt::format("{}{{model=\"{}\",version=\"{}\"}} {}\n", metric.name, m->name, m->version, metric.value(*m));
   }
-  return text + batch_size_histogram(repository);
+  return text + instance_metrics(repository) + batch_size_histogram(repository);
 }
 
 std::optional<size_t> parse_size(const std::string& text) {

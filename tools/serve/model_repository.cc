@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "strider/devices.h"
+
 namespace strider::serve {
 namespace {
 
@@ -68,33 +70,56 @@ int64_t steady_now_ns() {
 
 void ServedModel::load(const ModelDefaults& options) {
   options_ = options;
+  Result<std::vector<std::string>> devices = expand_device_list(options.device);
+  if (!devices.is_ok()) {
+    error = devices.status().to_string();
+    return;
+  }
   SessionOptions session;
-  session.device = options.device;
   session.dtype = options.dtype;
   session.threads = options.threads;
   DynamicSessionOptions dynamic;
   // Each batch size is a plan: keep every size up to max_batch (the memory budget still
   // drops the least recently used when they do not fit).
   dynamic.max_cached_shapes = std::max(8, options.max_batch + 2);
-  for (int i = 0; i < options.instances; ++i) {
-    auto loaded = DynamicSession::load(path, session, dynamic);
-    if (!loaded.is_ok()) {
-      error = loaded.status().to_string();
-      instances_.clear();
-      return;
-    }
-    auto instance = std::make_unique<Instance>();
-    instance->session = std::move(*loaded);
-    auto feed = warm_up_inputs(instance->session->inputs());
-    Status warmed = feed.is_ok() ? instance->session->run(*feed).status() : feed.status();
-    if (!warmed.is_ok()) {
-      error = "warm-up run failed: " + warmed.to_string();
-      instances_.clear();
-      return;
-    }
-    instances_.push_back(std::move(instance));
-  }
+  // Instance i on every device before instance i + 1 on any: a request takes the first free
+  // instance in this order, so two requests at once run on two GPUs, not both on the first.
+  for (int i = 0; i < options.instances; ++i)
+    for (const std::string& device : *devices)
+      if (Status loaded = load_instance(device, i, session, dynamic); !loaded.is_ok()) {
+        error = loaded.to_string();
+        instances_.clear();
+        return;
+      }
   if (options.max_batch > 1) start_batching();
+}
+
+Status ServedModel::load_instance(const std::string& device, int index, const SessionOptions& session,
+                                  const DynamicSessionOptions& dynamic) {
+  SessionOptions on_device = session;
+  on_device.device = device;
+  const std::string where = fmt::format("instance {} on {}", index, device);
+  auto loaded = DynamicSession::load(path, on_device, dynamic);
+  if (!loaded.is_ok()) return loaded.status().with_context(where);
+  auto instance = std::make_unique<Instance>();
+  instance->session = std::move(*loaded);
+  instance->device = device;
+  instance->index = index;
+  auto feed = warm_up_inputs(instance->session->inputs());
+  Status warmed = feed.is_ok() ? instance->session->run(*feed).status() : feed.status();
+  if (!warmed.is_ok()) return warmed.with_context(where + ": warm-up run");
+  instances_.push_back(std::move(instance));
+  return Status::ok();
+}
+
+std::vector<ServedModel::InstanceState> ServedModel::instance_states() const {
+  std::vector<InstanceState> states;
+  for (const auto& instance : instances_) {
+    InstanceState s{instance->device, instance->index, instance->executions.load()};
+    if (batcher_) s.executions = batcher_->executions_of(instance->session.get());
+    states.push_back(std::move(s));
+  }
+  return states;
 }
 
 void ServedModel::start_batching() {
@@ -141,20 +166,36 @@ Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::str
     lock = std::unique_lock(instance->busy, std::try_to_lock);
     if (lock.owns_lock()) {
       chosen = instance.get();
+      chosen->load += 1;
       break;
     }
   }
   if (!chosen) {
-    chosen = instances_[next_.fetch_add(1) % instances_.size()].get();
+    chosen = least_loaded();  // counted in its load from here
     lock = std::unique_lock(chosen->busy);
   }
+  struct Unload {
+    Instance* instance;
+    ~Unload() { instance->load -= 1; }
+  } unload{chosen};
   const int64_t started = steady_now_ns();
   stats_.queue_ns += started - start;
   if (std::string expired = limits.expired(Clock::now()); !expired.empty()) return resource_exhausted(expired);
   Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
   stats_.compute_ns += steady_now_ns() - started;
   stats_.executions += 1;
+  chosen->executions += 1;
   return outputs;
+}
+
+// The instance with the fewest requests waiting on it or running, counted as one more. Two
+// callers may pick the same one at once; each still waits its turn on its lock.
+ServedModel::Instance* ServedModel::least_loaded() {
+  Instance* best = instances_.front().get();
+  for (auto& instance : instances_)
+    if (instance->load.load() < best->load.load()) best = instance.get();
+  best->load += 1;
+  return best;
 }
 
 void ServedModel::record(bool ok, int64_t start_ns) {

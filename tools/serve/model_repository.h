@@ -1,12 +1,15 @@
 // The models a server serves: loaded at start from Triton's repository layout
 // (DIR/NAME/VERSION/model.onnx, the highest numbered VERSION; an optional DIR/NAME/config.json
 // of strider options) or from NAME=PATH pairs. Each model is K instances (DynamicSessions:
-// any input shape per run, one plan per shape, cached), warmed by one run on zeros with
-// every open dim 1 before the model counts as ready. A model that fails to load is kept
-// with its error, by name, and the others serve.
+// any input shape per run, one plan per shape, cached) on each device of its device list
+// (strider/devices.h: "cuda:all", "cuda:0,1", ...), each instance with its own session, so
+// its own streams, arena, plans and copy of the weights on its device; every instance is
+// warmed by one run on zeros with every open dim 1 before the model counts as ready. A
+// model that fails to load is kept with its error, by name, and the others serve.
 //
 // Threads: infer() may be called from any number of threads. A request takes the first free
-// instance (else waits for the next one in turn); at most `max_queue` requests per model wait
+// instance, else waits for the least loaded (fewest requests waiting on it or running);
+// batches go to whichever instance frees first (batcher.h). At most `max_queue` requests per model wait
 // or run at once, beyond that infer() is RESOURCE_EXHAUSTED at once (the server's 503), so memory
 // never grows with the load. Statistics are atomics, read without locks.
 #pragma once
@@ -30,12 +33,12 @@ namespace strider::serve {
 int64_t steady_now_ns();
 
 // Strider options for every model; a model's config.json may override device, dtype,
-// threads and instances: {"device": "cuda", "dtype": "bf16", "threads": 2, "instances": 2}.
+// threads and instances: {"device": "cuda:all", "dtype": "bf16", "threads": 2, "instances": 2}.
 struct ModelDefaults {
-  std::string device = "cpu";
+  std::string device = "cpu";  // a device list: one device, or several (expand_device_list)
   DType dtype = DType::kF32;
   int threads = 0;
-  int instances = 1;
+  int instances = 1;  // per device
   int max_queue = 64;  // requests per model waiting or running at once
   // Dynamic batching (batcher.h) when over 1 and the model has a batch dim.
   int max_batch = 0;
@@ -74,6 +77,14 @@ class ServedModel {
   std::string batching_note;
   const Batcher* batcher() const { return batcher_.get(); }
 
+  // What /metrics reports per instance.
+  struct InstanceState {
+    std::string device;
+    int index = 0;  // among the model's instances on that device
+    int64_t executions = 0;
+  };
+  std::vector<InstanceState> instance_states() const;
+
   // Loads the instances and warms them; on failure `error` says why.
   void load(const ModelDefaults& options);
   // Runs one request on a free instance, or through the batcher. RESOURCE_EXHAUSTED when
@@ -83,14 +94,20 @@ class ServedModel {
  private:
   struct Instance {
     std::unique_ptr<DynamicSession> session;
+    std::string device;
+    int index = 0;
     std::mutex busy;
+    std::atomic<int> load{0};  // requests waiting for it or running on it (unbatched)
+    std::atomic<int64_t> executions{0};
   };
+  Status load_instance(const std::string& device, int index, const SessionOptions& session,
+                       const DynamicSessionOptions& dynamic);
+  Instance* least_loaded();
   Result<std::vector<Tensor>> infer_unbatched(const std::map<std::string, Tensor>& inputs, const RequestLimits& limits);
   void start_batching();
   std::vector<std::unique_ptr<Instance>> instances_;
   std::unique_ptr<Batcher> batcher_;  // after instances_: stopped before they go
   std::atomic<int> in_flight_{0};
-  std::atomic<uint64_t> next_{0};
   ModelStats stats_;
   ModelDefaults options_;
 };

@@ -78,10 +78,14 @@ void add_serve_command(CLI::App& app, ServeOptions& options) {
   serve->add_option("--http-port", options.http_port, "HTTP port (0: any free port, printed)")->capture_default_str();
   serve->add_option("--grpc-port", options.grpc_port, "gRPC port (0: any free port; -1: no gRPC)")->capture_default_str();
   serve->add_option("--port-file", options.port_file, "once listening, write 'http PORT' and 'grpc PORT' lines here");
-  serve->add_option("--device", options.device, "cpu, sim or cuda")->capture_default_str();
+  serve->add_option("--device", options.device,
+                    "cpu, sim, cuda, cuda:N, cuda:all (every GPU), or a list such as cuda:0,1: each model's instances on each")
+      ->capture_default_str();
   serve->add_option("--dtype", options.dtype, "f32 or bf16")->capture_default_str();
   serve->add_option("--threads", options.threads, "cpu threads per instance (0: every core)")->capture_default_str();
-  serve->add_option("--instances", options.instances, "instances (sessions) per model")->capture_default_str()->check(CLI::Range(1, 64));
+  serve->add_option("--instances,--instances-per-device", options.instances, "instances (sessions) of each model on each device")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   serve->add_option("--max-queue", options.max_queue, "requests per model waiting or running; more get 503")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   serve->add_option("--max-batch", options.max_batch,
