@@ -86,8 +86,10 @@ int size_bucket(int64_t rows) {
 }  // namespace
 
 Batcher::Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
-                 bool measured)
-    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_) {
+                 bool measured, RunFn run, KeepFn keep)
+    : sessions_(std::move(sessions)), max_batch_(max_batch), max_delay_(max_delay), measured_(measured), free_(sessions_),
+      run_(run ? std::move(run) : RunFn([](DynamicSession& s, const std::map<std::string, Tensor>& in) { return s.run(in); })),
+      keep_(std::move(keep)), in_rotation_(int(sessions_.size())) {
   for (DynamicSession* session : sessions_) {
     merge_buffers_[session];
     executions_[session];
@@ -143,6 +145,11 @@ Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, const Req
   queue_.push_back(&pending);
   forming_.notify_all();  // a leader waiting out the oldest request's delay counts the rows again
   while (!pending.done) {
+    if (in_rotation_ == 0) {
+      answer_all_queued(last_failure_);  // this request's too, unless a batch holds it
+      if (!pending.done) pending.wake.wait(lock);
+      continue;
+    }
     if (free_.empty() || queue_.empty()) {
       pending.wake.wait(lock);  // answered, or asked to lead
       continue;
@@ -150,13 +157,21 @@ Batcher::Outcome Batcher::submit(std::map<std::string, Tensor> inputs, const Req
     DynamicSession* session = free_.back();  // reserved while the batch forms and runs
     free_.pop_back();
     std::vector<Pending*> batch = take_batch(lock);
+    bool keep = true;
     if (!batch.empty()) {
       lock.unlock();
-      run_batch(session, batch);
+      const Status ran = run_batch(session, batch);
+      keep = ran.is_ok() || !keep_ || keep_(*session, ran);
       lock.lock();
-      answer(batch);
+      if (keep) {
+        answer(batch);
+      } else {
+        in_rotation_ -= 1;
+        last_failure_ = ran;
+        requeue(batch);
+      }
     }
-    free_.push_back(session);
+    if (keep) free_.push_back(session);
     // The caller of the oldest request left leads next (this one does if still waiting).
     if (!queue_.empty() && queue_.front() != &pending) queue_.front()->wake.notify_one();
   }
@@ -170,6 +185,25 @@ void Batcher::answer(const std::vector<Pending*>& batch) {
     p->done = true;
     p->wake.notify_one();
   }
+}
+
+void Batcher::requeue(const std::vector<Pending*>& batch) {
+  for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+    (*it)->outcome = Outcome{};
+    (*it)->share = {};
+    queue_.push_front(*it);
+  }
+}
+
+void Batcher::answer_all_queued(const Status& why) {
+  const Clock::time_point now = Clock::now();
+  std::vector<Pending*> all(queue_.begin(), queue_.end());
+  queue_.clear();
+  for (Pending* p : all) {
+    p->outcome.outputs = why.with_context("every instance of the model is out of rotation; the last failed with");
+    p->outcome.queued = now - p->enqueued;
+  }
+  answer(all);
 }
 
 // Waits until the oldest request has waited max_delay or max_batch mergeable rows are
@@ -210,13 +244,13 @@ std::vector<Batcher::Pending*> Batcher::take_batch(std::unique_lock<std::mutex>&
   return batch;
 }
 
-void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
+Status Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
   const Clock::time_point start = Clock::now();
   int64_t total = 0;
   for (const auto& p : batch) total += std::max<int64_t>(p->rows, 0);
   Result<std::vector<Tensor>> outputs = internal_error("not run");
   if (batch.size() == 1) {
-    outputs = session->run(batch.front()->inputs);
+    outputs = run_(*session, batch.front()->inputs);
   } else {
     std::map<std::string, Tensor> merged;
     Status status = Status::ok();
@@ -227,8 +261,9 @@ void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
       if (!m.is_ok()) status = m.status();
       else merged[name] = std::move(*m);
     }
-    outputs = status.is_ok() ? session->run(merged) : Result<std::vector<Tensor>>(status);
+    outputs = status.is_ok() ? run_(*session, merged) : Result<std::vector<Tensor>>(status);
   }
+  const Status ran = outputs.status();
   const Clock::duration computed = Clock::now() - start;
   executions_.at(session) += 1;
   stats_.batches += 1;
@@ -249,6 +284,7 @@ void Batcher::run_batch(DynamicSession* session, std::vector<Pending*>& batch) {
     else p->share = {shared, first, total};
     first += std::max<int64_t>(p->rows, 0);
   }
+  return ran;
 }
 
 // The instance's buffer for input `name`, grown for max_batch rows when a batch outgrows it.

@@ -58,10 +58,17 @@ struct BatchStats {
 
 class Batcher {
  public:
+  // How a batch runs on an instance: its session's run, or what the owner puts around it.
+  using RunFn = std::function<Result<std::vector<Tensor>>(DynamicSession&, const std::map<std::string, Tensor>&)>;
+  // Asked after a batch failed on `session`: false takes the instance out of rotation (its
+  // device failed), and the batch's requests go back to the head of the queue for the
+  // others; when none is left, every request waiting is answered with that error.
+  using KeepFn = std::function<bool(DynamicSession&, const Status&)>;
+
   // `sessions`: the model's instances (not owned; they outlive the batcher).
   // `measured`: prepare() may lower max_batch to the fastest size per row; else it stays.
   Batcher(std::vector<DynamicSession*> sessions, int max_batch, std::chrono::microseconds max_delay,
-          bool measured = true);
+          bool measured = true, RunFn run = {}, KeepFn keep = {});
   // Empty when every input and output has an open dim 0; else why the model cannot batch.
   static std::string batchable(const DynamicSession& session);
   // Where the model's other dims are static: plans every batch size on every instance and
@@ -101,8 +108,10 @@ class Batcher {
     std::condition_variable wake;
   };
   void answer(const std::vector<Pending*>& batch);  // under mutex_
+  void requeue(const std::vector<Pending*>& batch);  // under mutex_: to the head, in order
+  void answer_all_queued(const Status& why);         // under mutex_
   std::vector<Pending*> take_batch(std::unique_lock<std::mutex>& lock);
-  void run_batch(DynamicSession* session, std::vector<Pending*>& batch);
+  Status run_batch(DynamicSession* session, std::vector<Pending*>& batch);  // the run's status
   void take_rows(Pending& p) const;  // its rows of a shared batch output, into its outcome
   const HostBuffer& merge_buffer(DynamicSession* session, const std::string& name, const Tensor& row_of, int64_t rows);
 
@@ -114,6 +123,10 @@ class Batcher {
   std::condition_variable forming_;  // a request queued: for leaders waiting out a delay
   std::deque<Pending*> queue_;       // the callers' own, alive until answered
   std::vector<DynamicSession*> free_;
+  RunFn run_;
+  KeepFn keep_;
+  int in_rotation_;     // under mutex_: instances not taken out
+  Status last_failure_;  // under mutex_: why the last one was
   // Per instance, by input name: where its merged inputs are assembled, in memory its
   // device uploads fastest (pinned on cuda: one DMA, no staging copy). Entries made at
   // construction; each inner map is touched only by the caller holding that instance.

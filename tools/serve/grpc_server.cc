@@ -153,7 +153,7 @@ grpc::Status Service::ModelMetadata(grpc::ServerContext*, const inference::Model
                                     inference::ModelMetadataResponse* r) {
   ServedModel* m = nullptr;
   if (grpc::Status found = find(q->name(), q->version(), &m); !found.ok()) return found;
-  if (!m->ready()) return {grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->error)};
+  if (!m->ready()) return {grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->why_not_ready())};
   r->set_name(m->name);
   r->add_versions(m->version);
   r->set_platform("onnx");
@@ -170,7 +170,7 @@ grpc::Status Service::ModelInfer(grpc::ServerContext* context, const ModelInferR
     m->record(false, start);
     return status;
   };
-  if (!m->ready()) return fail({grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->error)});
+  if (!m->ready()) return fail({grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->why_not_ready())});
   Result<InferRequest> request = parse_request(*q, m->inputs());
   if (!request.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, request.status().message()});
   RequestLimits limits;

@@ -160,7 +160,7 @@ HttpReply infer(ServedModel& model, const HttpRequest& req) {
     model.record(false, start);
     return error_reply(status, message);
   };
-  if (!model.ready()) return fail(503, fmt::format("model '{}' is not ready: {}", model.name, model.error));
+  if (!model.ready()) return fail(503, fmt::format("model '{}' is not ready: {}", model.name, model.why_not_ready()));
   std::optional<size_t> header_length;
   if (req.header_length) {
     header_length = parse_size(*req.header_length);
@@ -216,7 +216,7 @@ HttpReply model_route(ModelRepository& repository, const HttpRequest& req, const
   if (get && action == "stats" && at == 3) return json_reply(200, {{"model_stats", {model_statistics(*model)}}});
   const bool metadata = get && (action.empty() || (action == "config" && at == 3));
   if (!metadata) return error_reply(404, fmt::format("no route for {} {}", req.method, req.path));
-  if (!model->ready()) return error_reply(503, fmt::format("model '{}' is not ready: {}", model->name, model->error));
+  if (!model->ready()) return error_reply(503, fmt::format("model '{}' is not ready: {}", model->name, model->why_not_ready()));
   return json_reply(200, action.empty() ? model_metadata(*model) : triton_config(*model));
 }
 

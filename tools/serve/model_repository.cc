@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "http_server.h"
 #include "strider/devices.h"
 
 namespace strider::serve {
@@ -91,7 +92,41 @@ void ServedModel::load(const ModelDefaults& options) {
         instances_.clear();
         return;
       }
+  in_rotation_ = int(instances_.size());
   if (options.max_batch > 1) start_batching();
+}
+
+std::string ServedModel::why_not_ready() const {
+  if (!error.empty()) return error;
+  std::lock_guard lock(failure_mutex_);
+  return "every instance is out of rotation; the last failed with " + last_failure_;
+}
+
+Result<std::vector<Tensor>> ServedModel::run_on(Instance& instance, const std::map<std::string, Tensor>& inputs) {
+  if (fault_for_testing)
+    if (Status fault = fault_for_testing(instance.device); !fault.is_ok()) return fault;
+  return instance.session->run(inputs);
+}
+
+bool ServedModel::keep_after(Instance& instance, const Status& failure) {
+  if (failure.code() != StatusCode::kDeviceError) return true;
+  if (!instance.out_of_rotation.exchange(true)) {
+    {
+      std::lock_guard lock(failure_mutex_);
+      last_failure_ = failure.to_string();
+    }
+    in_rotation_ -= 1;
+    log_json("error", "instance out of rotation: its device failed",
+             {{"model", name}, {"device", instance.device}, {"instance", instance.index}, {"error", failure.to_string()},
+              {"instances_left", in_rotation_.load()}});
+  }
+  return false;
+}
+
+// Every session the batcher has is one of the instances'.
+ServedModel::Instance& ServedModel::instance_of(const DynamicSession& session) {
+  return **std::find_if(instances_.begin(), instances_.end(),
+                        [&](const auto& instance) { return instance->session.get() == &session; });
 }
 
 Status ServedModel::load_instance(const std::string& device, int index, const SessionOptions& session,
@@ -115,7 +150,7 @@ Status ServedModel::load_instance(const std::string& device, int index, const Se
 std::vector<ServedModel::InstanceState> ServedModel::instance_states() const {
   std::vector<InstanceState> states;
   for (const auto& instance : instances_) {
-    InstanceState s{instance->device, instance->index, instance->executions.load()};
+    InstanceState s{instance->device, instance->index, instance->executions.load(), !instance->out_of_rotation.load()};
     if (batcher_) s.executions = batcher_->executions_of(instance->session.get());
     states.push_back(std::move(s));
   }
@@ -127,8 +162,10 @@ void ServedModel::start_batching() {
   if (!batching_note.empty()) return;
   std::vector<DynamicSession*> sessions;
   for (auto& instance : instances_) sessions.push_back(instance->session.get());
-  auto batcher =
-      std::make_unique<Batcher>(sessions, options_.max_batch, options_.max_queue_delay, options_.measure_batch);
+  auto run = [this](DynamicSession& s, const std::map<std::string, Tensor>& inputs) { return run_on(instance_of(s), inputs); };
+  auto keep = [this](DynamicSession& s, const Status& failure) { return keep_after(instance_of(s), failure); };
+  auto batcher = std::make_unique<Batcher>(sessions, options_.max_batch, options_.max_queue_delay, options_.measure_batch,
+                                           run, keep);
   if (Status prepared = batcher->prepare(); !prepared.is_ok()) {
     batching_note = "planning its batch sizes failed: " + prepared.to_string();
     return;
@@ -137,7 +174,7 @@ void ServedModel::start_batching() {
 }
 
 Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inputs, const RequestLimits& limits) {
-  if (!ready()) return internal_error(fmt::format("model '{}' is not ready: {}", name, error));
+  if (!ready()) return internal_error(fmt::format("model '{}' is not ready: {}", name, why_not_ready()));
   if (in_flight_.fetch_add(1) >= options_.max_queue) {
     in_flight_.fetch_sub(1);
     return resource_exhausted(fmt::format("model '{}': {} requests are queued already", name, options_.max_queue));
@@ -157,44 +194,51 @@ Result<std::vector<Tensor>> ServedModel::infer(std::map<std::string, Tensor> inp
   return outputs;
 }
 
+// A request whose instance fails with its device runs again on another, until none is left.
 Result<std::vector<Tensor>> ServedModel::infer_unbatched(const std::map<std::string, Tensor>& inputs,
                                                          const RequestLimits& limits) {
   const int64_t start = steady_now_ns();
-  Instance* chosen = nullptr;
-  std::unique_lock<std::mutex> lock;
-  for (auto& instance : instances_) {
-    lock = std::unique_lock(instance->busy, std::try_to_lock);
-    if (lock.owns_lock()) {
-      chosen = instance.get();
-      chosen->load += 1;
-      break;
+  while (true) {
+    Instance* chosen = nullptr;
+    std::unique_lock<std::mutex> lock;
+    for (auto& instance : instances_) {
+      if (instance->out_of_rotation) continue;
+      lock = std::unique_lock(instance->busy, std::try_to_lock);
+      if (lock.owns_lock()) {
+        chosen = instance.get();
+        chosen->load += 1;
+        break;
+      }
     }
+    if (!chosen) {
+      chosen = least_loaded();  // counted in its load from here
+      if (!chosen) return internal_error(fmt::format("model '{}' is not ready: {}", name, why_not_ready()));
+      lock = std::unique_lock(chosen->busy);
+    }
+    struct Unload {
+      Instance* instance;
+      ~Unload() { instance->load -= 1; }
+    } unload{chosen};
+    if (chosen->out_of_rotation) continue;  // it failed while this request waited for it
+    const int64_t started = steady_now_ns();
+    stats_.queue_ns += started - start;
+    if (std::string expired = limits.expired(Clock::now()); !expired.empty()) return resource_exhausted(expired);
+    Result<std::vector<Tensor>> outputs = run_on(*chosen, inputs);
+    stats_.compute_ns += steady_now_ns() - started;
+    stats_.executions += 1;
+    chosen->executions += 1;
+    if (outputs.is_ok() || keep_after(*chosen, outputs.status())) return outputs;
   }
-  if (!chosen) {
-    chosen = least_loaded();  // counted in its load from here
-    lock = std::unique_lock(chosen->busy);
-  }
-  struct Unload {
-    Instance* instance;
-    ~Unload() { instance->load -= 1; }
-  } unload{chosen};
-  const int64_t started = steady_now_ns();
-  stats_.queue_ns += started - start;
-  if (std::string expired = limits.expired(Clock::now()); !expired.empty()) return resource_exhausted(expired);
-  Result<std::vector<Tensor>> outputs = chosen->session->run(inputs);
-  stats_.compute_ns += steady_now_ns() - started;
-  stats_.executions += 1;
-  chosen->executions += 1;
-  return outputs;
 }
 
-// The instance with the fewest requests waiting on it or running, counted as one more. Two
-// callers may pick the same one at once; each still waits its turn on its lock.
+// The instance in rotation with the fewest requests waiting on it or running, counted as
+// one more; null when none is in rotation. Two callers may pick the same one at once; each
+// still waits its turn on its lock.
 ServedModel::Instance* ServedModel::least_loaded() {
-  Instance* best = instances_.front().get();
+  Instance* best = nullptr;
   for (auto& instance : instances_)
-    if (instance->load.load() < best->load.load()) best = instance.get();
-  best->load += 1;
+    if (!instance->out_of_rotation && (!best || instance->load.load() < best->load.load())) best = instance.get();
+  if (best) best->load += 1;
   return best;
 }
 

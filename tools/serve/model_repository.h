@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,8 +57,11 @@ struct ModelStats {
 class ServedModel {
  public:
   std::string name, version = "1", path;
-  std::string error;  // why it did not load; empty when ready
-  bool ready() const { return error.empty() && !instances_.empty(); }
+  std::string error;  // why it did not load; empty when it did
+  // Loaded, and at least one instance in rotation.
+  bool ready() const { return error.empty() && in_rotation_.load() > 0; }
+  // Why ready() is false: the load's error, or the failure of the last instance taken out.
+  std::string why_not_ready() const;
   const std::vector<ValueInfo>& inputs() const { return instances_.front()->session->inputs(); }
   const std::vector<ValueInfo>& outputs() const { return instances_.front()->session->outputs(); }
   ModelStats& stats() { return stats_; }
@@ -82,6 +86,7 @@ class ServedModel {
     std::string device;
     int index = 0;  // among the model's instances on that device
     int64_t executions = 0;
+    bool in_rotation = true;
   };
   std::vector<InstanceState> instance_states() const;
 
@@ -91,6 +96,10 @@ class ServedModel {
   // max_queue requests are in already, or when `limits` expire while it waits.
   Result<std::vector<Tensor>> infer(std::map<std::string, Tensor> inputs, const RequestLimits& limits = {});
 
+  // For tests: called with an instance's device before each of its runs; an error it returns
+  // is that run's result, as from a GPU whose context failed. Set before serving.
+  std::function<Status(const std::string& device)> fault_for_testing;
+
  private:
   struct Instance {
     std::unique_ptr<DynamicSession> session;
@@ -99,7 +108,14 @@ class ServedModel {
     std::mutex busy;
     std::atomic<int> load{0};  // requests waiting for it or running on it (unbatched)
     std::atomic<int64_t> executions{0};
+    std::atomic<bool> out_of_rotation{false};
   };
+  // Runs on the instance (through fault_for_testing).
+  Result<std::vector<Tensor>> run_on(Instance& instance, const std::map<std::string, Tensor>& inputs);
+  // After a failed run: a DEVICE_ERROR (its GPU failed) takes the instance out of rotation,
+  // reported in the log; false then. Other errors are the request's own.
+  bool keep_after(Instance& instance, const Status& failure);
+  Instance& instance_of(const DynamicSession& session);
   Status load_instance(const std::string& device, int index, const SessionOptions& session,
                        const DynamicSessionOptions& dynamic);
   Instance* least_loaded();
@@ -108,6 +124,9 @@ class ServedModel {
   std::vector<std::unique_ptr<Instance>> instances_;
   std::unique_ptr<Batcher> batcher_;  // after instances_: stopped before they go
   std::atomic<int> in_flight_{0};
+  std::atomic<int> in_rotation_{0};
+  mutable std::mutex failure_mutex_;
+  std::string last_failure_;  // under failure_mutex_
   ModelStats stats_;
   ModelDefaults options_;
 };
