@@ -389,6 +389,8 @@ def check_instances_on_devices(work):
         check(sorted(counts) == [("cpu", 0), ("cpu", 1), ("sim", 0), ("sim", 1)], "/metrics: one line per instance: %s" % counts)
         check(sum(counts.values()) == 48 and sum(1 for c in counts.values() if c > 0) > 1,
               "the 48 runs are spread over the instances: %s" % counts)
+        rotation = re.findall(r'strider_instance_in_rotation\{model="cnn",[^}]*\} (\d)', requests.get(url + "/metrics").text)
+        check(rotation == ["1"] * 4, "/metrics: all four instances in rotation: %s" % rotation)
     finally:
         stop(server, work, "devices.log")
 

@@ -102,16 +102,23 @@ std::string batch_size_histogram(const ModelRepository& repository) {
   return text;
 }
 
-// Per instance, so per device: its runs (batches when the model batches).
+// Per instance, so per device: its runs (batches when the model batches), and whether it
+// is in rotation (0 once its device failed).
 std::string instance_metrics(const ModelRepository& repository) {
-  std::string text =
+  std::string runs =
       "# HELP strider_instance_exec_count Runs of one instance of a model (batches when it batches)\n"
       "# TYPE strider_instance_exec_count counter\n";
+  std::string rotation =
+      "# HELP strider_instance_in_rotation 1 while the instance takes requests, 0 once its device failed\n"
+      "# TYPE strider_instance_in_rotation gauge\n";
   for (const auto& m : repository.models())
-    for (const ServedModel::InstanceState& s : m->instance_states())
-      text += fmt::format("strider_instance_exec_count{{model=\"{}\",version=\"{}\",device=\"{}\",instance=\"{}\"}} {}\n",
-                          m->name, m->version, s.device, s.index, s.executions);
-  return text;
+    for (const ServedModel::InstanceState& s : m->instance_states()) {
+      const std::string labels =
+          fmt::format("model=\"{}\",version=\"{}\",device=\"{}\",instance=\"{}\"", m->name, m->version, s.device, s.index);
+      runs += fmt::format("strider_instance_exec_count{{{}}} {}\n", labels, s.executions);
+      rotation += fmt::format("strider_instance_in_rotation{{{}}} {}\n", labels, s.in_rotation ? 1 : 0);
+    }
+  return runs + rotation;
 }
 
 // Prometheus text under Triton's metric names, so its dashboards read it.
