@@ -32,7 +32,7 @@ TEST(PinnedStaging, BytesGoUpAndComeBackUnchangedAcrossParts) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (int threads : {1, 3, 8}) {
-    cuda::PinnedStaging staging(threads);
+    cuda::PinnedStaging staging(/*ordinal=*/0, threads);
     uint32_t seed = 100 * uint32_t(threads);
     for (size_t bytes : {size_t(1), size_t(4097), part - 1, part, part + 3, 5 * part + part / 2, size_t(70), 3 * part}) {
       SCOPED_TRACE(testing::Message() << threads << " threads, " << bytes << " bytes");

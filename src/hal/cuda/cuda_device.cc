@@ -60,7 +60,7 @@ Status CudaDevice::init() {
   }
   STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking), "transfer stream");
   const char* staging = std::getenv("STRIDER_CUDA_PINNED_STAGING");
-  if (!staging || std::string_view(staging) != "off") pinned_staging_ = std::make_unique<PinnedStaging>();
+  if (!staging || std::string_view(staging) != "off") pinned_staging_ = std::make_unique<PinnedStaging>(ordinal_);
   return Status::ok();
 }
 

@@ -33,7 +33,8 @@ Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyK
   return Status::ok();
 }
 
-PinnedStaging::PinnedStaging(int threads) : threads_(threads > 0 ? threads : default_threads()) {}
+PinnedStaging::PinnedStaging(int ordinal, int threads)
+    : ordinal_(ordinal), threads_(threads > 0 ? threads : default_threads()) {}
 
 PinnedStaging::~PinnedStaging() {
   {
@@ -127,6 +128,8 @@ void PinnedStaging::parallel(size_t parts, const std::function<void(size_t)>& pa
 // Worker `index` takes parts index, index + threads_, ... of each job after generation
 // `seen`. A job is posted only after every worker finished the last one, so none is missed.
 void PinnedStaging::worker_loop(int index, uint64_t seen) {
+  const cudaError_t on_device = cudaSetDevice(ordinal_);  // checked by the parts' own calls
+  (void)on_device;
   std::unique_lock lock(mutex_);
   for (;;) {
     start_.wait(lock, [&] { return stopping_ || generation_ != seen; });

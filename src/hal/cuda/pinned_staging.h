@@ -13,7 +13,10 @@
 // up to kMaxStagedBytes (larger ones go as pageable copies), and reused only after the
 // transfer that used it has completed: every call waits for its copies before returning.
 // One transfer at a time (the caller serializes them: CudaDevice's transfer mutex). The
-// threads sleep when idle (no spinning) and are made on the first transfer that uses them.
+// threads sleep when idle (no spinning) and are made on the first transfer that uses them;
+// each makes its GPU (`ordinal`) its current device first: a CUDA call on a thread whose
+// current device was never set makes a context on GPU 0, which a session on cuda:1 must
+// never touch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,9 +40,9 @@ class PinnedStaging {
   static constexpr size_t kPartBytes = size_t(1) << 20;
   static constexpr size_t kMaxStagedBytes = size_t(256) << 20;
 
-  // `threads`: host copies at once (the calling thread is one of them); 0 picks half the
-  // machine's cores, at most 8.
-  explicit PinnedStaging(int threads = 0);
+  // `ordinal`: the GPU of the streams it is given. `threads`: host copies at once (the
+  // calling thread is one of them); 0 picks half the machine's cores, at most 8.
+  explicit PinnedStaging(int ordinal, int threads = 0);
   ~PinnedStaging();
   PinnedStaging(const PinnedStaging&) = delete;
   PinnedStaging& operator=(const PinnedStaging&) = delete;
@@ -55,6 +58,7 @@ class PinnedStaging {
   void parallel(size_t parts, const std::function<void(size_t)>& part);
   void worker_loop(int index, uint64_t seen);
 
+  int ordinal_;
   int threads_;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
