@@ -3,6 +3,10 @@
 at 1, 8 and 64 concurrent clients, dynamic batching off and on, per model; then optionally a
 soak (fixed duration under load) sampling the server's resident memory.
 
+With --devices "A;B" (two device lists, e.g. "cuda:0;cuda:0,1"), the two servers are both
+batched and differ in their devices instead, and the table compares them (issue 17: one GPU
+against two); --instances-per-device sets K for both.
+
 Each request is one image (batch 1) sent with the binary tensor data extension, so the
 client's JSON work does not dominate. Every configuration runs a fixed number of requests;
 any non-200 answer or transport error is counted and printed. Client and server share the
@@ -10,6 +14,7 @@ machine: on a 2-core CPU the client takes part of it.
 
   bench/serve-load/run.py --strider build/strider [--models c2f,mobilenetv2] [--device cpu]
       [--clients 1,8,64] [--requests 400] [--max-batch 8] [--delay-us 0] [--soak-s 180]
+      [--devices "cuda:0;cuda:0,1"] [--instances-per-device K]
       [--model-dir DIR]   (exported by export.py when missing)
 """
 import argparse
@@ -29,13 +34,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {"c2f": (1, 16, 40, 40), "mobilenetv2": (1, 3, 224, 224)}
 
 
-def start(args, model_dir, models, batching, work):
-    tag = "batched" if batching else "unbatched"
+def start(args, model_dir, models, batching, work, device=None):
+    tag = ("batched" if batching else "unbatched") + "-" + re.sub(r"[^\w]", "_", device or args.device)
     port_file = os.path.join(work, "port-" + tag)
     if os.path.exists(port_file):  # left by an earlier server of this run
         os.remove(port_file)
     cmd = [args.strider, "serve", "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "-1", "--port-file", port_file,
-           "--device", args.device, "--dtype", args.dtype, "--max-queue", "1024"]
+           "--device", device or args.device, "--dtype", args.dtype, "--max-queue", "1024",
+           "--instances-per-device", str(args.instances_per_device)]
     for m in models:
         cmd += ["--model", "%s=%s" % (m, os.path.join(model_dir, m, "1", "model.onnx"))]
     if batching:
@@ -155,6 +161,8 @@ def main():
     p.add_argument("--model-dir", default=os.path.join(HERE, "models"))
     p.add_argument("--server-args", default="", help="more options for strider serve, as one string")
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--devices", help='two device lists "A;B": both servers batched, A against B')
+    p.add_argument("--instances-per-device", type=int, default=1)
     args = p.parse_args()
     models = args.models.split(",")
     if not all(os.path.exists(os.path.join(args.model_dir, m, "1", "model.onnx")) for m in models):
@@ -162,25 +170,32 @@ def main():
     work = tempfile.mkdtemp(prefix="strider-load-")
     # Both servers run at once, idle while the other is measured; their runs alternate, round
     # after round, so a drift of the machine's speed hits both alike; medians over rounds.
-    servers = {batching: start(args, args.model_dir, models, batching, work) for batching in (False, True)}
+    # A configuration: (label, device list, batching); the table's second over its first.
+    if args.devices:
+        first, second = args.devices.split(";")
+        configs = [(first, first, True), (second, second, True)]
+    else:
+        configs = [("unbatched", args.device, False), ("batched", args.device, True)]
+    servers = {label: start(args, args.model_dir, models, batching, work, device) for label, device, batching in configs}
+    batched_label = configs[1][0]
     rows = []
     for m in models:
         body, head = request_body(m, work)
-        for batching, (server, url) in servers.items():
+        for label, (server, url) in servers.items():
             hey(url, m, body, head, 4, requests=40)  # warm the connections and plans
         for c in [int(c) for c in args.clients.split(",")]:
-            runs = {False: [], True: []}
-            before = batch_figures(servers[True][1], m)
+            runs = {label: [] for label, _, _ in configs}
+            before = batch_figures(servers[batched_label][1], m)
             for _ in range(args.rounds):
-                for batching, (server, url) in servers.items():
-                    runs[batching].append(hey(url, m, body, head, c, requests=max(args.requests, 4 * c)))
-            for batching in (False, True):
-                r = {k: float(np.median([x[k] for x in runs[batching]])) for k in ("rate", "p50", "p99")}
-                r["errors"] = sum(x["errors"] for x in runs[batching])
-                rows.append(dict(model=m, batching=batching, clients=c, **r))
-                print("%-12s batching %-3s %3d clients: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  %d failed" %
-                      (m, "on" if batching else "off", c, r["rate"], r["p50"], r["p99"], r["errors"]), flush=True)
-            after = batch_figures(servers[True][1], m)
+                for label, (server, url) in servers.items():
+                    runs[label].append(hey(url, m, body, head, c, requests=max(args.requests, 4 * c)))
+            for label, device, batching in configs:
+                r = {k: float(np.median([x[k] for x in runs[label]])) for k in ("rate", "p50", "p99")}
+                r["errors"] = sum(x["errors"] for x in runs[label])
+                rows.append(dict(model=m, config=label, device=device, batching=batching, clients=c, **r))
+                print("%-12s %-14s %3d clients: %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  %d failed" %
+                      (m, label, c, r["rate"], r["p50"], r["p99"], r["errors"]), flush=True)
+            after = batch_figures(servers[batched_label][1], m)
             d = {k: after[k] - before[k] for k in after}
             if d["batches"] > 0:
                 # compute_us counts each request of a batch with the batch's run time
@@ -194,12 +209,13 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    print("\n| model | clients | unbatched req/s | p50 / p99 ms | batched req/s | p50 / p99 ms | speed-up | failed |")
+    print("\n| model | clients | %s req/s | p50 / p99 ms | %s req/s | p50 / p99 ms | speed-up | failed |" %
+          (configs[0][0], configs[1][0]))
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m in models:
         for c in [int(c) for c in args.clients.split(",")]:
-            off = next(r for r in rows if r["model"] == m and r["clients"] == c and not r["batching"])
-            on = next(r for r in rows if r["model"] == m and r["clients"] == c and r["batching"])
+            off = next(r for r in rows if r["model"] == m and r["clients"] == c and r["config"] == configs[0][0])
+            on = next(r for r in rows if r["model"] == m and r["clients"] == c and r["config"] == configs[1][0])
             print("| %s | %d | %.1f | %.2f / %.2f | %.1f | %.2f / %.2f | %.2fx | %d |" %
                   (m, c, off["rate"], off["p50"], off["p99"], on["rate"], on["p50"], on["p99"],
                    on["rate"] / off["rate"], off["errors"] + on["errors"]))
