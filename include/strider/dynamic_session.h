@@ -47,6 +47,14 @@ class DynamicSession {
 
   static Result<std::unique_ptr<DynamicSession>> load(const std::string& model_path, const SessionOptions& options,
                                                       const Options& dynamic = Options());
+  // `count` instances of one model on one device, for running it from several threads at
+  // once (a server's instances): each its own device queues (streams on a GPU), arena,
+  // plans and lock, so they run side by side; the model is read once and its weights are
+  // held once, in host memory and on the device (uploaded by the first instance, read by
+  // all; counted in the first one's device memory). The first instance is load()'s.
+  static Result<std::vector<std::unique_ptr<DynamicSession>>> load_instances(const std::string& model_path,
+                                                                             const SessionOptions& options, int count,
+                                                                             const Options& dynamic = Options());
   ~DynamicSession();
 
   // The model's inputs and outputs: dtypes, shapes with -1 for a dim left to the run (its

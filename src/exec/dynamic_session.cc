@@ -31,7 +31,7 @@ struct DynamicSession::Impl {
   std::vector<ValueInfo> inputs, outputs;
   std::list<Cached> cache;  // most recently used first
   int64_t plans_made = 0;
-  std::mutex mutex;
+  mutable std::mutex mutex;
 
   // The input shapes of a run, checked against what the model and the pins allow.
   Result<std::vector<Shape>> shapes_of(const std::map<std::string, Shape>& given) const {
@@ -87,6 +87,13 @@ struct DynamicSession::Impl {
   }
 
   // The imported weights are host memory every cached Session shares: reserved once here.
+  // Plans the shapes `other` has cached, so an instance is as ready as the first.
+  Status plan_like(const Impl& other) {
+    std::lock_guard lock(other.mutex);
+    for (auto it = other.cache.rbegin(); it != other.cache.rend(); ++it) STRIDER_RETURN_IF_ERROR(session_for(it->shapes).status());
+    return Status::ok();
+  }
+
   Status reserve_weights() {
     int64_t bytes = 0;
     for (ValueId id = 0; id < graph.num_values(); ++id) {
@@ -161,6 +168,38 @@ Result<std::unique_ptr<DynamicSession>> DynamicSession::load(const std::string& 
     }
     return std::unique_ptr<DynamicSession>(new DynamicSession(std::move(impl)));
   });
+}
+
+Result<std::vector<std::unique_ptr<DynamicSession>>> DynamicSession::load_instances(const std::string& model_path,
+                                                                                   const SessionOptions& options,
+                                                                                   int count, const Options& dynamic) {
+  if (count < 1) return invalid_argument(fmt::format("{} instances: give 1 or more", count));
+  std::vector<std::unique_ptr<DynamicSession>> instances;
+  STRIDER_ASSIGN_OR_RETURN(std::unique_ptr<DynamicSession> first, load(model_path, options, dynamic));
+  const Impl& model = *first->impl_;
+  instances.push_back(std::move(first));
+  for (int k = 1; k < count; ++k) {
+    Result<std::unique_ptr<DynamicSession>> instance = guard("loading an instance", [&]() -> Result<std::unique_ptr<DynamicSession>> {
+      auto impl = std::make_unique<Impl>();
+      impl->graph = model.graph;  // a copy that shares the weights' host tensors
+      impl->options = model.options;
+      impl->plan_options = model.plan_options;
+      impl->dynamic = model.dynamic;
+      impl->inputs = model.inputs;
+      impl->outputs = model.outputs;
+      // Its own device (queues, arenas, budget for them); the first one's device copies of
+      // the weights, which its budget already counts.
+      STRIDER_ASSIGN_OR_RETURN(impl->resources, make_session_resources(impl->options));
+      impl->resources->constants = model.resources->constants;
+      impl->resources->host_constants = model.resources->host_constants;
+      impl->resources->bf16_constants = model.resources->bf16_constants;
+      STRIDER_RETURN_IF_ERROR(impl->plan_like(model));
+      return std::unique_ptr<DynamicSession>(new DynamicSession(std::move(impl)));
+    });
+    if (!instance.is_ok()) return instance.status().with_context(fmt::format("instance {} of {}", k, count));
+    instances.push_back(std::move(*instance));
+  }
+  return instances;
 }
 
 const std::vector<ValueInfo>& DynamicSession::inputs() const { return impl_->inputs; }

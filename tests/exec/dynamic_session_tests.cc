@@ -169,5 +169,46 @@ TEST(DynamicSession, ThreadsShareOneSession) {
   EXPECT_EQ((*session)->plans_made(), 2);
 }
 
+// load_instances: three instances of the model on one device hold its weights once (the
+// store the first uploads into is every instance's: a lone session's uploads, no more, and
+// the others' device memory lacks them), and run side by side from three threads, each
+// instance its own queues, arena and lock, each run giving torch's outputs.
+TEST(DynamicSession, InstancesShareTheWeightsAndRunSideBySide) {
+  const std::string path = (kCnn / "model.onnx").string();
+  auto lone = DynamicSession::load(path, SessionOptions{});
+  auto instances = DynamicSession::load_instances(path, SessionOptions{}, 3);
+  ASSERT_TRUE(lone.is_ok() && instances.is_ok()) << instances.status().to_string();
+  ASSERT_EQ(instances->size(), 3u);
+  const Tensor inputs[2] = {data(0, "input_0.pb"), data(1, "input_0.pb")};
+  const Tensor wanted[2] = {data(0, "output_0.pb"), data(1, "output_0.pb")};
+  ASSERT_TRUE((*lone)->run({{"x", inputs[0]}}).is_ok());
+  ASSERT_TRUE((*instances)[0]->run({{"x", inputs[0]}}).is_ok());
+  // The first instance's run uploaded the weights; the others, not yet run, see them.
+  for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
+  for (auto& instance : *instances) ASSERT_TRUE(instance->run({{"x", inputs[0]}}).is_ok());
+  for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
+  EXPECT_EQ((*instances)[0]->device_memory_bytes(), (*lone)->device_memory_bytes());
+  EXPECT_LT((*instances)[1]->device_memory_bytes(), (*instances)[0]->device_memory_bytes());
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(3, 0);
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 6; ++k) {
+        const int set = (t + k) % 2;
+        auto out = (*instances)[size_t(t)]->run({{"x", inputs[set]}});
+        if (!out.is_ok() || (*out)[0].shape() != wanted[set].shape()) {
+          ++wrong[size_t(t)];
+          continue;
+        }
+        for (int64_t i = 0; i < wanted[set].num_elements(); ++i)
+          if (std::fabs((*out)[0].data<float>()[i] - wanted[set].data<float>()[i]) > 1e-6f) ++wrong[size_t(t)];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(wrong[size_t(t)], 0) << "instance " << t;
+  for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
+  EXPECT_EQ(DynamicSession::load_instances(path, SessionOptions{}, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace strider

@@ -83,15 +83,19 @@ void ServedModel::load(const ModelDefaults& options) {
   // Each batch size is a plan: keep every size up to max_batch (the memory budget still
   // drops the least recently used when they do not fit).
   dynamic.max_cached_shapes = std::max(8, options.max_batch + 2);
+  std::vector<std::vector<std::unique_ptr<Instance>>> by_device;
+  for (const std::string& device : *devices) {
+    Result<std::vector<std::unique_ptr<Instance>>> loaded = load_on(device, session, dynamic);
+    if (!loaded.is_ok()) {
+      error = loaded.status().to_string();
+      return;
+    }
+    by_device.push_back(std::move(*loaded));
+  }
   // Instance i on every device before instance i + 1 on any: a request takes the first free
   // instance in this order, so two requests at once run on two GPUs, not both on the first.
   for (int i = 0; i < options.instances; ++i)
-    for (const std::string& device : *devices)
-      if (Status loaded = load_instance(device, i, session, dynamic); !loaded.is_ok()) {
-        error = loaded.to_string();
-        instances_.clear();
-        return;
-      }
+    for (auto& on_device : by_device) instances_.push_back(std::move(on_device[size_t(i)]));
   in_rotation_ = int(instances_.size());
   if (options.max_batch > 1) start_batching();
 }
@@ -129,22 +133,27 @@ ServedModel::Instance& ServedModel::instance_of(const DynamicSession& session) {
                         [&](const auto& instance) { return instance->session.get() == &session; });
 }
 
-Status ServedModel::load_instance(const std::string& device, int index, const SessionOptions& session,
-                                  const DynamicSessionOptions& dynamic) {
+// The model's instances on `device`: one model read, its weights held once on the device
+// (DynamicSession::load_instances), each instance warmed by a run.
+Result<std::vector<std::unique_ptr<ServedModel::Instance>>> ServedModel::load_on(const std::string& device,
+                                                                                 const SessionOptions& session,
+                                                                                 const DynamicSessionOptions& dynamic) {
   SessionOptions on_device = session;
   on_device.device = device;
-  const std::string where = fmt::format("instance {} on {}", index, device);
-  auto loaded = DynamicSession::load(path, on_device, dynamic);
-  if (!loaded.is_ok()) return loaded.status().with_context(where);
-  auto instance = std::make_unique<Instance>();
-  instance->session = std::move(*loaded);
-  instance->device = device;
-  instance->index = index;
-  auto feed = warm_up_inputs(instance->session->inputs());
-  Status warmed = feed.is_ok() ? instance->session->run(*feed).status() : feed.status();
-  if (!warmed.is_ok()) return warmed.with_context(where + ": warm-up run");
-  instances_.push_back(std::move(instance));
-  return Status::ok();
+  auto sessions = DynamicSession::load_instances(path, on_device, options_.instances, dynamic);
+  if (!sessions.is_ok()) return sessions.status().with_context("on " + device);
+  std::vector<std::unique_ptr<Instance>> instances;
+  for (size_t i = 0; i < sessions->size(); ++i) {
+    auto instance = std::make_unique<Instance>();
+    instance->session = std::move((*sessions)[i]);
+    instance->device = device;
+    instance->index = int(i);
+    auto feed = warm_up_inputs(instance->session->inputs());
+    Status warmed = feed.is_ok() ? instance->session->run(*feed).status() : feed.status();
+    if (!warmed.is_ok()) return warmed.with_context(fmt::format("instance {} on {}: warm-up run", i, device));
+    instances.push_back(std::move(instance));
+  }
+  return instances;
 }
 
 std::vector<ServedModel::InstanceState> ServedModel::instance_states() const {

@@ -116,8 +116,8 @@ class ServedModel {
   // reported in the log; false then. Other errors are the request's own.
   bool keep_after(Instance& instance, const Status& failure);
   Instance& instance_of(const DynamicSession& session);
-  Status load_instance(const std::string& device, int index, const SessionOptions& session,
-                       const DynamicSessionOptions& dynamic);
+  Result<std::vector<std::unique_ptr<Instance>>> load_on(const std::string& device, const SessionOptions& session,
+                                                          const DynamicSessionOptions& dynamic);
   Instance* least_loaded();
   Result<std::vector<Tensor>> infer_unbatched(const std::map<std::string, Tensor>& inputs, const RequestLimits& limits);
   void start_batching();
