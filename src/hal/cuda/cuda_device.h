@@ -10,6 +10,7 @@
 // non-dense views through a device buffer and a strided copy kernel.
 #pragma once
 
+#include <atomic>
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -76,7 +77,7 @@ class CudaDevice final : public Device {
   DeviceBuffer staging_;  // for non-dense uploads and downloads
   std::unique_ptr<PinnedStaging> pinned_staging_;  // null: pageable copies (measuring aid)
   std::mutex transfer_mutex_;  // one upload or download at a time (they share the buffers)
-  uint64_t next_id_ = 1;
+  std::atomic<uint64_t> next_id_{1};  // allocate() may be called from several threads (instances sharing weights)
 };
 
 }  // namespace strider::cuda
