@@ -3,7 +3,8 @@
 // of strider options) or from NAME=PATH pairs. Each model is K instances (DynamicSessions:
 // any input shape per run, one plan per shape, cached) on each device of its device list
 // (strider/devices.h: "cuda:all", "cuda:0,1", ...), each instance with its own session, so
-// its own streams, arena, plans and copy of the weights on its device; every instance is
+// its own streams, arena and plans, the K on one device sharing one copy of the weights
+// (DynamicSession::load_instances); every instance is
 // warmed by one run on zeros with every open dim 1 before the model counts as ready. A
 // model that fails to load is kept with its error, by name, and the others serve.
 //
