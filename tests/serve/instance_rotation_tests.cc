@@ -74,7 +74,7 @@ std::map<std::string, bool> in_rotation(const ServedModel& model) {
 void check_failover(int max_batch, const std::string& failing) {
   auto model = cnn_on_cpu_and_sim(max_batch);
   std::atomic<bool> all_fail{false};
-  model->fault_for_testing = [&](const std::string& device) {
+  model->fault_for_testing = [&](const std::string& device, const std::map<std::string, Tensor>&) {
     if (all_fail || device == failing) return device_error(device + ": the context failed (injected)");
     return Status::ok();
   };
@@ -90,6 +90,31 @@ void check_failover(int max_batch, const std::string& failing) {
   EXPECT_NE(refused.status().message().find(other + ": the context failed"), std::string::npos) << refused.status().to_string();
   EXPECT_FALSE(model->ready());
   EXPECT_NE(model->why_not_ready().find("the context failed"), std::string::npos) << model->why_not_ready();
+}
+
+// A request that makes a kernel fail with DEVICE_ERROR on healthy devices (here: an image
+// whose first value is 1e30, through the fault hook) gets its error; the probe on the
+// warm-up inputs passes, so no instance leaves rotation, and the next requests are served.
+void check_poisoned_request(int max_batch) {
+  auto model = cnn_on_cpu_and_sim(max_batch);
+  model->fault_for_testing = [](const std::string& device, const std::map<std::string, Tensor>& inputs) {
+    const Tensor& x = inputs.at("x");
+    if (x.num_elements() > 0 && x.data<float>()[0] == 1e30f) return device_error(device + ": a kernel failed on this input");
+    return Status::ok();
+  };
+  std::map<std::string, Tensor> poison = image(5);
+  poison["x"].data<float>()[0] = 1e30f;
+  Result<std::vector<Tensor>> failed = model->infer(poison);
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kDeviceError) << failed.status().to_string();
+  EXPECT_EQ(in_rotation(*model), (std::map<std::string, bool>{{"cpu", true}, {"sim", true}}));
+  EXPECT_TRUE(model->ready());
+  expect_every_answer_right(*model);
+}
+
+TEST(InstanceRotation, APoisonedRequestTakesNoDeviceDown) {
+  check_poisoned_request(0);
+  check_poisoned_request(4);
 }
 
 // Unbatched, a request takes the first free instance: cpu's, which fails, so the first

@@ -108,12 +108,20 @@ std::string ServedModel::why_not_ready() const {
 
 Result<std::vector<Tensor>> ServedModel::run_on(Instance& instance, const std::map<std::string, Tensor>& inputs) {
   if (fault_for_testing)
-    if (Status fault = fault_for_testing(instance.device); !fault.is_ok()) return fault;
+    if (Status fault = fault_for_testing(instance.device, inputs); !fault.is_ok()) return fault;
   return instance.session->run(inputs);
 }
 
 bool ServedModel::keep_after(Instance& instance, const Status& failure) {
-  if (failure.code() != StatusCode::kDeviceError) return true;
+  if (failure.code() != StatusCode::kDeviceError) return true;  // the request's own
+  if (instance.out_of_rotation) return false;
+  // The caller holds the instance: the probe runs alone on it.
+  auto feed = warm_up_inputs(instance.session->inputs());
+  if (feed.is_ok() && run_on(instance, *feed).is_ok()) {
+    log_json("warning", "a run failed on a device that still runs: the request's own failure",
+             {{"model", name}, {"device", instance.device}, {"instance", instance.index}, {"error", failure.to_string()}});
+    return true;
+  }
   if (!instance.out_of_rotation.exchange(true)) {
     {
       std::lock_guard lock(failure_mutex_);

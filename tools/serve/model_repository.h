@@ -97,9 +97,10 @@ class ServedModel {
   // max_queue requests are in already, or when `limits` expire while it waits.
   Result<std::vector<Tensor>> infer(std::map<std::string, Tensor> inputs, const RequestLimits& limits = {});
 
-  // For tests: called with an instance's device before each of its runs; an error it returns
-  // is that run's result, as from a GPU whose context failed. Set before serving.
-  std::function<Status(const std::string& device)> fault_for_testing;
+  // For tests: called with an instance's device and the run's inputs before each of its
+  // runs; an error it returns is that run's result, as from a GPU whose context failed (or
+  // from a request that makes a kernel fail). Set before serving.
+  std::function<Status(const std::string& device, const std::map<std::string, Tensor>& inputs)> fault_for_testing;
 
  private:
   struct Instance {
@@ -113,8 +114,10 @@ class ServedModel {
   };
   // Runs on the instance (through fault_for_testing).
   Result<std::vector<Tensor>> run_on(Instance& instance, const std::map<std::string, Tensor>& inputs);
-  // After a failed run: a DEVICE_ERROR (its GPU failed) takes the instance out of rotation,
-  // reported in the log; false then. Other errors are the request's own.
+  // After a failed run: a DEVICE_ERROR takes the instance out of rotation (reported in the
+  // log; false then) if the instance also fails a probe, a run on the warm-up inputs: a
+  // request that makes a kernel fail on a healthy device gets its error and takes nothing
+  // down. Other errors are the request's own.
   bool keep_after(Instance& instance, const Status& failure);
   Instance& instance_of(const DynamicSession& session);
   Result<std::vector<std::unique_ptr<Instance>>> load_on(const std::string& device, const SessionOptions& session,
