@@ -29,6 +29,30 @@ void expect_near(const Tensor& got, const Tensor& want) {
     EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-6) << "element " << i;
 }
 
+// Thread t runs sessions[t] six times, batch 1 and 4 in turn (planning them on the way);
+// per thread, the output elements that were not torch's (a failed run counts one).
+std::vector<int> wrong_outputs_from_threads(const std::vector<DynamicSession*>& sessions) {
+  const Tensor inputs[2] = {data(0, "input_0.pb"), data(1, "input_0.pb")};
+  const Tensor wanted[2] = {data(0, "output_0.pb"), data(1, "output_0.pb")};
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(sessions.size(), 0);
+  for (size_t t = 0; t < sessions.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < 6; ++k) {
+        const size_t set = (t + k) % 2;
+        auto out = sessions[t]->run({{"x", inputs[set]}});
+        if (!out.is_ok() || (*out)[0].shape() != wanted[set].shape()) {
+          ++wrong[t];
+          continue;
+        }
+        for (int64_t i = 0; i < wanted[set].num_elements(); ++i)
+          if (std::fabs((*out)[0].data<float>()[i] - wanted[set].data<float>()[i]) > 1e-6f) ++wrong[t];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return wrong;
+}
+
 TEST(DynamicSession, PlansEachShapeOnceAndMatchesTorch) {
   auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
@@ -147,24 +171,7 @@ TEST(DynamicSession, MemoryCapEvictsLeastRecentlyUsed) {
 TEST(DynamicSession, ThreadsShareOneSession) {
   auto session = DynamicSession::load((kCnn / "model.onnx").string(), SessionOptions{});
   ASSERT_TRUE(session.is_ok());
-  const Tensor inputs[2] = {data(0, "input_0.pb"), data(1, "input_0.pb")};
-  const Tensor wanted[2] = {data(0, "output_0.pb"), data(1, "output_0.pb")};
-  std::vector<std::thread> threads;
-  std::vector<int> wrong(4, 0);
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      for (int k = 0; k < 6; ++k) {
-        const int set = (t + k) % 2;
-        auto out = (*session)->run({{"x", inputs[set]}});
-        if (!out.is_ok() || (*out)[0].shape() != wanted[set].shape()) {
-          ++wrong[size_t(t)];
-          continue;
-        }
-        for (int64_t i = 0; i < wanted[set].num_elements(); ++i)
-          if (std::fabs((*out)[0].data<float>()[i] - wanted[set].data<float>()[i]) > 1e-6f) ++wrong[size_t(t)];
-      }
-    });
-  for (std::thread& t : threads) t.join();
+  std::vector<int> wrong = wrong_outputs_from_threads({session->get(), session->get(), session->get(), session->get()});
   for (int t = 0; t < 4; ++t) EXPECT_EQ(wrong[size_t(t)], 0) << "thread " << t;
   EXPECT_EQ((*session)->plans_made(), 2);
 }
@@ -179,32 +186,16 @@ TEST(DynamicSession, InstancesShareTheWeightsAndRunSideBySide) {
   auto instances = DynamicSession::load_instances(path, SessionOptions{}, 3);
   ASSERT_TRUE(lone.is_ok() && instances.is_ok()) << instances.status().to_string();
   ASSERT_EQ(instances->size(), 3u);
-  const Tensor inputs[2] = {data(0, "input_0.pb"), data(1, "input_0.pb")};
-  const Tensor wanted[2] = {data(0, "output_0.pb"), data(1, "output_0.pb")};
-  ASSERT_TRUE((*lone)->run({{"x", inputs[0]}}).is_ok());
-  ASSERT_TRUE((*instances)[0]->run({{"x", inputs[0]}}).is_ok());
+  const Tensor input = data(0, "input_0.pb");
+  ASSERT_TRUE((*lone)->run({{"x", input}}).is_ok());
+  ASSERT_TRUE((*instances)[0]->run({{"x", input}}).is_ok());
   // The first instance's run uploaded the weights; the others, not yet run, see them.
   for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
-  for (auto& instance : *instances) ASSERT_TRUE(instance->run({{"x", inputs[0]}}).is_ok());
+  for (auto& instance : *instances) ASSERT_TRUE(instance->run({{"x", input}}).is_ok());
   for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
   EXPECT_EQ((*instances)[0]->device_memory_bytes(), (*lone)->device_memory_bytes());
   EXPECT_LT((*instances)[1]->device_memory_bytes(), (*instances)[0]->device_memory_bytes());
-  std::vector<std::thread> threads;
-  std::vector<int> wrong(3, 0);
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&, t] {
-      for (int k = 0; k < 6; ++k) {
-        const int set = (t + k) % 2;
-        auto out = (*instances)[size_t(t)]->run({{"x", inputs[set]}});
-        if (!out.is_ok() || (*out)[0].shape() != wanted[set].shape()) {
-          ++wrong[size_t(t)];
-          continue;
-        }
-        for (int64_t i = 0; i < wanted[set].num_elements(); ++i)
-          if (std::fabs((*out)[0].data<float>()[i] - wanted[set].data<float>()[i]) > 1e-6f) ++wrong[size_t(t)];
-      }
-    });
-  for (std::thread& t : threads) t.join();
+  std::vector<int> wrong = wrong_outputs_from_threads({(*instances)[0].get(), (*instances)[1].get(), (*instances)[2].get()});
   for (int t = 0; t < 3; ++t) EXPECT_EQ(wrong[size_t(t)], 0) << "instance " << t;
   for (auto& instance : *instances) EXPECT_EQ(instance->constant_uploads(), (*lone)->constant_uploads());
   EXPECT_EQ(DynamicSession::load_instances(path, SessionOptions{}, 0).status().code(), StatusCode::kInvalidArgument);
