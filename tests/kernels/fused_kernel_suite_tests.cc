@@ -80,9 +80,10 @@ void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& k
   uint32_t seed = 11;
   for (const char* name : {"q", "kt", "v"})
     if (!inputs.count(name)) inputs[name] = kernel_test::random_tensor(t, unfused.value(*unfused.find_value(name)).shape, seed++);
-  // CUDA has two attention kernels (hal/cuda/attention.h): both run every case.
-  for (const char* kernel : {"warp-per-row", "tiled"}) {
-    if (!suite->on_cuda() && std::string_view(kernel) == "tiled") continue;
+  // CUDA has three attention kernels (hal/cuda/attention.h): each runs every case it takes
+  // ("mma", the default, is the tiled kernel for f32).
+  for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
+    if (!suite->on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
     SCOPED_TRACE(kernel);
     if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", kernel);
     kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
@@ -127,30 +128,31 @@ TEST_P(KernelSuite, FusedAttentionCausalWhereBothWays) {  // GPT-2: where(causal
 // it, and their score there is NaN where it is +inf - inf, so nothing may be left out.
 TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
   const int64_t n = 70;
-  for (const char* kind : {"additive causal", "where causal", "padding", "additive causal, inf key"}) {
-    SCOPED_TRACE(kind);
-    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "long masks: %s\n", kind);
-    const std::string k = kind;
-    const bool where = k == "where causal";
-    Tensor mask = where ? causal_keep(n, n) : Tensor(DType::kF32, {n, n});
-    if (!where)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          mask.data<float>()[i * n + j] = (k == "padding" ? j >= 50 : j > i) ? -INFINITY : 0.01f * float((i + j) % 7);
-    std::map<std::string, Tensor> inputs = {{"mask", mask}};
-    if (k == "additive causal, inf key") {
-      Tensor kt = kernel_test::random_tensor(DType::kF32, {1, 2, 8, n}, 21);
-      kt.data<float>()[2 * n + 60] = INFINITY;  // head 0, dim 2, key 60
-      inputs["kt"] = kt;
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const char* kind : {"additive causal", "where causal", "padding", "additive causal, inf key"}) {
+      SCOPED_TRACE(std::string(kind) + " " + std::string(dtype_name(t)));
+      if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "long masks: %s\n", kind);
+      const std::string k = kind;
+      const bool where = k == "where causal";
+      Tensor mask = where ? causal_keep(n, n) : Tensor(DType::kF32, {n, n});
+      if (!where)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            mask.data<float>()[i * n + j] = (k == "padding" ? j >= 50 : j > i) ? -INFINITY : 0.01f * float((i + j) % 7);
+      std::map<std::string, Tensor> inputs = {{"mask", where ? mask : kernel_test::converted(mask, t)}};
+      if (k == "additive causal, inf key") {
+        Tensor kt = kernel_test::random_tensor(DType::kF32, {1, 2, 8, n}, 21);
+        kt.data<float>()[2 * n + 60] = INFINITY;  // head 0, dim 2, key 60
+        inputs["kt"] = kernel_test::converted(kt, t);
+      }
+      check_attention(this, t, {1, 2, n, 8}, {1, 2, 8, n}, {1, 2, n, 8}, inputs, [&](GraphBuilder& b, ValueId s) {
+        ValueId scaled = b.op("Div", {s, b.constant("scale", kernel_test::converted(scalar(2.0f), t))});
+        if (where)
+          return b.op("Softmax", {b.op("Where", {b.input("mask", DType::kBool, {n, n}), scaled,
+                                                 b.constant("fill", kernel_test::converted(scalar(-INFINITY), t))})});
+        return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", t, {n, n})})});
+      });
     }
-    check_attention(this, DType::kF32, {1, 2, n, 8}, {1, 2, 8, n}, {1, 2, n, 8}, inputs, [&](GraphBuilder& b, ValueId s) {
-      ValueId scaled = b.op("Div", {s, b.constant("scale", scalar(2.0f))});
-      if (where)
-        return b.op("Softmax", {b.op("Where", {b.input("mask", DType::kBool, {n, n}), scaled,
-                                               b.constant("fill", scalar(-INFINITY))})});
-      return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", DType::kF32, {n, n})})});
-    });
-  }
 }
 
 // Transformer-sized heads, where CUDA's tiled kernel runs (tensor cores for bf16 / f16):

@@ -109,8 +109,17 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
     case DType::kF16: launch->launcher = &launch_attention<__half>; break;
     default: return unsupported(std::string("no CUDA FusedAttention for ") + std::string(dtype_name(dtype)));
   }
-  const char* chosen = std::getenv("STRIDER_CUDA_ATTENTION");
-  if (chosen != nullptr && std::string_view(chosen) == "warp-per-row") return Status::ok();
+  const char* env = std::getenv("STRIDER_CUDA_ATTENTION");
+  const std::string_view chosen = env ? env : "";
+  if (chosen == "warp-per-row") return Status::ok();
+  if (chosen != "tiled") {
+    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher mma, mma_attention_launcher(dtype, head, v_head));
+    if (mma) {
+      launch->launcher = mma;
+      launch->kernel = "mma";
+      return Status::ok();
+    }
+  }
   STRIDER_ASSIGN_OR_RETURN(AttentionLauncher tiled, tiled_attention_launcher(dtype, head, v_head));
   if (tiled) {
     launch->launcher = tiled;

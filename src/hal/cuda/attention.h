@@ -1,20 +1,24 @@
-// FusedAttention on the GPU (ops/fused_attention.h), two kernels with one semantics (the
+// FusedAttention on the GPU (ops/fused_attention.h), three kernels with one semantics (the
 // score steps of ops/attention_math.h, then an online softmax, so the scores are never
 // stored; a NaN score or a row of -inf only makes the row NaN, or 0 with zero_invalid_rows):
+// - register-tiled (mma_attention.cu), for bf16 / f16 heads of up to
+//   kTiledAttentionHeadMax: FlashAttention-2's scheme, a warp's 16 query rows, their scores,
+//   probabilities and output in registers, both products as mma.sync on tensor cores (f32
+//   accumulation), K and V through shared memory a 64-key tile at a time.
 // - tiled (tiled_attention.cu), for query and value heads of up to kTiledAttentionHeadMax:
 //   a block takes 64 query rows of one batch element, K and V come through shared memory a
 //   64-key tile at a time, read once per 64 queries; the two products of each tile run on
-//   tensor cores for bf16 / f16 (f32 accumulation) and as f32 FMAs for f32 (no TF32: f32
-//   stays exact).
+//   tensor cores through WMMA for bf16 / f16 (scores and output kept in shared memory) and
+//   as f32 FMAs for f32 (no TF32: f32 stays exact). The f32 kernel.
 // - warp per row (attention.cu), for wider heads: one warp per query row, the lanes take
 //   32 keys at a time, each computing one score through Q's and Kt's strides, then each
 //   key's probability is broadcast across the warp and the lanes add it times V's row into
 //   their share of the output (up to kAttentionLaneChunks elements each; wider value heads
 //   take more passes). All in f32 for f32, bf16 and f16 storage.
-// Both read every operand through its strides (QKV chunks and head transposes in place).
-// A FusedAttention kernel takes the tiled kernel where it applies; STRIDER_CUDA_ATTENTION=
-// warp-per-row (a testing aid: the kernel suite runs every attention case with both) takes
-// the other. Whether a session fuses attention at all is tiled_attention_pays's answer.
+// All read every operand through its strides (QKV chunks and head transposes in place).
+// A FusedAttention kernel takes the first that applies; STRIDER_CUDA_ATTENTION=tiled or
+// warp-per-row (testing aids: the kernel suite runs every attention case with each) takes
+// the others. Whether a session fuses attention at all is tiled_attention_pays's answer.
 // Compiled by nvcc and the host compiler: no fmt.
 #pragma once
 
@@ -58,8 +62,14 @@ bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors);
 // memory on the current device: call it where the kernel is created, on its device.
 Result<AttentionLauncher> tiled_attention_launcher(DType dtype, int64_t head, int64_t v_head);
 
-// Picks the kernel for these heads (the tiled one where it applies). UNSUPPORTED for a dtype
-// other than f32, bf16, f16, or more batch dims than kMaxDims.
+// The register-tiled kernel's launcher (mma_attention.cu) for bf16 / f16 heads of up to
+// kTiledAttentionHeadMax, or null where it does not apply; as tiled_attention_launcher,
+// call it where the kernel is created.
+Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int64_t v_head);
+
+// Picks the kernel for these heads: the register-tiled one for bf16 / f16, else the tiled
+// one, where they apply. UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch
+// dims than kMaxDims.
 Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
                          AttentionLaunch* launch);
 Status run_attention(const AttentionLaunch& launch, cudaStream_t stream);
