@@ -356,6 +356,61 @@ TEST_P(KernelSuite, WinogradConvolutionsSlicedOverOutputChannels) {
   }
 }
 
+// Convolutions of one image that the CPU cuts into bands of output rows, one oneDNN
+// primitive a band (hal/cpu/conv_kernels.cc's BandedConv; on cpu-split over packed
+// channels-last views, whose lowered minimum work bands even these, three bands of rows
+// not divisible by three): each band's
+// input rows and pads must match its outputs exactly, through strides, asymmetric and
+// wide pads, dilation, a depthwise window, bf16, and a residual operand sliced with the
+// output (a per-channel one, broadcast along the rows, is not).
+TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
+  struct Case {
+    const char* name;
+    Shape x, w;
+    std::vector<int64_t> pads, strides, dilations;
+    int64_t group = 1;
+    DType dtype = DType::kF32;
+    const char* residual = nullptr;  // "rows" (the output's shape) or "channels" ({1, C, 1, 1})
+  };
+  const std::vector<Case> cases = {
+      {"3x3 stride 2, pads 1 1 2 0", {1, 8, 23, 10}, {12, 8, 3, 3}, {1, 1, 2, 0}, {2, 2}, {1, 1}},
+      {"5x5 dilated 2, pads 4", {1, 6, 14, 9}, {6, 6, 5, 5}, {4, 4, 4, 4}, {1, 1}, {2, 2}},
+      {"depthwise 3x3", {1, 16, 13, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 16},
+      {"3x3 bf16", {1, 8, 17, 9}, {8, 8, 3, 3}, {0, 1, 2, 1}, {1, 1}, {1, 1}, 1, DType::kBF16},
+      {"1x1 + residual + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "rows"},
+      {"1x1 + per-channel + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "channels"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const DType t = c.dtype;
+    GraphBuilder b(22);  // bf16 Conv
+    AttributeMap attrs = ints_attribute("pads", c.pads);
+    attrs.set_ints("strides", c.strides);
+    attrs.set_ints("dilations", c.dilations);
+    attrs.set_int("group", c.group);
+    Tensor weights = x(c.w, 2);
+    for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= 4.0f;
+    ValueId y = b.op("Conv", {b.input("x", t, c.x), b.constant("w", kernel_test::converted(weights, t)),
+                              b.constant("bias", kernel_test::converted(x({c.w[0]}, 3), t))}, attrs);
+    std::map<std::string, Tensor> inputs = {{"x", kernel_test::converted(x(c.x), t)}};
+    if (c.residual) {
+      const Shape r = std::string_view(c.residual) == "rows" ? Shape{1, c.w[0], c.x[2], c.x[3]} : Shape{1, c.w[0], 1, 1};
+      inputs["r"] = kernel_test::converted(x(r, 4), t);
+      y = b.op("Relu", {b.op("Add", {y, b.input("r", t, r)})});
+    }
+    b.output(y);
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+    // Bands need packed channels-last views (oneDNN runs padded ones on its reference code):
+    // a channels-last plan's own values, besides the catalog's layout.
+    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
+    check_graph(std::move(fused), inputs, &unfused);
+  }
+}
+
 // The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as
 // one gated row (hal/cpu/vector_math.h), over long runs (computed where they lie), short
 // strided ones (gathered) and channel slices (the rows path); and with tanh's result read

@@ -108,7 +108,7 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
     if (layout == Layout::kChannelsLast) {
       for (int64_t& e : extent) e += 1;
       p.offset = 3;
-    } else if (rank > 0) {
+    } else if (slice && rank > 0) {  // kPackedChannelsLast: no gaps
       slice_dim = rank >= 2 ? 1 : 0;
       extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 8 : 5;
     }

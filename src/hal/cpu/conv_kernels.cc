@@ -2,7 +2,11 @@
 // BatchNormalization. Conv runs on oneDNN for f32 and bf16 with descriptors built from the
 // views' real strides; constant weights are reordered once, at creation, into the layout
 // oneDNN prefers. Other dtypes run a naive direct convolution.
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <string_view>
 
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
@@ -10,6 +14,7 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/parallel.h"
 #include "hal/cpu/winograd_conv.h"
 #include "hal/cpu/worker_queue.h"
 #include "ops/shape_ops.h"
@@ -54,7 +59,11 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
 class OneDnnConv final : public Kernel {
  public:
   // With `with_post_ops` the setup's post-op plan rides along (c.post_ops must hold one).
-  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node);
+  // `team`: the OpenMP team it is created for (0: by its size, onednn_team_for). With
+  // `shared_weights`, constant weights reordered by an earlier band are reused when the
+  // layout matches, and a reorder made here is left there for the next.
+  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
+              std::optional<int> team = std::nullopt, dnnl::memory* shared_weights = nullptr);
   bool applies_activation() const { return applies_activation_; }
   Status run(const QueueContext& context) override {
     return onednn_call("Conv", [&] { onednn_execute(primitive_, args_, team_); });
@@ -80,11 +89,15 @@ dnnl::memory::desc weights_desc(const TensorView& w, int64_t group) {
   return onednn_desc(w.dtype, sizes, strides);
 }
 
+int64_t multiply_adds(const ConvSetup& c) {
+  return c.y.num_elements() * (c.w.num_elements() / std::max<int64_t>(c.w.sizes[0], 1));
+}
+
 Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
-                        const std::string& node) {
+                        const std::string& node, std::optional<int> team_size, dnnl::memory* shared_weights) {
   return onednn_call(node, [&] {
     using dnnl::memory;
-    ScopedOmpThreads team(onednn_team_for(c.y.num_elements() * (c.w.num_elements() / std::max<int64_t>(c.w.sizes[0], 1))));
+    ScopedOmpThreads team(team_size.value_or(onednn_team_for(multiply_adds(c))));
     const WindowGeometry& g = c.window;
     memory::dims strides(g.strides.begin(), g.strides.end());
     memory::dims dilations, pad_l(g.pads_begin.begin(), g.pads_begin.end()),
@@ -124,7 +137,9 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
     team_ = onednn_creates_team();
     dnnl::memory w_mem = onednn_memory(c.w, w_plain);
     if (pd.weights_desc() != w_plain) {
-      packed_weights_ = reorder_constant(w_mem, pd.weights_desc());
+      const bool reuse = shared_weights && *shared_weights && shared_weights->get_desc() == pd.weights_desc();
+      packed_weights_ = reuse ? *shared_weights : reorder_constant(w_mem, pd.weights_desc());
+      if (shared_weights) *shared_weights = packed_weights_;
       w_mem = packed_weights_;
       impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
     }
@@ -272,6 +287,119 @@ bool all_packed(const ConvSetup& c) {
   return is_packed(c.x) && is_packed(c.w) && is_packed(c.y) && (!c.bias.allocation || is_packed(c.bias));
 }
 
+// A 2-D convolution of one image cut into bands of output rows, one oneDNN primitive a
+// band, each created for one thread, the bands run side by side on the session's team.
+// Why: on two threads oneDNN's own split left MobileNetV2's largest layers (its first
+// convolution, the 112x112 depthwise one, the 56x56 projections) at 0.96-1.25x of their
+// one-thread time. Bands of the same rows land on the same thread from layer to layer, so
+// a thread mostly reads what it wrote. Every band is a view of the node's own views (no
+// copy): its output rows, the input rows they need with the pads cut to match, the same
+// rows of a residual operand; the weights are reordered once and shared.
+class BandedConv final : public Kernel {
+ public:
+  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node, int bands);
+  bool applies_activation() const { return bands_.front()->applies_activation(); }
+  Status run(const QueueContext& context) override {
+    std::atomic<bool> failed{false};
+    Status first_failure = Status::ok();
+    std::mutex failure;
+    parallel_for(int64_t(bands_.size()), work_per_band_, [&](int64_t begin, int64_t end, int) {
+      for (int64_t b = begin; b < end; ++b)
+        if (Status s = bands_[size_t(b)]->run(context); !s.is_ok() && !failed.exchange(true)) {
+          std::lock_guard lock(failure);
+          first_failure = s;
+        }
+    });
+    return first_failure;
+  }
+  std::string implementation() const override {
+    return fmt::format("{} bands of rows: {}", bands_.size(), bands_.front()->implementation());
+  }
+
+ private:
+  std::vector<std::unique_ptr<OneDnnConv>> bands_;
+  dnnl::memory shared_weights_;
+  int64_t work_per_band_ = 0;
+};
+
+// The rows [h0, h1) of a view of the output's height along axis 2 (a size-1 axis, broadcast, stays).
+Result<TensorView> rows_of(const TensorView& v, int64_t h0, int64_t h1, int64_t height) {
+  if (v.rank() != 4 || (v.sizes[2] != height && v.sizes[2] != 1)) return unsupported("an operand of another shape");
+  return v.sizes[2] == 1 ? v : slice_view(v, 2, h0, h1, 1);
+}
+
+// The setup of output rows [h0, h1): the input rows they read, the pads cut to those rows.
+Result<ConvSetup> band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
+  ConvSetup b = c;
+  WindowGeometry& g = b.window;
+  const int64_t height = c.y.sizes[2], span = (c.w.sizes[2] - 1) * g.dilations[0] + 1;
+  const int64_t first = h0 * g.strides[0] - c.window.pads_begin[0], last = (h1 - 1) * g.strides[0] - c.window.pads_begin[0] + span;
+  const int64_t in0 = std::max<int64_t>(first, 0), in1 = std::min<int64_t>(last, c.x.sizes[2]);
+  if (in1 <= in0) return unsupported("a band of padding only");
+  g.pads_begin[0] = in0 - first;
+  g.pads_end[0] = last - in1;
+  STRIDER_ASSIGN_OR_RETURN(b.x, slice_view(c.x, 2, in0, in1, 1));
+  STRIDER_ASSIGN_OR_RETURN(b.y, rows_of(c.y, h0, h1, height));
+  if (b.post_ops)
+    for (OneDnnPostOp& op : b.post_ops->ops)
+      if (op.is_binary) {
+        STRIDER_ASSIGN_OR_RETURN(op.operand, rows_of(op.operand, h0, h1, height));
+      }
+  return b;
+}
+
+Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
+                        int bands) {
+  const int64_t height = c.y.sizes[2];
+  work_per_band_ = multiply_adds(c) / bands;
+  for (int k = 0; k < bands; ++k) {
+    STRIDER_ASSIGN_OR_RETURN(ConvSetup band, band_of(c, height * k / bands, height * (k + 1) / bands));
+    auto conv = std::make_unique<OneDnnConv>();
+    STRIDER_RETURN_IF_ERROR(conv->init(band, constant_weights, with_post_ops, node, 1, &shared_weights_));
+    if (!bands_.empty() && conv->applies_activation() != bands_.front()->applies_activation())
+      return unsupported("bands that differ in their post-ops");
+    bands_.push_back(std::move(conv));
+  }
+  return Status::ok();
+}
+
+// Whether a convolution runs as bands of rows on a team of `threads`: one image, 2-D and
+// channels-last, two
+// rows or more a thread, and 128 times a thread's minimum work (hal/cpu/parallel.h) a band:
+// 1M multiply-adds by default, where waking the team is lost in the work (on two threads
+// MobileNetV2's layers of 2M multiply-adds and up gained; smaller ones were not tried). The kernel suite's
+// cpu-split device lowers the minimum, so its small convolutions run in bands too.
+// STRIDER_CPU_CONV_BANDS=off (for measuring) never.
+bool bands_pay(const ConvSetup& c, int threads) {
+  static const bool off = [] {
+    const char* env = std::getenv("STRIDER_CPU_CONV_BANDS");
+    return env && std::string_view(env) == "off";
+  }();
+  // Channels innermost: a band of rows is then as dense as the whole (channels-first, it
+  // would be a strided piece of every channel's plane, which oneDNN runs on its reference code).
+  const bool channels_inner = c.x.rank() == 4 && c.x.strides[1] == 1 && c.y.strides[1] == 1;
+  return !off && threads >= 2 && channels_inner && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
+         multiply_adds(c) >= 128 * thread_min_work_per_thread * threads;
+}
+
+// The oneDNN convolution over the setup, as bands where they pay.
+Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
+                              const std::string& node, bool* applies) {
+  const int threads = max_parallel_threads();
+  if (bands_pay(c, threads)) {
+    auto banded = std::make_unique<BandedConv>();
+    if (banded->init(c, constant_weights, with_post_ops, node, threads).is_ok() &&
+        banded->implementation().find(":ref") == std::string::npos) {
+      *applies = banded->applies_activation();
+      return KernelPtr(std::move(banded));
+    }
+  }
+  auto kernel = std::make_unique<OneDnnConv>();
+  STRIDER_RETURN_IF_ERROR(kernel->init(c, constant_weights, with_post_ops, node));
+  *applies = kernel->applies_activation();
+  return KernelPtr(std::move(kernel));
+}
+
 // f32 and bf16 run on oneDNN: its convolution, or its matmul for a pointwise convolution
 // over strided views. When oneDNN offers only its reference implementation (or nothing)
 // for strided, non-packed views, the kernel refuses them (docs/MEMORY_MODEL.md rule 3: that path is
@@ -288,24 +416,22 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   }
   if (std::optional<KernelPtr> kernel = winograd_kernel(c, r)) return std::move(*kernel);
   if (fast_dtype && c.x.rank() <= 5 && positive_strides(c.x) && positive_strides(c.w) && positive_strides(c.y)) {
-    auto kernel = std::make_unique<OneDnnConv>();
-    Status s = c.post_ops ? kernel->init(c, r.constant_input(1), true, r.node.name) : unsupported("no post-ops");
+    bool conv_applies = false;
+    Result<KernelPtr> kernel = c.post_ops ? onednn_conv(c, r.constant_input(1), true, r.node.name, &conv_applies)
+                                          : Result<KernelPtr>(unsupported("no post-ops"));
     // Post-ops that only oneDNN's reference convolution takes are not worth it.
-    if (s.is_ok() && kernel->implementation().find(":ref") != std::string::npos) s = unsupported("reference only");
-    if (!s.is_ok() && s.code() == StatusCode::kUnsupported) {  // without them, then the program
-      kernel = std::make_unique<OneDnnConv>();
-      s = kernel->init(c, r.constant_input(1), false, r.node.name);
-    }
-    if (!s.is_ok() && s.code() != StatusCode::kUnsupported) return s;
-    bool reference_only = !s.is_ok() || kernel->implementation().find(":ref") != std::string::npos;
-    const bool conv_applies = s.is_ok() && kernel->applies_activation();
-    if (s.is_ok() && !reference_only) return with_activation(KernelPtr(std::move(kernel)), c, conv_applies);
+    if (kernel.is_ok() && (*kernel)->implementation().find(":ref") != std::string::npos) kernel = unsupported("reference only");
+    if (!kernel.is_ok() && kernel.status().code() == StatusCode::kUnsupported)  // without them, then the program
+      kernel = onednn_conv(c, r.constant_input(1), false, r.node.name, &conv_applies);
+    if (!kernel.is_ok() && kernel.status().code() != StatusCode::kUnsupported) return kernel.status();
+    const bool reference_only = !kernel.is_ok() || (*kernel)->implementation().find(":ref") != std::string::npos;
+    if (kernel.is_ok() && !reference_only) return with_activation(std::move(kernel).value(), c, conv_applies);
     // oneDNN's reference convolution is far slower than its matmul for a pointwise one
     // (YOLOv8's DFL: 16 -> 1 channels over channels-last views took 2 ms of a 25 ms run).
     bool applied = false;
     if (std::optional<KernelPtr> matmul = pointwise_kernel(c, r.node.name, r.constant_input(1) != nullptr, &applied))
       return with_activation(std::move(*matmul), c, applied);
-    if (s.is_ok() && all_packed(c)) return with_activation(KernelPtr(std::move(kernel)), c, conv_applies);
+    if (kernel.is_ok() && all_packed(c)) return with_activation(std::move(kernel).value(), c, conv_applies);
   }
   if (fast_dtype && !all_packed(c))
     return unsupported(fmt::format("node '{}': no fast convolution reads or writes these strided views; "

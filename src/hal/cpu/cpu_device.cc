@@ -1,5 +1,6 @@
 #include "hal/cpu/cpu_device.h"
 
+#include "hal/cpu/parallel.h"
 #include "hal/cpu/winograd_conv.h"
 
 #include <fmt/format.h>
@@ -14,7 +15,8 @@
 namespace strider::cpu {
 
 CpuDevice::CpuDevice(const DeviceOptions& options)
-    : Device(options.budget), threads_(options.threads), winograd_(options.cpu_winograd) {
+    : Device(options.budget), threads_(options.threads), winograd_(options.cpu_winograd),
+      min_parallel_work_(options.min_parallel_work) {
   auto queue_of = [this](int index) -> Queue& { return queue(index); };
   CoreBudget* budget = options.share_process_cores ? &CoreBudget::process() : nullptr;
   if (options.queues == 1) {
@@ -78,8 +80,11 @@ Result<std::unique_ptr<Kernel>> CpuDevice::create_kernel(const KernelRequest& re
   ScopedOmpThreads team(threads_);  // oneDNN sizes a primitive's team at creation
   const bool allowed = thread_allows_winograd;
   thread_allows_winograd = winograd_;
+  const int64_t min_work = thread_min_work_per_thread;  // kernels size their splits by it
+  if (min_parallel_work_ > 0) thread_min_work_per_thread = min_parallel_work_;
   Result<std::unique_ptr<Kernel>> kernel = cpu::create_kernel(request);
   thread_allows_winograd = allowed;
+  thread_min_work_per_thread = min_work;
   return kernel;
 }
 

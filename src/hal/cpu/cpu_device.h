@@ -45,6 +45,7 @@ class CpuDevice : public Device {
   std::atomic<uint64_t> next_id_{1};
   int threads_ = 0;  // SessionOptions::threads: kernels are created under it too
   bool winograd_ = true;  // SessionOptions::winograd: kernels are created under it (thread_allows_winograd)
+  int64_t min_parallel_work_ = 0;  // DeviceOptions::min_parallel_work: kernels are created under it too
 };
 
 }  // namespace strider::cpu
