@@ -1,5 +1,6 @@
-// The score steps of a FusedAttention launch on the device, shared by both CUDA attention
-// kernels (attention.cu, tiled_attention.cu); nvcc only.
+// The score steps of a FusedAttention launch on the device, shared by the CUDA attention
+// kernels (attention.cu, tiled_attention.cu, mma_attention.cu), and their launchers' shared
+// memory allowance; nvcc only.
 #pragma once
 
 #include "hal/cuda/attention.h"
@@ -25,6 +26,41 @@ __device__ __forceinline__ float score_steps(const AttentionLaunch& a, const int
     s = apply_score_step(kind, a.step_value[k], s, x);
   }
   return s;
+}
+
+// What a row's output accumulators are multiplied by at the end: 1 / sum of its
+// probabilities; 0 with no keys (or an undefined row under zero_invalid_rows), NaN for an
+// undefined row otherwise (softmax_row_defined).
+__device__ __forceinline__ float row_output_scale(const AttentionLaunch& a, bool defined, float sum) {
+  return a.keys == 0 ? 0.0f : defined ? 1.0f / sum : (a.zero_invalid_rows ? 0.0f : NAN);
+}
+// An output element from its accumulator: a 0 or NaN scale wins over whatever the
+// accumulator holds (an undefined row may have accumulated NaN or inf).
+__device__ __forceinline__ float scaled_output(float scale, float accumulated) {
+  return isnan(scale) ? NAN : scale == 0.0f ? 0.0f : accumulated * scale;
+}
+
+// `launcher` once `kernel` may have `bytes` of dynamic shared memory on the current device.
+// Called where a FusedAttention kernel is created, on its device, not in a launch that a
+// CUDA graph may be capturing. `what` names the kernel in the error.
+template <typename KernelFunction>
+Result<AttentionLauncher> allow_shared_memory(KernelFunction kernel, size_t bytes, const char* what,
+                                              AttentionLauncher launcher) {
+  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (error != cudaSuccess)
+    return device_error(std::string(what) + ": shared memory of " + std::to_string(bytes) + " bytes refused: " +
+                        cudaGetErrorString(error));
+  return launcher;
+}
+
+// pick(std::integral_constant<int, kHead>) for the narrowest compiled head width (64 or
+// 128) that holds both heads; a null launcher for heads over kTiledAttentionHeadMax.
+template <typename PickForWidth>
+Result<AttentionLauncher> launcher_for_width(int64_t head, int64_t v_head, PickForWidth pick) {
+  const int64_t widest = std::max(head, v_head);
+  if (widest > kTiledAttentionHeadMax) return AttentionLauncher(nullptr);
+  if (widest <= 64) return pick(std::integral_constant<int, 64>());
+  return pick(std::integral_constant<int, 128>());
 }
 
 }  // namespace strider::cuda

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const Attent
       nan_seen |= __shfl_xor_sync(kFullMask, nan_seen, 1);
       nan_seen |= __shfl_xor_sync(kFullMask, nan_seen, 2);
       const bool defined = softmax_row_defined(state.max[half], nan_seen != 0);
-      const float scale = a.keys == 0 ? 0.0f : defined ? 1.0f / sum : (a.zero_invalid_rows ? 0.0f : NAN);
+      const float scale = row_output_scale(a, defined, sum);
       const int64_t i = i0 + g + 8 * half;
       if (i >= a.q_len) continue;
 #pragma unroll
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const Attent
         for (int e = 0; e < 2; ++e) {
           const int64_t column = d * 8 + 2 * t + e;
           if (column >= a.v_head) continue;
-          const float y = isnan(scale) ? NAN : scale == 0.0f ? 0.0f : o[d][2 * half + e] * scale;
+          const float y = scaled_output(scale, o[d][2 * half + e]);
           store<T>(const_cast<void*>(a.data[3]), base[3] + i * a.row[3] + column * a.col[3], y);
         }
     }
@@ -252,34 +252,23 @@ cudaError_t launch_mma(const AttentionLaunch& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// As tiled_launcher: the shared memory is allowed once, where the kernel is created.
+// The launcher for heads up to kHead, its shared memory allowed at creation (as tiled_launcher).
 template <typename T, int kHead>
 Result<AttentionLauncher> mma_launcher() {
-  const size_t bytes = sizeof(T) * size_t(MmaTiles<kHead>::elements);
-  cudaError_t error =
-      cudaFuncSetAttribute(mma_attention_kernel<T, kHead>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  if (error != cudaSuccess)
-    return device_error(std::string("register-tiled attention: shared memory of ") + std::to_string(bytes) +
-                        " bytes refused: " + cudaGetErrorString(error));
-  return &launch_mma<T, kHead>;
-}
-
-template <typename T>
-Result<AttentionLauncher> mma_for(int64_t widest) {
-  if (widest <= 64) return mma_launcher<T, 64>();
-  return mma_launcher<T, 128>();
+  return allow_shared_memory(mma_attention_kernel<T, kHead>, sizeof(T) * size_t(MmaTiles<kHead>::elements),
+                             "register-tiled attention", &launch_mma<T, kHead>);
 }
 
 }  // namespace
 
 Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int64_t v_head) {
-  const int64_t widest = std::max(head, v_head);
-  if (widest > kTiledAttentionHeadMax) return AttentionLauncher(nullptr);
-  switch (dtype) {
-    case DType::kBF16: return mma_for<__nv_bfloat16>(widest);
-    case DType::kF16: return mma_for<__half>(widest);
-    default: return AttentionLauncher(nullptr);
-  }
+  return launcher_for_width(head, v_head, [dtype](auto width) -> Result<AttentionLauncher> {
+    switch (dtype) {
+      case DType::kBF16: return mma_launcher<__nv_bfloat16, decltype(width)::value>();
+      case DType::kF16: return mma_launcher<__half, decltype(width)::value>();
+      default: return AttentionLauncher(nullptr);
+    }
+  });
 }
 
 }  // namespace strider::cuda

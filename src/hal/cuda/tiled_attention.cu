@@ -171,13 +171,13 @@ __global__ void __launch_bounds__(32 * kWarps) tiled_attention_kernel(const Atte
     // and the warp deadlocked (a +inf key made the scores +inf - inf).
     const bool pair_nan_seen = __shfl_xor_sync(kFullMask, int(nan_seen), 1) != 0;
     const bool defined = softmax_row_defined(max, nan_seen || pair_nan_seen);
-    const float scale = a.keys == 0 ? 0.0f : defined ? 1.0f / sum : (a.zero_invalid_rows ? 0.0f : NAN);
+    const float scale = row_output_scale(a, defined, sum);
     if (lane % 2 == 0) row_sum[lane / 2] = scale;
     __syncwarp();
     for (int r = 0; r < kRowsPerWarp && i0 + r < a.q_len; ++r) {
       const float f = row_sum[r];
       for (int e = lane; e < a.v_head; e += 32) {
-        const float y = isnan(f) ? NAN : f == 0.0f ? 0.0f : out[r * L::ld_o + e] * f;
+        const float y = scaled_output(f, out[r * L::ld_o + e]);
         store<T>(const_cast<void*>(a.data[3]), base[3] + (i0 + r) * a.row[3] + e * a.col[3], y);
       }
     }
@@ -198,32 +198,21 @@ cudaError_t launch_tiled(const AttentionLaunch& a, cudaStream_t stream) {
 // a CUDA graph may be capturing.
 template <typename T, int kHead>
 Result<AttentionLauncher> tiled_launcher() {
-  using L = TileLayout<T, kHead>;
-  cudaError_t error = cudaFuncSetAttribute(tiled_attention_kernel<T, kHead>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::bytes));
-  if (error != cudaSuccess)
-    return device_error(std::string("tiled attention: shared memory of ") + std::to_string(L::bytes) +
-                        " bytes refused: " + cudaGetErrorString(error));
-  return &launch_tiled<T, kHead>;
-}
-
-template <typename T>
-Result<AttentionLauncher> tiled_for(int64_t head) {
-  if (head <= 64) return tiled_launcher<T, 64>();
-  return tiled_launcher<T, 128>();
+  return allow_shared_memory(tiled_attention_kernel<T, kHead>, TileLayout<T, kHead>::bytes, "tiled attention",
+                             &launch_tiled<T, kHead>);
 }
 
 }  // namespace
 
 Result<AttentionLauncher> tiled_attention_launcher(DType dtype, int64_t head, int64_t v_head) {
-  const int64_t widest = std::max(head, v_head);
-  if (widest > kTiledAttentionHeadMax) return AttentionLauncher(nullptr);
-  switch (dtype) {
-    case DType::kF32: return tiled_for<float>(widest);
-    case DType::kBF16: return tiled_for<__nv_bfloat16>(widest);
-    case DType::kF16: return tiled_for<__half>(widest);
-    default: return AttentionLauncher(nullptr);
-  }
+  return launcher_for_width(head, v_head, [dtype](auto width) -> Result<AttentionLauncher> {
+    switch (dtype) {
+      case DType::kF32: return tiled_launcher<float, decltype(width)::value>();
+      case DType::kBF16: return tiled_launcher<__nv_bfloat16, decltype(width)::value>();
+      case DType::kF16: return tiled_launcher<__half, decltype(width)::value>();
+      default: return AttentionLauncher(nullptr);
+    }
+  });
 }
 
 }  // namespace strider::cuda
