@@ -83,17 +83,29 @@ __device__ void load_tile(T* tile, int ld, bool transpose, int tile_rows, int ti
   const bool vectors = col == 1 && row % 8 == 0 && base % 8 == 0 && cols % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(data) % 16 == 0;
   if (vectors) {
-    const int chunks = tile_cols / 8;
-    for (int at = int(threadIdx.x); at < tile_rows * chunks; at += int(blockDim.x)) {
-      const int r = at / chunks, c = at % chunks * 8;
-      uint4 bits = make_uint4(0, 0, 0, 0);
-      if (r0 + r < rows && c < cols) bits = *reinterpret_cast<const uint4*>(src + base + (r0 + r) * row + c);
-      if (!transpose) {
-        *reinterpret_cast<uint4*>(tile + r * ld + c) = bits;
-      } else {
-        const T* e = reinterpret_cast<const T*>(&bits);
+    // Every load of a round is issued before the first store: one memory latency a round
+    // instead of one a load (a 64 x 128 tile is 8 loads a thread).
+    constexpr int kLoadsInFlight = 8;
+    const int chunks = tile_cols / 8, total = tile_rows * chunks, threads = int(blockDim.x);
+    for (int first = int(threadIdx.x); first < total; first += kLoadsInFlight * threads) {
+      uint4 bits[kLoadsInFlight];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) tile[(c + k) * ld + r] = e[k];
+      for (int k = 0; k < kLoadsInFlight; ++k) {
+        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
+        bits[k] = make_uint4(0, 0, 0, 0);
+        if (at < total && r0 + r < rows && c < cols) bits[k] = *reinterpret_cast<const uint4*>(src + base + (r0 + r) * row + c);
+      }
+#pragma unroll
+      for (int k = 0; k < kLoadsInFlight; ++k) {
+        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
+        if (at >= total) continue;
+        if (!transpose) {
+          *reinterpret_cast<uint4*>(tile + r * ld + c) = bits[k];
+        } else {
+          const T* e = reinterpret_cast<const T*>(&bits[k]);
+#pragma unroll
+          for (int x = 0; x < 8; ++x) tile[(c + x) * ld + r] = e[x];
+        }
       }
     }
     return;
