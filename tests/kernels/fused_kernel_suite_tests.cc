@@ -356,13 +356,13 @@ TEST_P(KernelSuite, WinogradConvolutionsSlicedOverOutputChannels) {
   }
 }
 
-// Convolutions of one image that the CPU cuts into bands of output rows, one oneDNN
-// primitive a band (hal/cpu/conv_kernels.cc's BandedConv; on cpu-split over packed
-// channels-last views, whose lowered minimum work bands even these, three bands of rows
-// not divisible by three): each band's
-// input rows and pads must match its outputs exactly, through strides, asymmetric and
-// wide pads, dilation, a depthwise window, bf16, and a residual operand sliced with the
-// output (a per-channel one, broadcast along the rows, is not).
+// Pointwise and depthwise convolutions of one image, which the CPU cuts into bands of
+// output rows, one oneDNN primitive a band (hal/cpu/conv_kernels.cc's BandedConv; on
+// cpu-split over packed channels-last views, whose lowered minimum work bands even these,
+// three bands of rows not divisible by three): each band's input rows and pads must match
+// its outputs exactly, through strides, asymmetric and wide pads, dilation, bf16, and a
+// residual operand sliced with the output (a per-channel one, broadcast along the rows, is
+// not).
 TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
   struct Case {
     const char* name;
@@ -373,10 +373,11 @@ TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
     const char* residual = nullptr;  // "rows" (the output's shape) or "channels" ({1, C, 1, 1})
   };
   const std::vector<Case> cases = {
-      {"3x3 stride 2, pads 1 1 2 0", {1, 8, 23, 10}, {12, 8, 3, 3}, {1, 1, 2, 0}, {2, 2}, {1, 1}},
-      {"5x5 dilated 2, pads 4", {1, 6, 14, 9}, {6, 6, 5, 5}, {4, 4, 4, 4}, {1, 1}, {2, 2}},
+      {"depthwise 3x3 stride 2, pads 1 1 2 0", {1, 8, 23, 10}, {8, 1, 3, 3}, {1, 1, 2, 0}, {2, 2}, {1, 1}, 8},
+      {"depthwise 5x5 dilated 2, pads 4", {1, 6, 14, 9}, {6, 1, 5, 5}, {4, 4, 4, 4}, {1, 1}, {2, 2}, 6},
       {"depthwise 3x3", {1, 16, 13, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 16},
-      {"3x3 bf16", {1, 8, 17, 9}, {8, 8, 3, 3}, {0, 1, 2, 1}, {1, 1}, {1, 1}, 1, DType::kBF16},
+      {"depthwise 3x3 bf16", {1, 8, 17, 9}, {8, 1, 3, 3}, {0, 1, 2, 1}, {1, 1}, {1, 1}, 8, DType::kBF16},
+      {"1x1 stride 2", {1, 8, 25, 9}, {12, 8, 1, 1}, {0, 0, 0, 0}, {2, 2}, {1, 1}},
       {"1x1 + residual + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "rows"},
       {"1x1 + per-channel + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "channels"},
   };

@@ -363,8 +363,8 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
   return Status::ok();
 }
 
-// Whether a convolution runs as bands of rows on a team of `threads`: one image, 2-D and
-// channels-last, two
+// Whether a convolution runs as bands of rows on a team of `threads`: one image, 2-D,
+// pointwise or depthwise, channels-last, two
 // rows or more a thread, and 128 times a thread's minimum work (hal/cpu/parallel.h) a band:
 // 1M multiply-adds by default, where waking the team is lost in the work (on two threads
 // MobileNetV2's layers of 2M multiply-adds and up gained; smaller ones were not tried). The kernel suite's
@@ -378,7 +378,12 @@ bool bands_pay(const ConvSetup& c, int threads) {
   // Channels innermost: a band of rows is then as dense as the whole (channels-first, it
   // would be a strided piece of every channel's plane, which oneDNN runs on its reference code).
   const bool channels_inner = c.x.rank() == 4 && c.x.strides[1] == 1 && c.y.strides[1] == 1;
-  return !off && threads >= 2 && channels_inner && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
+  // Pointwise and depthwise only: alternated end-to-end runs on two threads put MobileNetV2
+  // (its 1x1 and depthwise layers in bands) 2% ahead, but YOLOv8n, whose banded layers were
+  // 3x3 convolutions of one group (stride 2 mostly), 4% behind.
+  const bool pointwise = c.w.sizes[2] == 1 && c.w.sizes[3] == 1;
+  const bool depthwise = c.group > 1 && c.group == c.x.sizes[1] && c.w.sizes[1] == 1;
+  return !off && threads >= 2 && channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
          multiply_adds(c) >= 128 * thread_min_work_per_thread * threads;
 }
 
