@@ -377,13 +377,14 @@ bool bands_pay(const ConvSetup& c, int threads) {
   }();
   // Channels innermost: a band of rows is then as dense as the whole (channels-first, it
   // would be a strided piece of every channel's plane, which oneDNN runs on its reference code).
-  const bool channels_inner = c.x.rank() == 4 && c.x.strides[1] == 1 && c.y.strides[1] == 1;
+  if (off || threads < 2 || c.x.rank() != 4) return false;  // 1-D and 3-D convolutions: their weights lack dims 2 and 3
+  const bool channels_inner = c.x.strides[1] == 1 && c.y.strides[1] == 1;
   // Pointwise and depthwise only: alternated end-to-end runs on two threads put MobileNetV2
   // (its 1x1 and depthwise layers in bands) 2% ahead, but YOLOv8n, whose banded layers were
   // 3x3 convolutions of one group (stride 2 mostly), 4% behind.
   const bool pointwise = c.w.sizes[2] == 1 && c.w.sizes[3] == 1;
   const bool depthwise = c.group > 1 && c.group == c.x.sizes[1] && c.w.sizes[1] == 1;
-  return !off && threads >= 2 && channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
+  return channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
          multiply_adds(c) >= 128 * thread_min_work_per_thread * threads;
 }
 
