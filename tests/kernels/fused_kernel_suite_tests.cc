@@ -412,6 +412,107 @@ TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
   }
 }
 
+// Convolutions cut into bands of images (a batch with one image a thread or more) and a
+// 1-D convolution cut along its steps (hal/cpu/conv_kernels.cc's BandedConv under the
+// CPU's own team; on cpu-split three threads and a lowered minimum work): each band's
+// images or steps, pads and residual rows must match its outputs.
+TEST_P(KernelSuite, ConvolutionsInBandsOfImagesAndSteps) {
+  struct Case {
+    const char* name;
+    Shape x, w;
+    std::vector<int64_t> pads, strides, dilations;
+    bool residual = false;
+  };
+  const std::vector<Case> cases = {
+      {"3x3 over 5 images", {5, 6, 9, 7}, {8, 6, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+      {"3x3 stride 2 over 4 images + residual", {4, 6, 10, 9}, {6, 6, 3, 3}, {1, 0, 1, 1}, {2, 2}, {1, 1}, true},
+      {"1-D kernel 3 dilated 2 over 31 steps", {1, 8, 31}, {12, 8, 3}, {2, 2}, {1}, {2}},
+      {"1-D kernel 2 stride 2 + residual", {1, 8, 29}, {8, 8, 2}, {1, 0}, {2}, {1}, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GraphBuilder b(17);
+    AttributeMap attrs = ints_attribute("pads", c.pads);
+    attrs.set_ints("strides", c.strides);
+    attrs.set_ints("dilations", c.dilations);
+    Tensor weights = x(c.w, 2);
+    for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= 4.0f;
+    ValueId y = b.op("Conv", {b.input("x", DType::kF32, c.x), b.constant("w", weights), b.constant("bias", x({c.w[0]}, 3))},
+                     attrs);
+    std::map<std::string, Tensor> inputs = {{"x", x(c.x)}};
+    if (c.residual) {
+      Shape r = c.x;
+      r[1] = c.w[0];
+      for (size_t d = 2; d < r.size(); ++d)
+        r[d] = (c.x[d] + c.pads[d - 2] + c.pads[d - 2 + c.strides.size()] - c.dilations[d - 2] * (c.w[d] - 1) - 1) /
+                   c.strides[d - 2] + 1;
+      inputs["r"] = x(r, 4);
+      y = b.op("Relu", {b.op("Add", {y, b.input("r", DType::kF32, r)})});
+    }
+    b.output(y);
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+    // Bands of steps need channels-last views (a band of a channels-first one is a strided
+    // piece of every channel, which oneDNN runs on its reference code, so it is not cut).
+    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
+    check_graph(std::move(fused), inputs, &unfused);
+  }
+}
+
+// Products the CPU cuts into pieces under its own team (hal/cpu/matmul_kernels.cc's
+// BandedMatMul; on cpu-split three pieces, none dividing the sizes): rows when A is the
+// larger operand, columns when B is (pieces of a dense output run into scratch of their own
+// and are copied out), the leading batch dim; constant weights (reordered once and shared
+// by pieces of rows), a Gemm's bias and alpha, and a residual added by the product's
+// epilogue.
+TEST_P(KernelSuite, ProductsInPieces) {
+  struct Case {
+    const char* name;
+    Shape a, b;
+    bool constant_b;
+  };
+  const std::vector<Case> cases = {
+      {"rows", {40, 16}, {16, 12}, false},     {"rows, constant B", {2, 25, 16}, {16, 12}, true},
+      {"columns", {7, 20}, {20, 61}, true},    {"columns, runtime B", {7, 20}, {20, 61}, false},
+      {"batch", {5, 9, 6}, {5, 6, 10}, false},
+  };
+  for (const Case& c : cases) {
+    for (const char* form : {"MatMul", "Gemm", "MatMul + residual"}) {
+      const std::string f = form;
+      if (f == "Gemm" && c.a.size() != 2) continue;
+      SCOPED_TRACE(fmt::format("{}, {}", c.name, form));
+      Shape out = c.a;
+      out.back() = c.b.back();
+      GraphBuilder g;
+      ValueId w = c.constant_b ? g.constant("w", x(c.b, 2)) : g.input("w", DType::kF32, c.b);
+      std::map<std::string, Tensor> inputs = {{"a", x(c.a)}};
+      if (!c.constant_b) inputs["w"] = x(c.b, 2);
+      ValueId y;
+      if (f == "Gemm") {
+        AttributeMap attrs;
+        attrs.set_float("alpha", 0.5f);
+        y = g.op("Gemm", {g.input("a", DType::kF32, c.a), w, g.constant("c", x({c.b.back()}, 3))}, attrs);
+      } else {
+        y = g.op("MatMul", {g.input("a", DType::kF32, c.a), w});
+      }
+      if (f == "MatMul + residual") {
+        inputs["r"] = x(out, 4);
+        y = g.op("Add", {y, g.input("r", DType::kF32, out)});
+      }
+      g.output(y);
+      Graph unfused = g.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
+      check_graph(std::move(fused), inputs, &unfused);
+    }
+  }
+}
+
 // The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as
 // one gated row (hal/cpu/vector_math.h), over long runs (computed where they lie), short
 // strided ones (gathered) and channel slices (the rows path); and with tanh's result read

@@ -287,17 +287,22 @@ bool all_packed(const ConvSetup& c) {
   return is_packed(c.x) && is_packed(c.w) && is_packed(c.y) && (!c.bias.allocation || is_packed(c.bias));
 }
 
-// A 2-D convolution of one image cut into bands of output rows, one oneDNN primitive a
-// band, each created for one thread, the bands run side by side on the session's team.
-// Why: on two threads oneDNN's own split left MobileNetV2's largest layers (its first
-// convolution, the 112x112 depthwise one, the 56x56 projections) at 0.96-1.25x of their
-// one-thread time. Bands of the same rows land on the same thread from layer to layer, so
-// a thread mostly reads what it wrote. Every band is a view of the node's own views (no
-// copy): its output rows, the input rows they need with the pads cut to match, the same
-// rows of a residual operand; the weights are reordered once and shared.
+// A convolution cut into bands, one oneDNN primitive a band, each created for one thread,
+// the bands run side by side on the session's team: bands of images when the batch has at
+// least one a thread, else bands of output rows (the first spatial axis: rows of a 2-D
+// convolution, steps of a 1-D one). Why: on two threads oneDNN's own split left
+// MobileNetV2's largest layers (its first convolution, the 112x112 depthwise one, the
+// 56x56 projections) at 0.96-1.25x of their one-thread time, and with strider's own team
+// (hal/cpu/own_team.h) no oneDNN primitive starts threads of its own. Bands of the same
+// rows land on the same thread from layer to layer, so a thread mostly reads what it
+// wrote. Every band is a view of the node's own views (no copy): its output rows, the input
+// rows they need with the pads cut to match, the same rows of a residual operand; the
+// weights are reordered once and shared.
 class BandedConv final : public Kernel {
  public:
-  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node, int bands);
+  enum class Axis { kBatch, kRows };
+  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node, int bands,
+              Axis axis);
   bool applies_activation() const { return bands_.front()->applies_activation(); }
   Status run(const QueueContext& context) override {
     std::atomic<bool> failed{false};
@@ -313,23 +318,19 @@ class BandedConv final : public Kernel {
     return first_failure;
   }
   std::string implementation() const override {
-    return fmt::format("{} bands of rows: {}", bands_.size(), bands_.front()->implementation());
+    return fmt::format("{} bands of {}: {}", bands_.size(), axis_ == Axis::kBatch ? "images" : "rows",
+                       bands_.front()->implementation());
   }
 
  private:
   std::vector<std::unique_ptr<OneDnnConv>> bands_;
   dnnl::memory shared_weights_;
   int64_t work_per_band_ = 0;
+  Axis axis_ = Axis::kRows;
 };
 
-// The rows [h0, h1) of a view of the output's height along axis 2 (a size-1 axis, broadcast, stays).
-Result<TensorView> rows_of(const TensorView& v, int64_t h0, int64_t h1, int64_t height) {
-  if (v.rank() != 4 || (v.sizes[2] != height && v.sizes[2] != 1)) return unsupported("an operand of another shape");
-  return v.sizes[2] == 1 ? v : slice_view(v, 2, h0, h1, 1);
-}
-
 // The setup of output rows [h0, h1): the input rows they read, the pads cut to those rows.
-Result<ConvSetup> band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
+Result<ConvSetup> rows_band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
   ConvSetup b = c;
   WindowGeometry& g = b.window;
   const int64_t height = c.y.sizes[2], span = (c.w.sizes[2] - 1) * g.dilations[0] + 1;
@@ -339,21 +340,37 @@ Result<ConvSetup> band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
   g.pads_begin[0] = in0 - first;
   g.pads_end[0] = last - in1;
   STRIDER_ASSIGN_OR_RETURN(b.x, slice_view(c.x, 2, in0, in1, 1));
-  STRIDER_ASSIGN_OR_RETURN(b.y, rows_of(c.y, h0, h1, height));
+  STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 2, h0, h1, height));
   if (b.post_ops)
     for (OneDnnPostOp& op : b.post_ops->ops)
       if (op.is_binary) {
-        STRIDER_ASSIGN_OR_RETURN(op.operand, rows_of(op.operand, h0, h1, height));
+        STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, 2, h0, h1, height));
+      }
+  return b;
+}
+
+// The setup of images [n0, n1).
+Result<ConvSetup> batch_band_of(const ConvSetup& c, int64_t n0, int64_t n1) {
+  ConvSetup b = c;
+  const int64_t batch = c.y.sizes[0];
+  STRIDER_ASSIGN_OR_RETURN(b.x, part_of(c.x, 0, n0, n1, batch));
+  STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 0, n0, n1, batch));
+  if (b.post_ops)
+    for (OneDnnPostOp& op : b.post_ops->ops)
+      if (op.is_binary) {
+        STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, 0, n0, n1, batch));
       }
   return b;
 }
 
 Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
-                        int bands) {
-  const int64_t height = c.y.sizes[2];
+                        int bands, Axis axis) {
+  axis_ = axis;
+  const int64_t extent = axis == Axis::kBatch ? c.y.sizes[0] : c.y.sizes[2];
   work_per_band_ = multiply_adds(c) / bands;
   for (int k = 0; k < bands; ++k) {
-    STRIDER_ASSIGN_OR_RETURN(ConvSetup band, band_of(c, height * k / bands, height * (k + 1) / bands));
+    const int64_t i0 = extent * k / bands, i1 = extent * (k + 1) / bands;
+    STRIDER_ASSIGN_OR_RETURN(ConvSetup band, axis == Axis::kBatch ? batch_band_of(c, i0, i1) : rows_band_of(c, i0, i1));
     auto conv = std::make_unique<OneDnnConv>();
     STRIDER_RETURN_IF_ERROR(conv->init(band, constant_weights, with_post_ops, node, 1, &shared_weights_));
     if (!bands_.empty() && conv->applies_activation() != bands_.front()->applies_activation())
@@ -363,38 +380,48 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
   return Status::ok();
 }
 
-// Whether a convolution runs as bands of rows on a team of `threads`: one image, 2-D,
-// pointwise or depthwise, channels-last, two
-// rows or more a thread, and 128 times a thread's minimum work (hal/cpu/parallel.h) a band:
-// 1M multiply-adds by default, where waking the team is lost in the work (on two threads
-// MobileNetV2's layers of 2M multiply-adds and up gained; smaller ones were not tried). The kernel suite's
-// cpu-split device lowers the minimum, so its small convolutions run in bands too.
+// How a convolution is cut into bands for a team of `threads`, if at all.
+// With strider's own team (hal/cpu/own_team.h), every convolution of serial_multiply_adds()
+// or more is: by images when there is one a thread, else by output rows when there are
+// two a thread (one image of a 1-D, 2-D or 3-D convolution). Under OpenMP's team (oneDNN
+// splits its primitives itself) only one-image, 2-D, channels-last pointwise and
+// depthwise convolutions of 128 times a thread's minimum work (hal/cpu/parallel.h) a band:
+// there alternated end-to-end runs on two threads put MobileNetV2 (its 1x1 and depthwise
+// layers in bands) 2% ahead, but YOLOv8n, whose banded layers were 3x3 convolutions of one
+// group (stride 2 mostly), 4% behind. The kernel suite's cpu-split device lowers the
+// minimum work, so its small convolutions run in bands too.
 // STRIDER_CPU_CONV_BANDS=off (for measuring) never.
-bool bands_pay(const ConvSetup& c, int threads) {
+std::optional<BandedConv::Axis> bands_for(const ConvSetup& c, int threads) {
   static const bool off = [] {
     const char* env = std::getenv("STRIDER_CPU_CONV_BANDS");
     return env && std::string_view(env) == "off";
   }();
+  if (off || threads < 2 || c.x.rank() < 3) return std::nullopt;
+  if (own_team_enabled()) {
+    if (multiply_adds(c) < serial_multiply_adds()) return std::nullopt;
+    if (c.y.sizes[0] >= threads) return BandedConv::Axis::kBatch;
+    if (c.y.sizes[2] >= 2 * threads) return BandedConv::Axis::kRows;
+    return std::nullopt;
+  }
+  if (c.x.rank() != 4) return std::nullopt;  // the weights' dims 2 and 3 are read below
   // Channels innermost: a band of rows is then as dense as the whole (channels-first, it
   // would be a strided piece of every channel's plane, which oneDNN runs on its reference code).
-  if (off || threads < 2 || c.x.rank() != 4) return false;  // 1-D and 3-D convolutions: their weights lack dims 2 and 3
   const bool channels_inner = c.x.strides[1] == 1 && c.y.strides[1] == 1;
-  // Pointwise and depthwise only: alternated end-to-end runs on two threads put MobileNetV2
-  // (its 1x1 and depthwise layers in bands) 2% ahead, but YOLOv8n, whose banded layers were
-  // 3x3 convolutions of one group (stride 2 mostly), 4% behind.
   const bool pointwise = c.w.sizes[2] == 1 && c.w.sizes[3] == 1;
   const bool depthwise = c.group > 1 && c.group == c.x.sizes[1] && c.w.sizes[1] == 1;
-  return channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
-         multiply_adds(c) >= 128 * thread_min_work_per_thread * threads;
+  if (channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
+      multiply_adds(c) >= 128 * thread_min_work_per_thread * threads)
+    return BandedConv::Axis::kRows;
+  return std::nullopt;
 }
 
 // The oneDNN convolution over the setup, as bands where they pay.
 Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
                               const std::string& node, bool* applies) {
   const int threads = max_parallel_threads();
-  if (bands_pay(c, threads)) {
+  if (std::optional<BandedConv::Axis> axis = bands_for(c, threads)) {
     auto banded = std::make_unique<BandedConv>();
-    if (banded->init(c, constant_weights, with_post_ops, node, threads).is_ok() &&
+    if (banded->init(c, constant_weights, with_post_ops, node, threads, *axis).is_ok() &&
         banded->implementation().find(":ref") == std::string::npos) {
       *applies = banded->applies_activation();
       return KernelPtr(std::move(banded));

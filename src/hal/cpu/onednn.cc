@@ -151,4 +151,10 @@ void onednn_execute(const dnnl::primitive& primitive, const std::unordered_map<i
   onednn_stream().wait();
 }
 
+Result<TensorView> part_of(const TensorView& v, int axis, int64_t i0, int64_t i1, int64_t extent) {
+  if (axis < 0 || v.rank() <= axis || (v.sizes[size_t(axis)] != extent && v.sizes[size_t(axis)] != 1))
+    return unsupported("an operand of another shape");
+  return v.sizes[size_t(axis)] == 1 ? v : slice_view(v, axis, i0, i1, 1);
+}
+
 }  // namespace strider::cpu

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <omp.h>
+#include "hal/cpu/own_team.h"
+#include "hal/cpu/parallel.h"
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <optional>
@@ -52,7 +54,18 @@ dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::de
 // more than splitting saves (PointwiseC2f's 32k-MAC convs ran slower on two threads than on
 // one); else 0, the session's team. See hal/cpu/parallel.h for strider's own kernels.
 inline constexpr int64_t kSerialMultiplyAdds = int64_t(1) << 18;
-inline int onednn_team_for(int64_t multiply_adds) { return multiply_adds < kSerialMultiplyAdds ? 1 : 0; }
+inline int onednn_team_for(int64_t multiply_adds) { return own_team_enabled() || multiply_adds < kSerialMultiplyAdds ? 1 : 0; }
+
+// kSerialMultiplyAdds, lowered with the calling thread's minimum work a thread (the kernel
+// suite's cpu-split device lowers it so that small cases split): below it a primitive is
+// not cut into pieces for strider's own team (hal/cpu/own_team.h).
+inline int64_t serial_multiply_adds() {
+  return kSerialMultiplyAdds * std::min(thread_min_work_per_thread, kMinWorkPerThread) / kMinWorkPerThread;
+}
+
+// The part [i0, i1) along `axis` of an operand of a primitive cut into pieces, `extent`
+// being the whole's size on that axis; an operand of size 1 there (broadcast) stays whole.
+Result<TensorView> part_of(const TensorView& v, int axis, int64_t i0, int64_t i1, int64_t extent);
 
 // Whether a primitive created now runs on a team of two or more: oneDNN fixes its team at
 // creation from the creating thread's OpenMP setting (onednn_team_for, ScopedOmpThreads).

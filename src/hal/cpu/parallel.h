@@ -1,6 +1,6 @@
 // Intra-op parallelism for strider's own CPU kernels.
 //
-// Who runs: a kernel splits its work over the OpenMP team of the thread that runs it, which
+// Who runs: a kernel splits its work over the team of the thread that runs it, which
 // is the queue's worker; the worker's team size is the session's thread count
 // (WorkerQueue / ScopedOmpThreads). oneDNN's primitives use the same team on the same
 // worker, so a strider kernel and a oneDNN one never run at once and never add threads to
@@ -11,9 +11,13 @@
 // kMinWorkPerThread elements, and work below twice that runs on the calling thread alone:
 // small ops stay sequential, large ones use the whole team.
 //
-// Why OpenMP and not a pool of our own: Debian's oneDNN 2.6 is built for the OpenMP runtime
-// (DNNL_CPU_RUNTIME_OMP), so its threadpool interface is not there to plug a pool into, and
-// a second pool beside OpenMP's would oversubscribe the cores whenever both are awake.
+// Whose threads: strider's own team (hal/cpu/own_team.h), unless STRIDER_CPU_TEAM=openmp.
+// Debian's oneDNN 2.6 is built for the OpenMP runtime (DNNL_CPU_RUNTIME_OMP), so its
+// threadpool interface is not there to plug a pool into; instead, under the own team every
+// oneDNN primitive is created for one thread and cut into pieces that run side by side on
+// the team (BandedConv, BandedMatMul), so that OpenMP never starts a team beside it (two
+// pools awake at once would oversubscribe the cores). Measured on two vCPUs, one OpenMP
+// region cost about 3 us, one hand-off to the own team about two cache-line transfers.
 //
 // The body must not throw (an exception may not leave an OpenMP region) and items must be
 // independent: they run in any order, on any thread.
@@ -23,6 +27,8 @@
 
 #include <algorithm>
 #include <cstdint>
+
+#include "hal/cpu/own_team.h"
 
 namespace strider::cpu {
 
@@ -68,7 +74,7 @@ inline thread_local bool thread_started_team = false;
 // The team size a kernel with `items` items of `work_per_item` elements each should use,
 // at most `cap` (a kernel's per-thread scratch count).
 inline int parallel_threads(int64_t items, int64_t work_per_item, int cap = 1 << 30) {
-  if (!thread_starts_teams || omp_in_parallel()) return 1;  // not a worker, or already in a team
+  if (!thread_starts_teams || omp_in_parallel() || in_own_team_part()) return 1;  // not a worker, or already in a team
   const int64_t work = items * std::max<int64_t>(work_per_item, 1);
   const int64_t by_work = work / std::max<int64_t>(thread_min_work_per_thread, 1);
   return int(std::max<int64_t>(1, std::min<int64_t>({by_work, items, omp_get_max_threads(), cap})));
@@ -89,6 +95,19 @@ void parallel_for(int64_t items, int64_t work_per_item, Body&& body, int cap = 1
     return;
   }
   thread_started_team = true;
+  if (own_team_enabled()) {
+    struct Split {
+      Body* body;
+      int64_t items;
+      int threads;
+    } split{&body, items, threads};
+    run_on_own_team(threads, [](void* context, int t) {
+      const Split& s = *static_cast<const Split*>(context);
+      const int64_t begin = s.items * t / s.threads, end = s.items * (t + 1) / s.threads;
+      if (begin < end) (*s.body)(begin, end, t);
+    }, &split);
+    return;
+  }
 #pragma omp parallel num_threads(threads)
   {
     const int64_t team = omp_get_num_threads(), t = omp_get_thread_num();

@@ -1,0 +1,37 @@
+// Strider's own fork-join team: the threads that run a CPU kernel's parallel parts beside
+// the thread that runs the kernel (the team's master, a queue's worker or the caller).
+//
+// Why not OpenMP's: on the 2-vCPU VMs this project is measured on, one libgomp parallel
+// region costs about 3 us even when its threads spin (`#pragma omp parallel` with an empty
+// body, OMP_WAIT_POLICY=active or not), while a cache line goes from one vCPU to the other
+// in about 0.2 us. A run of the C2f block at 40x40 opens about 13 regions, 40 us of its
+// 0.21 ms on two threads. This team hands a part to each thread with one cache line
+// written by the master and one written back by each thread: about two line transfers.
+//
+// Who uses it: with STRIDER_CPU_TEAM=own (the default, see own_team_enabled) strider's
+// parallel_for runs on it, and every oneDNN primitive is created for one thread and run
+// as pieces (bands of rows, of the batch, of a product's rows) side by side on the team
+// (hal/cpu/conv_kernels.cc, matmul_kernels.cc), so OpenMP never starts a team: two pools
+// awake at once would oversubscribe the cores.
+//
+// Threads: each master thread has its own team, made on its first parallel part and grown
+// to the largest team it asked for; the team's threads exit when their master does. An
+// idle thread polls for about 300 us (a wake-up's cost on these VMs) and then sleeps until
+// its master hands it a part. The session's CoreBudget lease covers the team's threads
+// as it covered OpenMP's.
+#pragma once
+
+namespace strider::cpu {
+
+// Whether strider's own team runs the CPU's parallel parts: STRIDER_CPU_TEAM=openmp (for
+// measuring) says no, anything else yes. Read once.
+bool own_team_enabled();
+
+// Runs part(context, t) for every t in [0, threads): t = 0 on the calling thread, the
+// others on its team's threads; returns when all have returned. A part must not throw.
+void run_on_own_team(int threads, void (*part)(void*, int), void* context);
+
+// True on a thread while it runs a part (its own parallel_for calls then stay serial).
+bool in_own_team_part();
+
+}  // namespace strider::cpu
