@@ -15,11 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "exec/session_internal.h"
 #include "hal/cpu/core_budget.h"
 #include "hal/cpu/worker_queue.h"
 #include "hal/device.h"
+#include "ir/builder.h"
 #include "onnx/tensor_proto.h"
 #include "strider/session.h"
+#include "support/test_util.h"
 
 namespace strider {
 namespace {
@@ -93,6 +96,32 @@ TEST(CpuThreads, OneThreadComputesWhatTheDefaultDoes) {
     ASSERT_NEAR((*x)[0].data<float>()[i], (*y)[0].data<float>()[i], 1e-4) << "element " << i;
   one.threads = -1;
   EXPECT_EQ(Session::load((dir / "model.onnx").string(), one).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Two products written in place into column slices of their Concat (strided outputs over
+// dense inputs), big enough to be cut into pieces of rows on three threads
+// (hal/cpu/matmul_kernels.cc's BandedMatMul): each piece runs into scratch of its own and
+// copies its rows out. Three threads compute what one does.
+TEST(CpuThreads, ProductsIntoAConcatInPiecesComputeWhatOneThreadDoes) {
+  GraphBuilder b;
+  ValueId a = b.input("a", DType::kF32, {301, 64});
+  b.output(b.op("Concat", {b.op("MatMul", {a, b.constant("w1", testing::random_tensor(DType::kF32, {64, 24}, 2))}),
+                           b.op("MatMul", {a, b.constant("w2", testing::random_tensor(DType::kF32, {64, 40}, 3))})},
+                int_attribute("axis", 1)));
+  const Graph graph = b.build();
+  const Tensor input = testing::random_tensor(DType::kF32, {301, 64}, 1);
+  std::vector<std::vector<Tensor>> results;
+  for (int threads : {1, 3}) {
+    SessionOptions options;
+    options.threads = threads;
+    auto session = create_session(graph, options);
+    ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+    auto out = (*session)->run({input});
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    results.push_back(std::move(*out));
+  }
+  for (int64_t i = 0; i < results[0][0].num_elements(); ++i)
+    ASSERT_NEAR(results[0][0].data<float>()[i], results[1][0].data<float>()[i], 1e-4) << "element " << i;
 }
 
 int threads_of_this_process() {

@@ -511,6 +511,16 @@ TEST_P(KernelSuite, ProductsInPieces) {
       check_graph(std::move(fused), inputs, &unfused);
     }
   }
+  // A 1x1 convolution over channel slices is a product over [pixels, channels] views whose
+  // rows are strided: each piece of rows runs into scratch of its own and copies its rows
+  // out (the catalog's channel-slice layouts).
+  GraphBuilder g;
+  g.output(g.op("Conv", {g.input("x", DType::kF32, {1, 16, 9, 7}), g.constant("w", x({24, 16, 1, 1}, 2)),
+                         g.constant("bias", x({24}, 3))}));
+  Graph conv = g.build();
+  ASSERT_TRUE(infer_and_fold(conv).is_ok());
+  Graph reference = conv;
+  check_graph(std::move(conv), {{"x", x({1, 16, 9, 7})}}, &reference);
 }
 
 // The gate of WaveNet-style units, tanh(a) * sigmoid(b) + residual, which the CPU runs as

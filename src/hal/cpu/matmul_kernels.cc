@@ -189,11 +189,12 @@ class BandedMatMul final : public Kernel {
         if (op.is_binary) {
           STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, axis, i0, i1, extent));
         }
-      // A piece of columns of a dense product is a strided view, which keeps oneDNN off
-      // brgemm: it runs into dense scratch of its own and copies its columns out, on its
-      // thread while they are in its cache.
+      // A piece of columns of a dense product, or any piece of a strided one (a channel
+      // slice of a concat), is a strided view, which keeps oneDNN off brgemm: it runs into
+      // dense scratch of its own and copies its part out, on its thread while that part
+      // is in its cache.
       std::optional<StagedOutput> staged;
-      if (axis == r - 1 && !is_packed(piece.out)) {
+      if (!is_packed(piece.out)) {
         STRIDER_ASSIGN_OR_RETURN(staged, stage_output(piece.out));
         std::swap(piece.out, staged->dense);
       }
