@@ -356,21 +356,22 @@ TEST_P(KernelSuite, WinogradConvolutionsSlicedOverOutputChannels) {
   }
 }
 
-// Pointwise and depthwise convolutions of one image, which the CPU cuts into bands of
-// output rows, one oneDNN primitive a band (hal/cpu/conv_kernels.cc's BandedConv; on
-// cpu-split over packed channels-last views, whose lowered minimum work bands even these,
-// three bands of rows not divisible by three): each band's input rows and pads must match
-// its outputs exactly, through strides, asymmetric and wide pads, dilation, bf16, and a
-// residual operand sliced with the output (a per-channel one, broadcast along the rows, is
-// not).
-TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
+// Convolutions the CPU cuts into bands, one oneDNN primitive a band (hal/cpu/conv_kernels.cc's
+// BandedConv; on cpu-split three threads and a lowered minimum work, so even these small
+// ones are cut, in bands not divisible by three): bands of output rows of one image over
+// packed channels-last views (depthwise and 1x1 as under OpenMP's team, 3x3 and 1-D under
+// strider's own), bands of images, and bands of output channels of channels-first views (the
+// catalog's dense layout). Each band's input rows and pads must match its outputs exactly,
+// through strides, asymmetric and wide pads, dilation, bf16, and residual operands cut with
+// the output (a per-channel one, broadcast along the rows, is not cut along them).
+TEST_P(KernelSuite, ConvolutionsInBands) {
   struct Case {
     const char* name;
     Shape x, w;
     std::vector<int64_t> pads, strides, dilations;
     int64_t group = 1;
     DType dtype = DType::kF32;
-    const char* residual = nullptr;  // "rows" (the output's shape) or "channels" ({1, C, 1, 1})
+    const char* residual = nullptr;  // "full" (the output's shape) or "channels" ({1, C, 1, 1})
   };
   const std::vector<Case> cases = {
       {"depthwise 3x3 stride 2, pads 1 1 2 0", {1, 8, 23, 10}, {8, 1, 3, 3}, {1, 1, 2, 0}, {2, 2}, {1, 1}, 8},
@@ -378,8 +379,14 @@ TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
       {"depthwise 3x3", {1, 16, 13, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 16},
       {"depthwise 3x3 bf16", {1, 8, 17, 9}, {8, 1, 3, 3}, {0, 1, 2, 1}, {1, 1}, {1, 1}, 8, DType::kBF16},
       {"1x1 stride 2", {1, 8, 25, 9}, {12, 8, 1, 1}, {0, 0, 0, 0}, {2, 2}, {1, 1}},
-      {"1x1 + residual + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "rows"},
+      {"1x1 + residual + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
       {"1x1 + per-channel + Relu", {1, 8, 13, 7}, {8, 8, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "channels"},
+      {"3x3 over 5 images", {5, 6, 9, 7}, {8, 6, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+      {"3x3 stride 2 over 4 images + residual", {4, 6, 10, 9}, {6, 6, 3, 3}, {1, 0, 1, 1}, {2, 2}, {1, 1}, 1, DType::kF32, "full"},
+      {"1-D kernel 3 dilated 2 over 31 steps", {1, 8, 31}, {12, 8, 3}, {2, 2}, {1}, {2}},
+      {"1-D kernel 2 stride 2 + residual", {1, 8, 29}, {8, 8, 2}, {1, 0}, {2}, {1}, 1, DType::kF32, "full"},
+      {"3x3 of 28 output channels", {1, 5, 8, 9}, {28, 5, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+      {"1x1 of 26 output channels + residual", {1, 6, 7, 5}, {26, 6, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -395,7 +402,13 @@ TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
                               b.constant("bias", kernel_test::converted(x({c.w[0]}, 3), t))}, attrs);
     std::map<std::string, Tensor> inputs = {{"x", kernel_test::converted(x(c.x), t)}};
     if (c.residual) {
-      const Shape r = std::string_view(c.residual) == "rows" ? Shape{1, c.w[0], c.x[2], c.x[3]} : Shape{1, c.w[0], 1, 1};
+      Shape r(c.x.size(), 1);  // per channel: {1, C, 1, ...}
+      r[1] = c.w[0];
+      const size_t spatial = c.strides.size();
+      for (size_t d = 2; std::string_view(c.residual) == "full" && d < r.size(); ++d) {
+        r[0] = c.x[0];
+        r[d] = (c.x[d] + c.pads[d - 2] + c.pads[d - 2 + spatial] - c.dilations[d - 2] * (c.w[d] - 1) - 1) / c.strides[d - 2] + 1;
+      }
       inputs["r"] = kernel_test::converted(x(r, 4), t);
       y = b.op("Relu", {b.op("Add", {y, b.input("r", t, r)})});
     }
@@ -405,58 +418,9 @@ TEST_P(KernelSuite, ConvolutionsInBandsOfRows) {
     Graph fused = unfused;
     ASSERT_TRUE(fuse_elementwise(fused).is_ok());
     ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
-    // Bands need packed channels-last views (oneDNN runs padded ones on its reference code):
-    // a channels-last plan's own values, besides the catalog's layout.
-    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
-    check_graph(std::move(fused), inputs, &unfused);
-  }
-}
-
-// Convolutions cut into bands of images (a batch with one image a thread or more) and a
-// 1-D convolution cut along its steps (hal/cpu/conv_kernels.cc's BandedConv under the
-// CPU's own team; on cpu-split three threads and a lowered minimum work): each band's
-// images or steps, pads and residual rows must match its outputs.
-TEST_P(KernelSuite, ConvolutionsInBandsOfImagesAndSteps) {
-  struct Case {
-    const char* name;
-    Shape x, w;
-    std::vector<int64_t> pads, strides, dilations;
-    bool residual = false;
-  };
-  const std::vector<Case> cases = {
-      {"3x3 over 5 images", {5, 6, 9, 7}, {8, 6, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
-      {"3x3 stride 2 over 4 images + residual", {4, 6, 10, 9}, {6, 6, 3, 3}, {1, 0, 1, 1}, {2, 2}, {1, 1}, true},
-      {"1-D kernel 3 dilated 2 over 31 steps", {1, 8, 31}, {12, 8, 3}, {2, 2}, {1}, {2}},
-      {"1-D kernel 2 stride 2 + residual", {1, 8, 29}, {8, 8, 2}, {1, 0}, {2}, {1}, true},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    GraphBuilder b(17);
-    AttributeMap attrs = ints_attribute("pads", c.pads);
-    attrs.set_ints("strides", c.strides);
-    attrs.set_ints("dilations", c.dilations);
-    Tensor weights = x(c.w, 2);
-    for (int64_t i = 0; i < weights.num_elements(); ++i) weights.data<float>()[i] /= 4.0f;
-    ValueId y = b.op("Conv", {b.input("x", DType::kF32, c.x), b.constant("w", weights), b.constant("bias", x({c.w[0]}, 3))},
-                     attrs);
-    std::map<std::string, Tensor> inputs = {{"x", x(c.x)}};
-    if (c.residual) {
-      Shape r = c.x;
-      r[1] = c.w[0];
-      for (size_t d = 2; d < r.size(); ++d)
-        r[d] = (c.x[d] + c.pads[d - 2] + c.pads[d - 2 + c.strides.size()] - c.dilations[d - 2] * (c.w[d] - 1) - 1) /
-                   c.strides[d - 2] + 1;
-      inputs["r"] = x(r, 4);
-      y = b.op("Relu", {b.op("Add", {y, b.input("r", DType::kF32, r)})});
-    }
-    b.output(y);
-    Graph unfused = b.build();
-    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-    Graph fused = unfused;
-    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
-    // Bands of steps need channels-last views (a band of a channels-first one is a strided
-    // piece of every channel, which oneDNN runs on its reference code, so it is not cut).
+    // Bands of rows need packed channels-last views (oneDNN runs padded ones, and bands of
+    // channels-first ones, on its reference code): a channels-last plan's own values,
+    // besides the catalog's layout.
     kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
     check_graph(std::move(fused), inputs, &unfused);
   }

@@ -300,26 +300,14 @@ bool all_packed(const ConvSetup& c) {
 // weights are reordered once and shared.
 class BandedConv final : public Kernel {
  public:
-  enum class Axis { kBatch, kRows };
+  enum class Axis { kBatch, kRows, kChannels };
   Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node, int bands,
               Axis axis);
   bool applies_activation() const { return bands_.front()->applies_activation(); }
-  Status run(const QueueContext& context) override {
-    std::atomic<bool> failed{false};
-    Status first_failure = Status::ok();
-    std::mutex failure;
-    parallel_for(int64_t(bands_.size()), work_per_band_, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b)
-        if (Status s = bands_[size_t(b)]->run(context); !s.is_ok() && !failed.exchange(true)) {
-          std::lock_guard lock(failure);
-          first_failure = s;
-        }
-    });
-    return first_failure;
-  }
+  Status run(const QueueContext& context) override { return run_side_by_side(bands_, work_per_band_, context); }
   std::string implementation() const override {
-    return fmt::format("{} bands of {}: {}", bands_.size(), axis_ == Axis::kBatch ? "images" : "rows",
-                       bands_.front()->implementation());
+    const char* what = axis_ == Axis::kBatch ? "images" : axis_ == Axis::kRows ? "rows" : "output channels";
+    return fmt::format("{} bands of {}: {}", bands_.size(), what, bands_.front()->implementation());
   }
 
  private:
@@ -341,11 +329,22 @@ Result<ConvSetup> rows_band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
   g.pads_end[0] = last - in1;
   STRIDER_ASSIGN_OR_RETURN(b.x, slice_view(c.x, 2, in0, in1, 1));
   STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 2, h0, h1, height));
-  if (b.post_ops)
-    for (OneDnnPostOp& op : b.post_ops->ops)
-      if (op.is_binary) {
-        STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, 2, h0, h1, height));
-      }
+  if (b.post_ops) STRIDER_RETURN_IF_ERROR(cut_binary_operands(b.post_ops->ops, 2, h0, h1, height));
+  return b;
+}
+
+// The setup of output channels [c0, c1) of a convolution of one group: their weights,
+// bias and per-channel or full residual operands.
+Result<ConvSetup> channels_band_of(const ConvSetup& c, int64_t c0, int64_t c1) {
+  if (c.group != 1) return unsupported("a grouped convolution");
+  ConvSetup b = c;
+  const int64_t channels = c.y.sizes[1];
+  STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 1, c0, c1, channels));
+  STRIDER_ASSIGN_OR_RETURN(b.w, part_of(c.w, 0, c0, c1, channels));
+  if (c.bias.allocation) {
+    STRIDER_ASSIGN_OR_RETURN(b.bias, part_of(c.bias, 0, c0, c1, channels));
+  }
+  if (b.post_ops) STRIDER_RETURN_IF_ERROR(cut_binary_operands(b.post_ops->ops, 1, c0, c1, channels));
   return b;
 }
 
@@ -355,24 +354,24 @@ Result<ConvSetup> batch_band_of(const ConvSetup& c, int64_t n0, int64_t n1) {
   const int64_t batch = c.y.sizes[0];
   STRIDER_ASSIGN_OR_RETURN(b.x, part_of(c.x, 0, n0, n1, batch));
   STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 0, n0, n1, batch));
-  if (b.post_ops)
-    for (OneDnnPostOp& op : b.post_ops->ops)
-      if (op.is_binary) {
-        STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, 0, n0, n1, batch));
-      }
+  if (b.post_ops) STRIDER_RETURN_IF_ERROR(cut_binary_operands(b.post_ops->ops, 0, n0, n1, batch));
   return b;
 }
 
 Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
                         int bands, Axis axis) {
   axis_ = axis;
-  const int64_t extent = axis == Axis::kBatch ? c.y.sizes[0] : c.y.sizes[2];
+  const int64_t extent = c.y.sizes[axis == Axis::kBatch ? 0 : axis == Axis::kRows ? 2 : 1];
   work_per_band_ = multiply_adds(c) / bands;
   for (int k = 0; k < bands; ++k) {
     const int64_t i0 = extent * k / bands, i1 = extent * (k + 1) / bands;
-    STRIDER_ASSIGN_OR_RETURN(ConvSetup band, axis == Axis::kBatch ? batch_band_of(c, i0, i1) : rows_band_of(c, i0, i1));
+    STRIDER_ASSIGN_OR_RETURN(ConvSetup band, axis == Axis::kBatch  ? batch_band_of(c, i0, i1)
+                                             : axis == Axis::kRows ? rows_band_of(c, i0, i1)
+                                                                   : channels_band_of(c, i0, i1));
     auto conv = std::make_unique<OneDnnConv>();
-    STRIDER_RETURN_IF_ERROR(conv->init(band, constant_weights, with_post_ops, node, 1, &shared_weights_));
+    // Bands of output channels have weights of their own; the others share one reorder.
+    STRIDER_RETURN_IF_ERROR(conv->init(band, constant_weights, with_post_ops, node, 1,
+                                       axis == Axis::kChannels ? nullptr : &shared_weights_));
     if (!bands_.empty() && conv->applies_activation() != bands_.front()->applies_activation())
       return unsupported("bands that differ in their post-ops");
     bands_.push_back(std::move(conv));
@@ -380,48 +379,53 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
   return Status::ok();
 }
 
-// How a convolution is cut into bands for a team of `threads`, if at all.
+// How a convolution may be cut into bands for a team of `threads`, best first.
 // With strider's own team (hal/cpu/own_team.h), every convolution of serial_multiply_adds()
-// or more is: by images when there is one a thread, else by output rows when there are
-// two a thread (one image of a 1-D, 2-D or 3-D convolution). Under OpenMP's team (oneDNN
-// splits its primitives itself) only one-image, 2-D, channels-last pointwise and
-// depthwise convolutions of 128 times a thread's minimum work (hal/cpu/parallel.h) a band:
-// there alternated end-to-end runs on two threads put MobileNetV2 (its 1x1 and depthwise
-// layers in bands) 2% ahead, but YOLOv8n, whose banded layers were 3x3 convolutions of one
-// group (stride 2 mostly), 4% behind. The kernel suite's cpu-split device lowers the
-// minimum work, so its small convolutions run in bands too.
-// STRIDER_CPU_CONV_BANDS=off (for measuring) never.
-std::optional<BandedConv::Axis> bands_for(const ConvSetup& c, int threads) {
+// or more is: by images when there is one a thread; else, channels-last, by output rows
+// when there are two a thread (one image of a 1-D, 2-D or 3-D convolution); else by output
+// channels (8 a thread, one group: a channels-first band of rows is a strided piece of every
+// channel, which oneDNN runs on its reference code, while a band of channels is dense);
+// else by rows anyway. Under OpenMP's team (oneDNN splits its primitives itself) only
+// one-image, 2-D, channels-last pointwise and depthwise convolutions of 128 times a
+// thread's minimum work (hal/cpu/parallel.h) a band: there alternated end-to-end runs on
+// two threads put MobileNetV2 (its 1x1 and depthwise layers in bands) 2% ahead, but
+// YOLOv8n, whose banded layers were 3x3 convolutions of one group (stride 2 mostly), 4%
+// behind. The kernel suite's cpu-split device lowers the minimum work, so its small
+// convolutions run in bands too. STRIDER_CPU_CONV_BANDS=off (for measuring) never.
+std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
+  using Axis = BandedConv::Axis;
   static const bool off = [] {
     const char* env = std::getenv("STRIDER_CPU_CONV_BANDS");
     return env && std::string_view(env) == "off";
   }();
-  if (off || threads < 2 || c.x.rank() < 3) return std::nullopt;
-  if (own_team_enabled()) {
-    if (multiply_adds(c) < serial_multiply_adds()) return std::nullopt;
-    if (c.y.sizes[0] >= threads) return BandedConv::Axis::kBatch;
-    if (c.y.sizes[2] >= 2 * threads) return BandedConv::Axis::kRows;
-    return std::nullopt;
-  }
-  if (c.x.rank() != 4) return std::nullopt;  // the weights' dims 2 and 3 are read below
-  // Channels innermost: a band of rows is then as dense as the whole (channels-first, it
-  // would be a strided piece of every channel's plane, which oneDNN runs on its reference code).
+  if (off || threads < 2 || c.x.rank() < 3) return {};
   const bool channels_inner = c.x.strides[1] == 1 && c.y.strides[1] == 1;
+  if (own_team_enabled()) {
+    if (multiply_adds(c) < serial_multiply_adds()) return {};
+    if (c.y.sizes[0] >= threads) return {Axis::kBatch};
+    std::vector<Axis> axes;
+    const bool rows = c.y.sizes[2] >= 2 * threads, channels = c.group == 1 && c.y.sizes[1] >= 8 * threads;
+    if (rows && channels_inner) axes.push_back(Axis::kRows);
+    if (channels) axes.push_back(Axis::kChannels);
+    if (rows && !channels_inner) axes.push_back(Axis::kRows);
+    return axes;
+  }
+  if (c.x.rank() != 4) return {};  // the weights' dims 2 and 3 are read below
   const bool pointwise = c.w.sizes[2] == 1 && c.w.sizes[3] == 1;
   const bool depthwise = c.group > 1 && c.group == c.x.sizes[1] && c.w.sizes[1] == 1;
   if (channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
       multiply_adds(c) >= 128 * thread_min_work_per_thread * threads)
-    return BandedConv::Axis::kRows;
-  return std::nullopt;
+    return {Axis::kRows};
+  return {};
 }
 
 // The oneDNN convolution over the setup, as bands where they pay.
 Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
                               const std::string& node, bool* applies) {
   const int threads = max_parallel_threads();
-  if (std::optional<BandedConv::Axis> axis = bands_for(c, threads)) {
+  for (BandedConv::Axis axis : bands_axes(c, threads)) {
     auto banded = std::make_unique<BandedConv>();
-    if (banded->init(c, constant_weights, with_post_ops, node, threads, *axis).is_ok() &&
+    if (banded->init(c, constant_weights, with_post_ops, node, threads, axis).is_ok() &&
         banded->implementation().find(":ref") == std::string::npos) {
       *applies = banded->applies_activation();
       return KernelPtr(std::move(banded));

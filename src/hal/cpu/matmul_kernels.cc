@@ -185,10 +185,7 @@ class BandedMatMul final : public Kernel {
         STRIDER_ASSIGN_OR_RETURN(piece_bias, part_of(*bias, axis, i0, i1, extent));
       }
       std::vector<OneDnnPostOp> piece_post(post.begin(), post.end());
-      for (OneDnnPostOp& op : piece_post)
-        if (op.is_binary) {
-          STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, axis, i0, i1, extent));
-        }
+      STRIDER_RETURN_IF_ERROR(cut_binary_operands(piece_post, axis, i0, i1, extent));
       // A piece of columns of a dense product, or any piece of a strided one (a channel
       // slice of a concat), is a strided view, which keeps oneDNN off brgemm: it runs into
       // dense scratch of its own and copies its part out, on its thread while that part
@@ -212,19 +209,7 @@ class BandedMatMul final : public Kernel {
     axis_name_ = axis == r - 1 ? "columns" : axis == r - 2 ? "rows" : "batch";
     return Status::ok();
   }
-  Status run(const QueueContext& context) override {
-    std::atomic<bool> failed{false};
-    Status first_failure = Status::ok();
-    std::mutex failure;
-    parallel_for(int64_t(pieces_.size()), work_per_piece_, [&](int64_t begin, int64_t end, int) {
-      for (int64_t p = begin; p < end; ++p)
-        if (Status s = pieces_[size_t(p)]->run(context); !s.is_ok() && !failed.exchange(true)) {
-          std::lock_guard lock(failure);
-          first_failure = s;
-        }
-    });
-    return first_failure;
-  }
+  Status run(const QueueContext& context) override { return run_side_by_side(pieces_, work_per_piece_, context); }
   std::string implementation() const override {
     return fmt::format("{} pieces of {}: {}", pieces_.size(), axis_name_, implementation_);
   }

@@ -157,4 +157,12 @@ Result<TensorView> part_of(const TensorView& v, int axis, int64_t i0, int64_t i1
   return v.sizes[size_t(axis)] == 1 ? v : slice_view(v, axis, i0, i1, 1);
 }
 
+Status cut_binary_operands(std::vector<OneDnnPostOp>& ops, int axis, int64_t i0, int64_t i1, int64_t extent) {
+  for (OneDnnPostOp& op : ops)
+    if (op.is_binary) {
+      STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, axis, i0, i1, extent));
+    }
+  return Status::ok();
+}
+
 }  // namespace strider::cpu

@@ -9,6 +9,8 @@
 #include "hal/cpu/parallel.h"
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <atomic>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <utility>
@@ -16,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "hal/kernel.h"
 #include "memory/tensor_view.h"
 #include "ops/fused_elementwise.h"
 #include "strider/status.h"
@@ -66,6 +69,28 @@ inline int64_t serial_multiply_adds() {
 // The part [i0, i1) along `axis` of an operand of a primitive cut into pieces, `extent`
 // being the whole's size on that axis; an operand of size 1 there (broadcast) stays whole.
 Result<TensorView> part_of(const TensorView& v, int axis, int64_t i0, int64_t i1, int64_t extent);
+
+struct OneDnnPostOp;
+// The binary post-ops' operands of `ops` cut to their part [i0, i1) along `axis` (part_of).
+Status cut_binary_operands(std::vector<OneDnnPostOp>& ops, int axis, int64_t i0, int64_t i1, int64_t extent);
+
+// Runs the pieces of one node (kernels over disjoint parts of its views) side by side on
+// the calling thread's team, `work_per_piece` sizing it (parallel_for); returns the first
+// failure.
+template <typename Pieces>
+Status run_side_by_side(const Pieces& pieces, int64_t work_per_piece, const QueueContext& context) {
+  std::atomic<bool> failed{false};
+  Status first_failure = Status::ok();
+  std::mutex failure;
+  parallel_for(int64_t(pieces.size()), work_per_piece, [&](int64_t begin, int64_t end, int) {
+    for (int64_t p = begin; p < end; ++p)
+      if (Status s = pieces[size_t(p)]->run(context); !s.is_ok() && !failed.exchange(true)) {
+        std::lock_guard lock(failure);
+        first_failure = s;
+      }
+  });
+  return first_failure;
+}
 
 // Whether a primitive created now runs on a team of two or more: oneDNN fixes its team at
 // creation from the creating thread's OpenMP setting (onednn_team_for, ScopedOmpThreads).
