@@ -163,6 +163,35 @@ TEST(CpuThreadsDeathTest, AOneThreadSessionStartsNoOpenMpThreads) {
 // and a gemm-based one (the 1x1 convolutions over channel slices run as oneDNN's gemm:jit
 // matmul) sizes its team when it runs, so it runs under a one-thread setting
 // (onednn_execute). Before, it started a team whose idle thread spun beside the waiter.
+// Under strider's own team (hal/cpu/own_team.h) no oneDNN primitive may start an OpenMP
+// team: libgomp's pool thread, spinning after its region beside the team's thread, made
+// the steps after a channels-first MobileNetV2's pooling 30x slower on two cores. A
+// two-thread session of the detector (convolutions, products, max pooling, resizes) adds
+// exactly one thread to the process: its team's.
+TEST(CpuThreadsDeathTest, ATwoThreadSessionAddsOnlyItsTeamsThread) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one core: every team is one thread anyway";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto dir = std::filesystem::path(STRIDER_SOURCE_DIR) / "models/real/YOLOv8ci_128_split_op17";
+  EXPECT_EXIT(
+      {
+        auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+        const int before = threads_of_this_process();
+        SessionOptions two;
+        two.threads = 2;
+        for (Layout layout : {Layout::kNchw, Layout::kNhwc}) {
+          two.layout = layout;
+          auto session = Session::load((dir / "model.onnx").string(), two);
+          if (!session.is_ok() || !input.is_ok()) std::exit(2);
+          for (int k = 0; k < 3; ++k)
+            if (!(*session)->run({*input}).is_ok()) std::exit(2);
+        }
+        const int running = threads_of_this_process();
+        std::fprintf(stderr, "threads: %d before, %d with the sessions\n", before, running);
+        std::exit(running == before + 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(CpuThreadsDeathTest, ATwoThreadSessionOfSmallKernelsStartsNoOpenMpThreads) {
   if (omp_get_max_threads() < 2) GTEST_SKIP() << "one core: every team is one thread anyway";
   GTEST_FLAG_SET(death_test_style, "threadsafe");

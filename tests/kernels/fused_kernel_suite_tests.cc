@@ -360,8 +360,8 @@ TEST_P(KernelSuite, WinogradConvolutionsSlicedOverOutputChannels) {
 // BandedConv; on cpu-split three threads and a lowered minimum work, so even these small
 // ones are cut, in bands not divisible by three): bands of output rows of one image over
 // packed channels-last views (depthwise and 1x1 as under OpenMP's team, 3x3 and 1-D under
-// strider's own), bands of images, and bands of output channels of channels-first views (the
-// catalog's dense layout). Each band's input rows and pads must match its outputs exactly,
+// strider's own), bands of images, and bands of output channels, or of groups, of
+// channels-first views (the catalog's dense layout). Each band's input rows and pads must match its outputs exactly,
 // through strides, asymmetric and wide pads, dilation, bf16, and residual operands cut with
 // the output (a per-channel one, broadcast along the rows, is not cut along them).
 TEST_P(KernelSuite, ConvolutionsInBands) {
@@ -387,6 +387,8 @@ TEST_P(KernelSuite, ConvolutionsInBands) {
       {"1-D kernel 2 stride 2 + residual", {1, 8, 29}, {8, 8, 2}, {1, 0}, {2}, {1}, 1, DType::kF32, "full"},
       {"3x3 of 28 output channels", {1, 5, 8, 9}, {28, 5, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
       {"1x1 of 26 output channels + residual", {1, 6, 7, 5}, {26, 6, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
+      {"depthwise 3x3 of 27 channels", {1, 27, 6, 5}, {27, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 27},
+      {"3x3 of 25 groups of 2 -> 3 + per-channel", {1, 50, 5, 6}, {75, 2, 3, 3}, {1, 0, 1, 2}, {1, 1}, {1, 1}, 25, DType::kF32, "channels"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

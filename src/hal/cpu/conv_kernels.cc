@@ -333,12 +333,19 @@ Result<ConvSetup> rows_band_of(const ConvSetup& c, int64_t h0, int64_t h1) {
   return b;
 }
 
-// The setup of output channels [c0, c1) of a convolution of one group: their weights,
+// The setup of output channels [i0, i1) of a convolution of one group, or of groups
+// [i0, i1) of a grouped one (a depthwise one: its channels): their input channels, weights,
 // bias and per-channel or full residual operands.
-Result<ConvSetup> channels_band_of(const ConvSetup& c, int64_t c0, int64_t c1) {
-  if (c.group != 1) return unsupported("a grouped convolution");
+Result<ConvSetup> channels_band_of(const ConvSetup& c, int64_t i0, int64_t i1) {
   ConvSetup b = c;
+  // [i0, i1) counts output channels of one group, or groups of several.
+  const int64_t out_per = c.group > 1 ? c.y.sizes[1] / c.group : 1, in_per = c.x.sizes[1] / c.group;
   const int64_t channels = c.y.sizes[1];
+  const int64_t c0 = i0 * out_per, c1 = i1 * out_per;
+  if (c.group > 1) {
+    STRIDER_ASSIGN_OR_RETURN(b.x, part_of(c.x, 1, i0 * in_per, i1 * in_per, c.x.sizes[1]));
+    b.group = i1 - i0;
+  }
   STRIDER_ASSIGN_OR_RETURN(b.y, part_of(c.y, 1, c0, c1, channels));
   STRIDER_ASSIGN_OR_RETURN(b.w, part_of(c.w, 0, c0, c1, channels));
   if (c.bias.allocation) {
@@ -361,7 +368,10 @@ Result<ConvSetup> batch_band_of(const ConvSetup& c, int64_t n0, int64_t n1) {
 Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
                         int bands, Axis axis) {
   axis_ = axis;
-  const int64_t extent = c.y.sizes[axis == Axis::kBatch ? 0 : axis == Axis::kRows ? 2 : 1];
+  // Bands of channels of a grouped convolution are bands of its groups.
+  const int64_t extent = axis == Axis::kBatch ? c.y.sizes[0] : axis == Axis::kRows ? c.y.sizes[2]
+                         : c.group > 1        ? c.group
+                                              : c.y.sizes[1];
   work_per_band_ = multiply_adds(c) / bands;
   for (int k = 0; k < bands; ++k) {
     const int64_t i0 = extent * k / bands, i1 = extent * (k + 1) / bands;
@@ -383,8 +393,9 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
 // With strider's own team (hal/cpu/own_team.h), every convolution of serial_multiply_adds()
 // or more is: by images when there is one a thread; else, channels-last, by output rows
 // when there are two a thread (one image of a 1-D, 2-D or 3-D convolution); else by output
-// channels (8 a thread, one group: a channels-first band of rows is a strided piece of every
-// channel, which oneDNN runs on its reference code, while a band of channels is dense);
+// channels (8 a thread, or 8 groups a thread of a grouped one: a channels-first band of rows
+// is a strided piece of every channel, which oneDNN runs on its reference code, while a
+// band of channels is dense);
 // else by rows anyway. Under OpenMP's team (oneDNN splits its primitives itself) only
 // one-image, 2-D, channels-last pointwise and depthwise convolutions of 128 times a
 // thread's minimum work (hal/cpu/parallel.h) a band: there alternated end-to-end runs on
@@ -404,7 +415,8 @@ std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
     if (multiply_adds(c) < serial_multiply_adds()) return {};
     if (c.y.sizes[0] >= threads) return {Axis::kBatch};
     std::vector<Axis> axes;
-    const bool rows = c.y.sizes[2] >= 2 * threads, channels = c.group == 1 && c.y.sizes[1] >= 8 * threads;
+    const bool rows = c.y.sizes[2] >= 2 * threads;
+    const bool channels = c.group == 1 ? c.y.sizes[1] >= 8 * threads : c.group >= 8 * threads;
     if (rows && channels_inner) axes.push_back(Axis::kRows);
     if (channels) axes.push_back(Axis::kChannels);
     if (rows && !channels_inner) axes.push_back(Axis::kRows);

@@ -138,7 +138,9 @@ dnnl::memory reorder_constant(const dnnl::memory& source, const dnnl::memory::de
 }
 
 void onednn_execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args, bool team) {
-  if (team) {
+  // Under strider's own team an OpenMP team would be a second pool awake beside it
+  // (hal/cpu/own_team.h): every primitive runs on the calling thread then.
+  if (team && !own_team_enabled()) {
     thread_started_team = true;
     primitive.execute(onednn_stream(), args);
   } else {

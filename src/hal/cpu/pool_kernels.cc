@@ -10,6 +10,7 @@
 #include "hal/cpu/cpu_kernels.h"
 #include "hal/cpu/dtype_dispatch.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/worker_queue.h"
 #include "hal/cpu/parallel.h"
 #include "hal/cpu/strided_loop.h"
 #include "ops/shape_ops.h"
@@ -222,6 +223,8 @@ class OneDnnPool final : public Kernel {
  public:
   Status init(const TensorView& x, const TensorView& y, const PoolSetup& s, const std::string& node) {
     return onednn_call(node, [&] {
+      // Under strider's own team made for one thread (onednn_team_for), as every primitive.
+      ScopedOmpThreads team(own_team_enabled() ? 1 : 0);
       const WindowGeometry& g = s.window;
       dnnl::memory::dims strides(g.strides.begin(), g.strides.end()), kernel(g.kernel.begin(), g.kernel.end());
       dnnl::memory::dims dilations, pad_l(g.pads_begin.begin(), g.pads_begin.end()), pad_r;
