@@ -391,8 +391,8 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
 
 // How a convolution may be cut into bands for a team of `threads`, best first.
 // With strider's own team (hal/cpu/own_team.h), every convolution of serial_multiply_adds()
-// or more is: by images when there is one a thread; else, channels-last, by output rows
-// when there are two a thread (one image of a 1-D, 2-D or 3-D convolution); else by output
+// or more is: by images when there is one a thread; else, channels-last, by output rows,
+// two a band (one image of a 1-D, 2-D or 3-D convolution); else by output
 // channels (8 a thread, or 8 groups a thread of a grouped one: a channels-first band of rows
 // is a strided piece of every channel, which oneDNN runs on its reference code, while a
 // band of channels is dense);
@@ -403,7 +403,7 @@ Status BandedConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
 // YOLOv8n, whose banded layers were 3x3 convolutions of one group (stride 2 mostly), 4%
 // behind. The kernel suite's cpu-split device lowers the minimum work, so its small
 // convolutions run in bands too. STRIDER_CPU_CONV_BANDS=off (for measuring) never.
-std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
+std::vector<std::pair<BandedConv::Axis, int>> bands_axes(const ConvSetup& c, int threads) {
   using Axis = BandedConv::Axis;
   static const bool off = [] {
     const char* env = std::getenv("STRIDER_CPU_CONV_BANDS");
@@ -413,13 +413,18 @@ std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
   const bool channels_inner = c.x.strides[1] == 1 && c.y.strides[1] == 1;
   if (own_team_enabled()) {
     if (multiply_adds(c) < serial_multiply_adds()) return {};
-    if (c.y.sizes[0] >= threads) return {Axis::kBatch};
-    std::vector<Axis> axes;
-    const bool rows = c.y.sizes[2] >= 2 * threads;
-    const bool channels = c.group == 1 ? c.y.sizes[1] >= 8 * threads : c.group >= 8 * threads;
-    if (rows && channels_inner) axes.push_back(Axis::kRows);
-    if (channels) axes.push_back(Axis::kChannels);
-    if (rows && !channels_inner) axes.push_back(Axis::kRows);
+    if (c.y.sizes[0] >= threads) return {{Axis::kBatch, threads}};
+    // As many bands as threads where the axis allows, fewer where it does not (a 7x7 map
+    // on 16 threads: 3 bands of rows beat one thread); the axis giving the most first.
+    auto bands = [&](int64_t units) { return int(std::min<int64_t>(threads, units)); };
+    const int rows = bands(c.y.sizes[2] / 2), channels = bands(c.group == 1 ? c.y.sizes[1] / 8 : c.group / 8);
+    std::vector<std::pair<Axis, int>> axes;
+    if (channels_inner) axes.push_back({Axis::kRows, rows});
+    axes.push_back({Axis::kChannels, channels});
+    if (!channels_inner) axes.push_back({Axis::kRows, rows});
+    axes.push_back({Axis::kBatch, bands(c.y.sizes[0])});
+    std::erase_if(axes, [](const auto& a) { return a.second < 2; });
+    std::stable_sort(axes.begin(), axes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     return axes;
   }
   if (c.x.rank() != 4) return {};  // the weights' dims 2 and 3 are read below
@@ -427,7 +432,7 @@ std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
   const bool depthwise = c.group > 1 && c.group == c.x.sizes[1] && c.w.sizes[1] == 1;
   if (channels_inner && (pointwise || depthwise) && c.y.sizes[0] == 1 && c.y.sizes[2] >= 2 * threads &&
       multiply_adds(c) >= 128 * thread_min_work_per_thread * threads)
-    return {Axis::kRows};
+    return {{Axis::kRows, threads}};
   return {};
 }
 
@@ -435,9 +440,9 @@ std::vector<BandedConv::Axis> bands_axes(const ConvSetup& c, int threads) {
 Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops,
                               const std::string& node, bool* applies) {
   const int threads = max_parallel_threads();
-  for (BandedConv::Axis axis : bands_axes(c, threads)) {
+  for (const auto& [axis, bands] : bands_axes(c, threads)) {
     auto banded = std::make_unique<BandedConv>();
-    if (banded->init(c, constant_weights, with_post_ops, node, threads, axis).is_ok() &&
+    if (banded->init(c, constant_weights, with_post_ops, node, bands, axis).is_ok() &&
         banded->implementation().find(":ref") == std::string::npos) {
       *applies = banded->applies_activation();
       return KernelPtr(std::move(banded));

@@ -156,10 +156,10 @@ bool is_brgemm(const Kernel& kernel) { return kernel.implementation().find("brg"
 class BandedMatMul final : public Kernel {
  public:
   Status init(const MatMulViews& v, const TensorView* bias, float scale, std::span<const OneDnnPostOp> post,
-              const std::string& node, bool constant_b, int threads, int axis) {
+              const std::string& node, bool constant_b, int pieces, int axis) {
     const int64_t extent = v.out.sizes[size_t(axis)];
     const int r = int(v.out.rank());
-    work_per_piece_ = v.out.num_elements() * v.a.sizes.back() / threads;
+    work_per_piece_ = v.out.num_elements() * v.a.sizes.back() / pieces;
     // A bias at a lower rank than the product gets its leading unit dims first, as the
     // whole product's kernel would, so that it is cut along the same axis.
     std::optional<TensorView> lifted;
@@ -170,8 +170,8 @@ class BandedMatMul final : public Kernel {
       bias = &*lifted;
     }
     dnnl::memory shared_b;
-    for (int k = 0; k < threads; ++k) {
-      const int64_t i0 = extent * k / threads, i1 = extent * (k + 1) / threads;
+    for (int k = 0; k < pieces; ++k) {
+      const int64_t i0 = extent * k / pieces, i1 = extent * (k + 1) / pieces;
       MatMulViews piece = v;
       if (axis != r - 1) {
         STRIDER_ASSIGN_OR_RETURN(piece.a, part_of(v.a, axis, i0, i1, extent));
@@ -221,24 +221,31 @@ class BandedMatMul final : public Kernel {
   const char* axis_name_ = "";
 };
 
-// The axes a product may be cut along for a team of `threads` under strider's own team,
-// best first (BandedMatMul); none below serial_multiply_adds(). The leading batch dim when
-// it has one a thread and B is not shared by the batch; rows (8 a thread) and columns (16
-// a thread) in the order that makes the team read less: pieces of rows each read all of B,
+// The axes a product may be cut along for a team of `threads` under strider's own team, and
+// into how many pieces, best first (BandedMatMul); none below serial_multiply_adds(). The
+// leading batch dim when B is not shared by the batch; rows (8 a piece) and columns (16 a
+// piece) in the order that makes the team read less: pieces of rows each read all of B,
 // pieces of columns all of A. GPT-2's MLP up-projection (B 768x3072, A 128x768) took 0.30
 // ms in pieces of rows against 0.26 for oneDNN's own split on two threads.
-std::vector<int> pieces_axes(const MatMulViews& v, int threads) {
+std::vector<std::pair<int, int>> pieces_axes(const MatMulViews& v, int threads) {
   const int r = int(v.out.rank());
   if (!own_team_enabled() || threads < 2 || r < 2 || v.out.num_elements() * v.a.sizes.back() < serial_multiply_adds())
     return {};
-  std::vector<int> axes;
-  if (r > 2 && v.out.sizes[0] >= threads && v.b.sizes[0] == v.out.sizes[0]) axes.push_back(0);
-  const bool rows = v.out.sizes[size_t(r - 2)] >= 8 * threads, columns = v.out.sizes[size_t(r - 1)] >= 16 * threads;
+  // As many pieces as threads where the axis allows, fewer where it does not; the axis
+  // giving the most first, then the one that reads less.
+  auto pieces = [&](int64_t units) { return int(std::min<int64_t>(threads, units)); };
+  const bool batched_b = r > 2 && v.b.sizes[0] == v.out.sizes[0];
+  const int batch = r > 2 ? pieces(v.out.sizes[0]) : 0, rows = pieces(v.out.sizes[size_t(r - 2)] / 8),
+            columns = pieces(v.out.sizes[size_t(r - 1)] / 16);
   const bool b_larger = v.b.num_elements() > v.a.num_elements();
-  if (columns && b_larger) axes.push_back(r - 1);
-  if (rows) axes.push_back(r - 2);
-  if (columns && !b_larger) axes.push_back(r - 1);
-  if (r > 2 && v.out.sizes[0] >= threads && axes.empty()) axes.push_back(0);
+  std::vector<std::pair<int, int>> axes;  // axis, pieces
+  if (batched_b) axes.push_back({0, batch});
+  if (b_larger) axes.push_back({r - 1, columns});
+  axes.push_back({r - 2, rows});
+  if (!b_larger) axes.push_back({r - 1, columns});
+  if (!batched_b && r > 2) axes.push_back({0, batch});
+  std::erase_if(axes, [](const auto& a) { return a.second < 2; });
+  std::stable_sort(axes.begin(), axes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return axes;
 }
 
@@ -247,9 +254,9 @@ std::vector<int> pieces_axes(const MatMulViews& v, int threads) {
 std::optional<KernelPtr> banded_matmul(const MatMulViews& v, const TensorView* bias, float scale,
                                        std::span<const OneDnnPostOp> post, const std::string& node, bool constant_b) {
   const int threads = max_parallel_threads();
-  for (int axis : pieces_axes(v, threads)) {
+  for (const auto& [axis, pieces] : pieces_axes(v, threads)) {
     auto banded = std::make_unique<BandedMatMul>();
-    if (banded->init(v, bias, scale, post, node, constant_b, threads, axis).is_ok() && is_brgemm(*banded))
+    if (banded->init(v, bias, scale, post, node, constant_b, pieces, axis).is_ok() && is_brgemm(*banded))
       return KernelPtr(std::move(banded));
   }
   return std::nullopt;
