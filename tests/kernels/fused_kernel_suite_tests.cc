@@ -389,6 +389,11 @@ TEST_P(KernelSuite, ConvolutionsInBands) {
       {"1x1 of 26 output channels + residual", {1, 6, 7, 5}, {26, 6, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
       {"depthwise 3x3 of 27 channels", {1, 27, 6, 5}, {27, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 27},
       {"3x3 of 25 groups of 2 -> 3 + per-channel", {1, 50, 5, 6}, {75, 2, 3, 3}, {1, 0, 1, 2}, {1, 1}, {1, 1}, 25, DType::kF32, "channels"},
+      // Weights outweighing the activations: channels-last bands of output channels, each
+      // run into dense memory of its own and copied into its channel slice.
+      {"1x1 256 -> 96 over 6x2 + residual", {1, 256, 6, 2}, {96, 256, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
+      {"3x3 32 -> 96 over 4x3", {1, 32, 4, 3}, {96, 32, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+      {"3x3 32 -> 96 over 4x3 + residual", {1, 32, 4, 3}, {96, 32, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1, DType::kF32, "full"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
