@@ -354,11 +354,12 @@ TEST_P(KernelSuite, NormalizationAndReductions) {
   // YOLOv8's DFL: 16 bins over a strided axis, 37 rows side by side (two blocks of 16
   // lanes and a partial one), in every layout of the catalog (channels-last ones write the
   // bins inner).
-  for (const char* op : {"Softmax", "LogSoftmax"}) {
-    GraphBuilder d;
-    d.output(d.op(op, {d.input("a", DType::kF32, {2, 16, 3, 37})}, int_attribute("axis", 1)));
-    check(d, {{"a", x({2, 16, 3, 37})}});
-  }
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      GraphBuilder d;
+      d.output(d.op(op, {d.input("a", t, {2, 16, 3, 37})}, int_attribute("axis", 1)));
+      check(d, {{"a", kernel_test::converted(x({2, 16, 3, 37}), t)}});
+    }
   GraphBuilder r;  // opset 17: axes is an attribute
   AttributeMap keep = int_attribute("keepdims", 0);
   AttributeMap keep_axes = ints_attribute("axes", {0, 2});

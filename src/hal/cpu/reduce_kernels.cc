@@ -116,24 +116,14 @@ Result<KernelPtr> make_reduce(const KernelRequest& r, ReduceOp op) {
   });
 }
 
-// Rows of f32 softmax (log-softmax) across 16 lanes: `count` elements of each of `lanes`
-// rows, element i of lane l at in[i * in_step + l * in_lane], written likewise to out.
-// Compiled per CPU (AVX-512, AVX2, baseline): YOLOv8n's DFL (4 x 2100 rows of 16 bins at a
-// stride of 2100, written bins-inner) took 0.32 ms at one thread through the generic loops.
-// `tile` holds 2 * count * 16 floats.
+// Softmax (log-softmax) of the rows of 16 lanes side by side: `tile` holds [count][16]
+// values, element i of lane l at i * 16 + l, and as much again of scratch (log-softmax's
+// exponentials); the results replace the values. Compiled per CPU (AVX-512, AVX2,
+// baseline): YOLOv8n's DFL (4 x 2100 rows of 16 bins at a stride of 2100, written bins
+// inner) took 0.32 ms at one thread through loops built for the baseline.
 constexpr int64_t kSoftmaxLanes = 16;
-STRIDER_CPU_CLONES void softmax_lanes_f32(const float* in, int64_t in_step, int64_t in_lane, float* out,
-                                          int64_t out_step, int64_t out_lane, int64_t count, int64_t lanes, bool log,
-                                          float* tile) {
+STRIDER_CPU_CLONES void softmax_tile_f32(float* tile, int64_t count, bool log) {
   constexpr int64_t L = kSoftmaxLanes;
-  for (int64_t i = 0; i < count; ++i) {
-    float* row = tile + i * L;
-    if (lanes == L && in_lane == 1) {
-      for (int64_t l = 0; l < L; ++l) row[l] = in[i * in_step + l];
-    } else {
-      for (int64_t l = 0; l < L; ++l) row[l] = l < lanes ? in[i * in_step + l * in_lane] : 0.0f;
-    }
-  }
   float max[L], sum[L];
   for (int64_t l = 0; l < L; ++l) max[l] = -std::numeric_limits<float>::infinity(), sum[l] = 0.0f;
   for (int64_t i = 0; i < count; ++i)
@@ -147,6 +137,23 @@ STRIDER_CPU_CLONES void softmax_lanes_f32(const float* in, int64_t in_step, int6
   for (int64_t l = 0; l < L; ++l) sum[l] = log ? std::log(sum[l]) : 1.0f / sum[l];
   for (int64_t i = 0; i < count; ++i)
     for (int64_t l = 0; l < L; ++l) tile[i * L + l] = log ? tile[i * L + l] - sum[l] : exps[i * L + l] * sum[l];
+}
+
+// The f32 block: `lanes` rows (the rest of the 16 zero), element i of lane l at
+// in[i * in_step + l * in_lane], through `tile` into out likewise.
+STRIDER_CPU_CLONES void softmax_lanes_f32(const float* in, int64_t in_step, int64_t in_lane, float* out,
+                                          int64_t out_step, int64_t out_lane, int64_t count, int64_t lanes, bool log,
+                                          float* tile) {
+  constexpr int64_t L = kSoftmaxLanes;
+  for (int64_t i = 0; i < count; ++i) {
+    float* row = tile + i * L;
+    if (lanes == L && in_lane == 1) {
+      for (int64_t l = 0; l < L; ++l) row[l] = in[i * in_step + l];
+    } else {
+      for (int64_t l = 0; l < L; ++l) row[l] = l < lanes ? in[i * in_step + l * in_lane] : 0.0f;
+    }
+  }
+  softmax_tile_f32(tile, count, log);
   if (out_step == 1) {  // each lane's row is contiguous in out: write it whole
     for (int64_t l = 0; l < lanes; ++l)
       for (int64_t i = 0; i < count; ++i) out[l * out_lane + i] = tile[i * L + l];
@@ -248,8 +255,6 @@ class SoftmaxKernel final : public Kernel {
            kept_sizes_.back() > 1 && in_.strides[size_t(reduced_dims_[0])] != 1;
   }
 
-  // The rows at kept index (line, first + l) for l < kLanes (fewer at the line's end),
-  // through `tile` ([count][kLanes], then a second one for log-softmax's exponentials).
   // Per line (kept index with the last kept dim at 0): its offsets in `in` and `out`,
   // computed once: working them out per block of lanes (index vectors on the heap) cost
   // as much as the block's arithmetic.
@@ -265,6 +270,8 @@ class SoftmaxKernel final : public Kernel {
     return offsets;
   }
 
+  // The rows at kept index (line, first + l) for l < kLanes (fewer at the line's end),
+  // through `tile` ([count][kLanes], then a second one for log-softmax's exponentials).
   void softmax_lanes(int64_t line, int64_t first, Acc* tile, int64_t count) const {
     const int64_t lanes = std::min(kLanes, kept_sizes_.back() - first);
     const int64_t lane_dim = kept_dims_.back(), axis = reduced_dims_[0];
@@ -274,26 +281,14 @@ class SoftmaxKernel final : public Kernel {
     const int64_t in_step = in_.strides[size_t(axis)];
     const int64_t out_step = out_.strides[size_t(axis)];
     if constexpr (std::is_same_v<T, float>) {
-      return softmax_lanes_f32(in, in_step, in_lane, out, out_step, out_lane, count, lanes, log_, tile);
+      softmax_lanes_f32(in, in_step, in_lane, out, out_step, out_lane, count, lanes, log_, tile);
+    } else if constexpr (std::is_same_v<Acc, float>) {  // bf16, f16: converted through the tile
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t l = 0; l < kLanes; ++l) tile[i * kLanes + l] = l < lanes ? Acc(load(in[i * in_step + l * in_lane])) : 0;
+      softmax_tile_f32(tile, count, log_);
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t l = 0; l < lanes; ++l) out[i * out_step + l * out_lane] = store<T>(ComputeType<T>(tile[i * kLanes + l]));
     }
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t l = 0; l < kLanes; ++l) tile[i * kLanes + l] = l < lanes ? Acc(load(in[i * in_step + l * in_lane])) : 0;
-    Acc max[kLanes], sum[kLanes];
-    for (int64_t l = 0; l < kLanes; ++l) max[l] = -std::numeric_limits<Acc>::infinity(), sum[l] = 0;
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t l = 0; l < kLanes; ++l) max[l] = std::max(max[l], tile[i * kLanes + l]);
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t l = 0; l < kLanes; ++l) tile[i * kLanes + l] -= max[l];
-    Acc* exps = log_ ? tile + count * kLanes : tile;
-    if constexpr (std::is_same_v<Acc, float>) vector_math::exp_row(tile, exps, count * kLanes);  // lanes_path()
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t l = 0; l < kLanes; ++l) sum[l] += exps[i * kLanes + l];
-    for (int64_t l = 0; l < kLanes; ++l) sum[l] = log_ ? std::log(sum[l]) : Acc(1) / sum[l];
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t l = 0; l < lanes; ++l) {
-        const Acc v = log_ ? tile[i * kLanes + l] - sum[l] : exps[i * kLanes + l] * sum[l];
-        out[i * out_step + l * out_lane] = store<T>(ComputeType<T>(v));
-      }
   }
 
   TensorView in_, out_;
