@@ -20,10 +20,12 @@
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_conv_chain.h"
 #include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
+#include "ops/conv_chain.h"
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 #include "ops/op_registry.h"
@@ -285,6 +287,10 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   if (options.fusion && device.has_kernel(kFusedConvOp))
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
+  if (options.fusion && device.has_kernel(kFusedPointwiseDepthwiseOp))
+    STRIDER_RETURN_IF_ERROR(
+        fuse_pointwise_depthwise(graph, [&device](int64_t bytes) { return device.fuses_pointwise_depthwise(bytes); })
+            .status());
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "ops/conv_chain.h"
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 
@@ -34,6 +35,15 @@ double flops(const Plan& plan, const Node& node) {
     auto trans_a = node.attributes.get_int("transA", 0);
     if (a.rank() != 2 || !trans_a.is_ok()) return 0;
     return product_flops(plan.view(node.outputs[0]), *trans_a ? a.sizes[0] : a.sizes[1]);
+  }
+  if (ours && op == kFusedPointwiseDepthwiseOp && node.inputs.size() == 5) {
+    // The expansion over X's image (its output never stored), then the depthwise conv.
+    const TensorView &x = plan.view(node.inputs[0]), &w1 = plan.view(node.inputs[1]), &w2 = plan.view(node.inputs[3]);
+    const TensorView& y = plan.view(node.outputs[0]);
+    if (x.rank() != 4 || w1.rank() != 4 || w2.rank() != 4) return 0;
+    const double pixels = double(x.sizes[0]) * double(x.sizes[2]) * double(x.sizes[3]);
+    return 2.0 * pixels * double(w1.sizes[0]) * double(w1.sizes[1]) +
+           product_flops(y, w2.sizes[1] * w2.sizes[2] * w2.sizes[3]);
   }
   if (ours && op == kFusedAttentionOp && node.inputs.size() > kAttnV) {
     const TensorView& q = plan.view(node.inputs[kAttnQ]);   // [.., Sq, D]

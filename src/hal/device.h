@@ -101,6 +101,11 @@ class Device {
   // so on CUDA the fused node would go dense and be copied, a pass more than the unfused
   // activation writing the slice.
   virtual bool fuses_conv_into_concat() const { return true; }
+  // Whether a pointwise convolution should be folded into the depthwise one that alone
+  // reads its output (FusedPointwiseDepthwise, ops/conv_chain.h), the intermediate being
+  // `intermediate_bytes`: a device says yes where its fused kernel, which never stores the
+  // intermediate whole, is faster than the two steps at that size.
+  virtual bool fuses_pointwise_depthwise(int64_t /*intermediate_bytes*/) const { return false; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

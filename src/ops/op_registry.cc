@@ -3,6 +3,7 @@
 #include "ops/data_dependent.h"
 
 #include "ops/attention.h"
+#include "ops/conv_chain.h"
 #include "ops/function_ops.h"
 #include "ops/quantize.h"
 #include "ops/recurrent.h"
@@ -103,7 +104,9 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
   static const OpSchema kFusedConv = fused_conv_schema();
   static const OpSchema kFusedMatMul = fused_matmul_schema();
   static const OpSchema kFusedAttention = fused_attention_schema();
+  static const OpSchema kConvChain = conv_chain_schema();
   if (domain == kStriderDomain) {
+    if (op_type == kConvChain.op_type) return &kConvChain;
     if (op_type == "Materialize") return &kMaterialize;
     if (op_type == kFusedConv.op_type) return &kFusedConv;
     if (op_type == kFusedMatMul.op_type) return &kFusedMatMul;

@@ -20,9 +20,11 @@
 #include "ir/builder.h"
 #include "kernel_harness.h"
 #include "kernel_suite.h"
+#include "ops/conv_chain.h"
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_conv_chain.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 
@@ -428,6 +430,69 @@ TEST_P(KernelSuite, ConvolutionsInBands) {
     // Bands of rows need packed channels-last views (oneDNN runs padded ones, and bands of
     // channels-first ones, on its reference code): a channels-last plan's own values,
     // besides the catalog's layout.
+    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
+    check_graph(std::move(fused), inputs, &unfused);
+  }
+}
+
+// A pointwise convolution and the depthwise one that alone reads it, folded into one
+// FusedPointwiseDepthwise node (passes/fuse_conv_chain.h; a session folds only where the
+// device says it pays, the test always): the CPU runs it in bands whose expanded rows live
+// in scratch (hal/cpu/conv_chain_kernel.cc; on cpu-split bands of one output row, so each
+// band moves the rows its window shares with the last and computes the rest, over three
+// chains), else the two convolutions whole. Each band's rows, pads and carried rows must
+// match the unfused pair's exactly: strides 1 and 2, 3x3 and 5x5, asymmetric pads, with and
+// without activations, two images, bf16. Devices without the kernel (cuda) skip.
+TEST_P(KernelSuite, PointwiseThenDepthwiseInBands) {
+  struct Case {
+    const char* name;
+    Shape x;
+    int64_t expanded, kernel, stride;
+    std::vector<int64_t> pads;
+    const char* pointwise_activation;  // "Clip" (ReLU6), "Relu" or none
+    const char* depthwise_activation;
+    DType dtype = DType::kF32;
+  };
+  const std::vector<Case> cases = {
+      {"6 -> 24, 3x3 stride 2, ReLU6 both", {1, 6, 13, 11}, 24, 3, 2, {1, 1, 1, 1}, "Clip", "Clip"},
+      {"8 -> 16, 3x3 stride 1, Relu then none", {1, 8, 10, 7}, 16, 3, 1, {1, 1, 1, 1}, "Relu", nullptr},
+      {"5 -> 20, 5x5 stride 2, pads 2 2 1 2, none then Clip", {1, 5, 15, 9}, 20, 5, 2, {2, 2, 1, 2}, nullptr, "Clip"},
+      {"4 -> 16, 3x3 stride 1, pads 0 1 2 1, two images", {2, 4, 9, 6}, 16, 3, 1, {0, 1, 2, 1}, "Clip", "Clip"},
+      {"8 -> 32, 3x3 stride 2, bf16", {1, 8, 12, 10}, 32, 3, 2, {1, 1, 1, 1}, "Clip", "Clip", DType::kBF16},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const DType t = c.dtype;
+    GraphBuilder b(22);
+    int clips = 0;
+    auto activation = [&](ValueId v, const char* op) {
+      if (!op) return v;
+      if (std::string_view(op) == "Relu") return b.op("Relu", {v});
+      ++clips;
+      return b.op("Clip", {v, b.constant(fmt::format("lo{}", clips), kernel_test::converted(scalar(0.0f), t)),
+                           b.constant(fmt::format("hi{}", clips), kernel_test::converted(scalar(6.0f), t))});
+    };
+    auto weights = [&](const Shape& shape, uint32_t seed) {
+      Tensor w = x(shape, seed);
+      for (int64_t i = 0; i < w.num_elements(); ++i) w.data<float>()[i] /= 3.0f;
+      return kernel_test::converted(w, t);
+    };
+    ValueId e = b.op("Conv", {b.input("x", t, c.x), b.constant("w1", weights({c.expanded, c.x[1], 1, 1}, 2)),
+                              b.constant("b1", kernel_test::converted(x({c.expanded}, 3), t))});
+    AttributeMap attrs = ints_attribute("pads", c.pads);
+    attrs.set_ints("strides", {c.stride, c.stride});
+    attrs.set_int("group", c.expanded);
+    ValueId y = b.op("Conv", {activation(e, c.pointwise_activation), b.constant("w2", weights({c.expanded, 1, c.kernel, c.kernel}, 4)),
+                              b.constant("b2", kernel_test::converted(x({c.expanded}, 5), t))}, attrs);
+    b.output(activation(y, c.depthwise_activation));
+    Graph unfused = b.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+    Result<int> chains = fuse_pointwise_depthwise(fused, [](int64_t) { return true; });
+    ASSERT_TRUE(chains.is_ok() && *chains == 1) << (chains.is_ok() ? "" : chains.status().to_string());
+    if (!device_->has_kernel(kFusedPointwiseDepthwiseOp)) GTEST_SKIP() << device_->name() << " has no kernel for it";
+    const std::map<std::string, Tensor> inputs = {{"x", kernel_test::converted(x(c.x), t)}};
     kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
     check_graph(std::move(fused), inputs, &unfused);
   }

@@ -7,7 +7,10 @@
 #include <cmath>
 
 #include "strider/compare.h"
+#include "ops/conv_chain.h"
 #include "ops/fused_elementwise.h"
+#include "ops/op_registry.h"
+#include "passes/fuse_conv_chain.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
@@ -385,6 +388,81 @@ TEST(Fusion, AConvOutputReadTwiceKeepsItsOwnNode) {
   auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(op_types(p), (std::vector<std::string>{"Conv", "FusedElementwise", "Add"}));
   expect_matches_reference(g, p, {{"x", random_f32({1, 4, 6, 6}, 42)}});
+}
+
+// A MobileNet block's expansion (1x1 + ReLU6) and depthwise conv (+ ReLU6) become one
+// FusedPointwiseDepthwise node where the CPU says it pays: an expanded intermediate of 4 MB
+// or more (112x112x96 f32 here, 4.8 MB; Device::fuses_pointwise_depthwise), which its
+// kernel computes in bands instead of storing; the result is the reference's. At 20x20 the
+// pair stays two FusedConv nodes.
+TEST(Fusion, AnExpansionAndItsDepthwiseConvBecomeOneNodeWhereTheyAreLarge) {
+  auto build = [](int64_t side) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, {1, 8, side, side});
+    auto relu6 = [&](ValueId v, const char* name) {
+      return b.op("Clip", {v, b.constant(std::string(name) + "_lo", f32s({}, {0.0f})), b.constant(std::string(name) + "_hi", f32s({}, {6.0f}))},
+                  {}, name);
+    };
+    ValueId e = b.op("Conv", {x, b.constant("w1", random_f32({96, 8, 1, 1}, 61)), b.constant("b1", random_f32({96}, 62))},
+                     {}, "expand");
+    AttributeMap dw = conv_attributes(1);
+    dw.set_ints("strides", {2, 2});
+    dw.set_int("group", 96);
+    ValueId y = b.op("Conv", {relu6(e, "expand_relu6"), b.constant("w2", random_f32({96, 1, 3, 3}, 63)),
+                              b.constant("b2", random_f32({96}, 64))}, dw, "depthwise");
+    b.output(relu6(y, "depthwise_relu6"));
+    return b.build();
+  };
+  const Graph large = build(112);
+  auto p = plan_in_session(large, verified(), fused());
+  EXPECT_EQ(op_types(p), (std::vector<std::string>{"FusedPointwiseDepthwise"}));
+  expect_matches_reference(large, p, {{"x", random_f32({1, 8, 112, 112}, 65)}});
+  const Graph small = build(20);
+  auto q = plan_in_session(small, verified(), fused());
+  EXPECT_EQ(op_types(q), (std::vector<std::string>{"FusedConv", "FusedConv"}));
+}
+
+// The pass folds only a pointwise conv (1x1, stride 1, no pads, one group) whose output the
+// depthwise conv (one group per channel, undilated) alone reads, and only where the device
+// says it pays; the chain's shape inference gives the depthwise conv's output.
+TEST(Fusion, OnlyAPointwiseConvReadByADepthwiseOneAloneBecomesAChain) {
+  enum class Variant { kChain, kReadTwice, kPointwiseStride2, kDilatedDepthwise, kGroupedNotDepthwise, kNotPaying };
+  auto count = [](Variant v) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, {1, 4, 9, 8});
+    AttributeMap pw;
+    if (v == Variant::kPointwiseStride2) pw.set_ints("strides", {2, 2});
+    ValueId e = b.op("Conv", {x, b.constant("w1", random_f32({12, 4, 1, 1}, 71))}, pw, "expand");
+    AttributeMap dw = conv_attributes(1);
+    dw.set_int("group", v == Variant::kGroupedNotDepthwise ? 6 : 12);
+    if (v == Variant::kDilatedDepthwise) dw.set_ints("dilations", {2, 2});
+    if (v == Variant::kDilatedDepthwise) dw.set_ints("pads", {2, 2, 2, 2});
+    const Shape w2 = {12, v == Variant::kGroupedNotDepthwise ? 2 : 1, 3, 3};
+    b.output(b.op("Conv", {e, b.constant("w2", random_f32(w2, 72)), b.constant("b2", random_f32({12}, 73))}, dw, "dw"));
+    if (v == Variant::kReadTwice) b.output(b.op("Relu", {e}, {}, "also"));
+    Graph g = b.build();
+    EXPECT_TRUE(infer_and_fold(g).is_ok());
+    const Shape out = g.value(g.outputs()[0]).shape;
+    Result<int> n = fuse_pointwise_depthwise(g, [&](int64_t bytes) {
+      EXPECT_EQ(bytes, (v == Variant::kPointwiseStride2 ? 12 * 5 * 4 : 12 * 9 * 8) * 4);
+      return v != Variant::kNotPaying;
+    });
+    EXPECT_TRUE(n.is_ok());
+    if (n.is_ok() && *n == 1) {  // the chain infers the pair's output again
+      EXPECT_EQ(g.node(0).op_type, kFusedPointwiseDepthwiseOp);
+      InferContext context(g, 0);
+      Status inferred = find_op_schema(kStriderDomain, kFusedPointwiseDepthwiseOp)->infer(context);
+      EXPECT_TRUE(inferred.is_ok()) << inferred.to_string();
+      EXPECT_EQ(g.value(g.outputs()[0]).shape, out);
+    }
+    return n.is_ok() ? *n : -1;
+  };
+  EXPECT_EQ(count(Variant::kChain), 1);
+  EXPECT_EQ(count(Variant::kReadTwice), 0);
+  EXPECT_EQ(count(Variant::kPointwiseStride2), 0);
+  EXPECT_EQ(count(Variant::kDilatedDepthwise), 0);
+  EXPECT_EQ(count(Variant::kGroupedNotDepthwise), 0);
+  EXPECT_EQ(count(Variant::kNotPaying), 0);
 }
 
 // A transformer MLP: MatMul -> bias -> erf GELU -> MatMul -> bias -> residual. Each MatMul

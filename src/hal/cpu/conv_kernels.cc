@@ -14,6 +14,7 @@
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/onednn_conv.h"
 #include "hal/cpu/parallel.h"
 #include "hal/cpu/staged_output.h"
 #include "hal/cpu/winograd_conv.h"
@@ -25,16 +26,7 @@ namespace {
 
 using KernelPtr = std::unique_ptr<Kernel>;
 
-struct ConvSetup {
-  TensorView x, w, bias, y;  // bias.allocation is null when absent
-  int64_t group = 1;
-  WindowGeometry window;
-  // FusedConv: the program applied to the result (register 0), over the node's inputs from
-  // 3 on (registers 1...: a residual), and its oneDNN post-ops when it peels into them.
-  std::optional<FusedProgram> activation;
-  std::vector<TensorView> operands;
-  std::optional<PostOpPlan> post_ops;
-};
+}  // namespace
 
 Result<ConvSetup> resolve_conv(const KernelRequest& r) {
   ConvSetup c;
@@ -57,28 +49,7 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r) {
   return c;
 }
 
-class OneDnnConv final : public Kernel {
- public:
-  // With `with_post_ops` the setup's post-op plan rides along (c.post_ops must hold one).
-  // `team`: the OpenMP team it is created for (0: by its size, onednn_team_for). With
-  // `shared_weights`, constant weights reordered by an earlier band are reused when the
-  // layout matches, and a reorder made here is left there for the next.
-  Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
-              std::optional<int> team = std::nullopt, dnnl::memory* shared_weights = nullptr);
-  bool applies_activation() const { return applies_activation_; }
-  Status run(const QueueContext& context) override {
-    return onednn_call("Conv", [&] { onednn_execute(primitive_, args_, team_); });
-  }
-  std::string implementation() const override { return impl_; }
-
- private:
-  dnnl::convolution_forward primitive_;
-  std::unordered_map<int, dnnl::memory> args_;
-  bool team_ = false;  // created for a team of two or more
-  dnnl::memory packed_weights_;  // owned reordered copy of constant weights
-  std::string impl_;
-  bool applies_activation_ = false;
-};
+namespace {
 
 // Weights [O, I/g, k...] seen as oneDNN's grouped [g, O/g, I/g, k...] when group > 1.
 dnnl::memory::desc weights_desc(const TensorView& w, int64_t group) {
@@ -89,6 +60,8 @@ dnnl::memory::desc weights_desc(const TensorView& w, int64_t group) {
   strides.insert(strides.end(), w.strides.begin() + 1, w.strides.end());
   return onednn_desc(w.dtype, sizes, strides);
 }
+
+}  // namespace
 
 int64_t multiply_adds(const ConvSetup& c) {
   return c.y.num_elements() * (c.w.num_elements() / std::max<int64_t>(c.w.sizes[0], 1));
@@ -153,6 +126,8 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
       args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = onednn_memory(*operand, onednn_desc(*operand));
   });
 }
+
+namespace {
 
 // Direct convolution with any strides; accumulates in f32 (f64 for f64).
 template <typename T>
@@ -486,6 +461,8 @@ Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights
 // for strided, non-packed views, the kernel refuses them (docs/MEMORY_MODEL.md rule 3: that path is
 // hundreds of times slower) so the planner gives this node packed operands instead.
 // Packed operands always get a kernel: oneDNN's, or the naive one for other dtypes.
+}  // namespace
+
 Result<KernelPtr> make_conv(const KernelRequest& r) {
   STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
   DType dtype = c.y.dtype;
@@ -522,8 +499,6 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
     else return unsupported(fmt::format("Conv on {}", dtype_name(dtype)));
   });
 }
-
-}  // namespace
 
 void register_conv_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Conv", make_conv, true});

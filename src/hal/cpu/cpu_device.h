@@ -33,6 +33,7 @@ class CpuDevice : public Device {
   Status synchronize() override;
   bool has_kernel(std::string_view op_type) const override;
   bool channels_last_1d() const override { return true; }  // oneDNN's brgconv reads NWC only
+  bool fuses_pointwise_depthwise(int64_t intermediate_bytes) const override;
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;
