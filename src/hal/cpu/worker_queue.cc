@@ -7,6 +7,7 @@
 #include <utility>
 #include <immintrin.h>
 #include "base/exception_guard.h"
+#include "hal/cpu/own_team.h"
 #include "hal/cpu/parallel.h"
 
 namespace strider::cpu {
@@ -161,6 +162,13 @@ void WorkerQueue::sleep_through_most_of(uint64_t value, std::chrono::microsecond
 Result<double> WorkerQueue::time(const std::function<Status(const QueueContext&)>& work) {
   double ms = 0;
   Timepoint done = submit(Command{"timed", [&work, &ms](const QueueContext& context) {
+                                    // This worker's team may have gone to sleep while the
+                                    // caller waited between timed commands; a kernel that
+                                    // wakes it waits ~1 ms for a vCPU (a C2f step on the
+                                    // second of two queues: 0.01 -> 1.0 ms). Woken first, it
+                                    // is polling when the kernel hands it parts, as in a run.
+                                    if (own_team_enabled() && max_parallel_threads() > 1)
+                                      run_on_own_team(max_parallel_threads(), [](void*, int) {}, nullptr);
                                     auto start = std::chrono::steady_clock::now();
                                     Status status = work(context);
                                     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
