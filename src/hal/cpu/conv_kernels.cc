@@ -109,14 +109,7 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
     applies_activation_ = with_post_ops;
     primitive_ = dnnl::convolution_forward(pd);
     team_ = onednn_creates_team();
-    dnnl::memory w_mem = onednn_memory(c.w, w_plain);
-    if (pd.weights_desc() != w_plain) {
-      const bool reuse = shared_weights && *shared_weights && shared_weights->get_desc() == pd.weights_desc();
-      packed_weights_ = reuse ? *shared_weights : reorder_constant(w_mem, pd.weights_desc());
-      if (shared_weights) *shared_weights = packed_weights_;
-      w_mem = packed_weights_;
-      impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
-    }
+    const dnnl::memory w_mem = weights_for(pd, onednn_memory(c.w, w_plain), shared_weights);
     args_ = {{DNNL_ARG_SRC, onednn_memory(c.x, x_md)},
              {DNNL_ARG_WEIGHTS, w_mem},
              {DNNL_ARG_DST, onednn_memory(c.y, y_md)},

@@ -28,8 +28,9 @@ bool onednn_strides_ok(const TensorView& v) {
   return true;
 }
 
-class OneDnnMatMul final : public Kernel {
+class OneDnnMatMul final : public OneDnnPrimitiveKernel {
  public:
+  OneDnnMatMul() : OneDnnPrimitiveKernel("MatMul") {}
   // A bias that is a row ([..., 1, N]) is oneDNN's bias argument; any other broadcast
   // (a column [1, M, 1] for channels-first 1x1 convolutions) is a binary-add post-op,
   // since oneDNN's matmul has only its reference implementation for column biases.
@@ -72,14 +73,7 @@ class OneDnnMatMul final : public Kernel {
       impl_ = onednn_impl_name(pd) + impl_suffix_;
       primitive_ = dnnl::matmul(pd);
       team_ = onednn_creates_team();
-      dnnl::memory b_mem = onednn_memory(v.b, b_plain);
-      if (pd.weights_desc() != b_plain) {
-        const bool reuse = shared_b && *shared_b && shared_b->get_desc() == pd.weights_desc();
-        packed_b_ = reuse ? *shared_b : reorder_constant(b_mem, pd.weights_desc());
-        if (shared_b) *shared_b = packed_b_;
-        b_mem = packed_b_;
-        impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
-      }
+      const dnnl::memory b_mem = weights_for(pd, onednn_memory(v.b, b_plain), shared_b);
       args_ = {{DNNL_ARG_SRC, onednn_memory(v.a, a_md)},
                {DNNL_ARG_WEIGHTS, b_mem},
                {DNNL_ARG_DST, onednn_memory(v.out, out_md)},
@@ -89,17 +83,9 @@ class OneDnnMatMul final : public Kernel {
         args_[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = onednn_memory(*operand, onednn_desc(*operand));
     });
   }
-  Status run(const QueueContext& context) override {
-    return onednn_call("MatMul", [&] { onednn_execute(primitive_, args_, team_); });
-  }
-  std::string implementation() const override { return impl_; }
 
  private:
-  dnnl::matmul primitive_;
-  std::unordered_map<int, dnnl::memory> args_;
-  bool team_ = false;  // created for a team of two or more
-  dnnl::memory packed_b_;  // owned reordered copy of constant weights
-  std::string impl_, impl_suffix_;
+  std::string impl_suffix_;
 };
 
 // out[batch, m, n] = scale * sum_k a[batch, m, k] * b[batch, k, n], any strides.

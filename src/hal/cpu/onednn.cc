@@ -3,6 +3,7 @@
 #include "hal/cpu/parallel.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -165,6 +166,16 @@ Status cut_binary_operands(std::vector<OneDnnPostOp>& ops, int axis, int64_t i0,
       STRIDER_ASSIGN_OR_RETURN(op.operand, part_of(op.operand, axis, i0, i1, extent));
     }
   return Status::ok();
+}
+
+dnnl::memory OneDnnPrimitiveKernel::weights_for(const dnnl::primitive_desc_base& pd, const dnnl::memory& plain,
+                                                dnnl::memory* shared) {
+  if (pd.weights_desc() == plain.get_desc()) return plain;
+  const bool reuse = shared && *shared && shared->get_desc() == pd.weights_desc();
+  packed_weights_ = reuse ? *shared : reorder_constant(plain, pd.weights_desc());
+  if (shared) *shared = packed_weights_;
+  impl_ += fmt::format(" (weights reordered once, {} bytes)", pd.weights_desc().get_size());
+  return packed_weights_;
 }
 
 }  // namespace strider::cpu

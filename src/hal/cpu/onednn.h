@@ -126,6 +126,32 @@ struct OneDnnEltwise {
 };
 std::optional<OneDnnEltwise> onednn_eltwise_of(const FusedProgram& program);
 
+// A kernel that is one oneDNN primitive over memory bound at creation (a convolution, a
+// matmul): what runs it, names it, and keeps its constant weights in oneDNN's layout.
+class OneDnnPrimitiveKernel : public Kernel {
+ public:
+  Status run(const QueueContext&) override {
+    return onednn_call(what_, [&] { onednn_execute(primitive_, args_, team_); });
+  }
+  std::string implementation() const override { return impl_; }
+
+ protected:
+  explicit OneDnnPrimitiveKernel(const char* what) : what_(what) {}
+  // The weights' memory the primitive of `pd` reads: `plain` itself when it asks for that
+  // layout, else a copy reordered into its layout once, here (constant weights only),
+  // which the kernel owns. `shared`: a reorder an earlier piece of the same node made is
+  // reused when the layout matches, and this one's is left there for the next. Notes the
+  // reorder in the implementation's name.
+  dnnl::memory weights_for(const dnnl::primitive_desc_base& pd, const dnnl::memory& plain, dnnl::memory* shared);
+
+  const char* what_;
+  dnnl::primitive primitive_;
+  std::unordered_map<int, dnnl::memory> args_;
+  bool team_ = false;  // created for a team of two or more
+  dnnl::memory packed_weights_;  // owned reordered copy of constant weights
+  std::string impl_;
+};
+
 // What oneDNN applies to a primitive's result, in order: an eltwise activation, or a binary
 // op with an operand view (of the output's rank, broadcast dims of size 1).
 struct OneDnnPostOp {

@@ -33,8 +33,9 @@ Result<ConvSetup> resolve_conv(const KernelRequest& r);
 // Multiply-adds of the whole convolution.
 int64_t multiply_adds(const ConvSetup& c);
 
-class OneDnnConv final : public Kernel {
+class OneDnnConv final : public OneDnnPrimitiveKernel {
  public:
+  OneDnnConv() : OneDnnPrimitiveKernel("Conv") {}
   // With `with_post_ops` the setup's post-op plan rides along (c.post_ops must hold one).
   // `team`: the OpenMP team it is created for (0: by its size, onednn_team_for). With
   // `shared_weights`, constant weights reordered by an earlier band are reused when the
@@ -42,27 +43,18 @@ class OneDnnConv final : public Kernel {
   Status init(const ConvSetup& c, const Tensor* constant_weights, bool with_post_ops, const std::string& node,
               std::optional<int> team = std::nullopt, dnnl::memory* shared_weights = nullptr);
   bool applies_activation() const { return applies_activation_; }
-  Status run(const QueueContext& context) override {
-    return onednn_call("Conv", [&] { onednn_execute(primitive_, args_, team_); });
-  }
   // Runs on `x` and `y` instead of the setup's source and destination: the addresses of
   // element [0, ...] of views with the sizes and strides it was made for. The kernel's
   // memory handles change, so one kernel serves one thread at a time.
   Status run_at(std::byte* x, std::byte* y) {
-    return onednn_call("Conv", [&] {
+    return onednn_call(what_, [&] {
       args_.at(DNNL_ARG_SRC).set_data_handle(x);
       args_.at(DNNL_ARG_DST).set_data_handle(y);
       onednn_execute(primitive_, args_, team_);
     });
   }
-  std::string implementation() const override { return impl_; }
 
  private:
-  dnnl::convolution_forward primitive_;
-  std::unordered_map<int, dnnl::memory> args_;
-  bool team_ = false;  // created for a team of two or more
-  dnnl::memory packed_weights_;  // owned reordered copy of constant weights
-  std::string impl_;
   bool applies_activation_ = false;
 };
 
