@@ -203,6 +203,48 @@ TEST_P(CudaFused, BiasGeluTanhAfterAMatMul) {
     }
 }
 
+// The compiled forms in row mode (elementwise.cu's map_rows: two collapsed dims, 16-byte
+// chunks of columns, row-invariant operands read once per thread): BERT's bias + erf GELU
+// (a bias row and three scalars), a residual SiLU whose residual is one value per row, a
+// row width of no whole chunk (bf16: the vector mode instead), and a map big enough that
+// threads walk several rows (dense only). The mode is asserted on dense views, the values
+// against the reference on every layout.
+TEST_P(CudaFused, CompiledFormsRunByRows) {
+  struct Case {
+    Shape x, other;
+    bool gelu;
+    bool every_layout;
+  };
+  const int64_t chunk = 16 / dtype_size(dtype());
+  for (const Case& c : {Case{{3, 10, 64}, {64}, true, true}, Case{{3, 10, 64}, {3, 10, 1}, false, true},
+                        Case{{3, 10, 12}, {12}, true, true}, Case{{4400, 1024}, {1024}, true, false}}) {
+    SCOPED_TRACE(std::to_string(c.x.front()) + " x .. x " + std::to_string(c.x.back()));
+    GraphBuilder b;
+    ValueId x = b.input("x", dtype(), c.x), other = b.input("other", dtype(), c.other);
+    if (c.gelu) {
+      ValueId s = b.op("Add", {x, other});
+      ValueId e = b.op("Erf", {b.op("Div", {s, b.constant("c", tensor_of(dtype(), {}, {1.4142135623730951}))})});
+      ValueId g = b.op("Mul", {s, b.op("Add", {e, b.constant("one", tensor_of(dtype(), {}, {1.0}))})});
+      b.output(b.op("Mul", {g, b.constant("half", tensor_of(dtype(), {}, {0.5}))}));
+    } else {
+      b.output(b.op("Add", {other, b.op("Mul", {x, b.op("Sigmoid", {x})})}));
+    }
+    const Graph unfused = b.build();
+    const std::map<std::string, Tensor> inputs{{"x", random_tensor(dtype(), c.x, 51)},
+                                               {"other", random_tensor(dtype(), c.other, 52)}};
+    Graph fused = unfused;
+    ASSERT_TRUE(infer_and_fold(fused).is_ok());
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    ASSERT_EQ(fused.num_nodes(), 1);
+    auto prepared = prepare_node(fused, inputs, Layout::kDense, nullptr);
+    ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+    const std::string mode = c.x.back() % chunk == 0 ? " rows" : " vector";
+    EXPECT_TRUE(prepared->kernel->implementation().ends_with(mode)) << prepared->kernel->implementation();
+    if (c.every_layout) check_node_all_layouts(fused, inputs, &unfused);
+    else check_node(fused, inputs, Layout::kDense, &unfused);
+  }
+}
+
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the
 // compiled form, and the reference.
 TEST_P(CudaFused, SiluGate) {

@@ -4,7 +4,9 @@
 //
 // One kernel template serves every op; each instantiation (op functor x dtypes) is made
 // only for the dtype combinations the op supports, listed in select_launcher. Elements
-// are addressed in one of three ways, chosen when the launch is prepared:
+// are addressed in one of four ways, chosen when the launch is prepared:
+//  - rows (the compiled fused forms only: fused_forms.cuh): two collapsed dims, every
+//    operand dense along the inner one or broadcast along it; see map_rows;
 //  - vector: the innermost collapsed dim is a multiple of 4 elements, contiguous in the
 //    output and in every input that does not broadcast along it, and 4-element aligned:
 //    each thread takes 4 neighbouring elements with one index computation and 16-byte
@@ -19,6 +21,7 @@
 #include <cuda/std/tuple>
 #include <utility>
 
+#include "hal/cuda/fused_forms.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -26,13 +29,13 @@ namespace {
 
 using namespace device;
 
-enum : int { kModeVector = 0, kModeLinear = 1, kModeStrided = 2 };
+enum : int { kModeVector = 0, kModeLinear = 1, kModeStrided = 2, kModeRows = 3 };
 
 template <int N>
 struct MapArgs {
   int mode;
-  uint32_t inner_broadcast;  // vector mode: bit k set when operand k broadcasts along the innermost dim
-  StridedIndexer<N> ix;      // vector mode: over groups of 4 innermost elements
+  uint32_t inner_broadcast;  // vector and row modes: bit k set when operand k broadcasts along the innermost dim
+  StridedIndexer<N> ix;      // vector mode: over groups of 4 innermost elements; row mode: rows x chunks
   FastDivisor div[kMaxDims];
   void* data[N];
   MapParams params;
@@ -204,103 +207,6 @@ struct Fused {
   }
 };
 
-// The programs that make up nearly every fused group in detectors and gated stacks run as
-// compiled functors instead of through the interpreter, which is latency-bound (a switch
-// and a local-memory register file per instruction: 33.7 us against 17.5 + 22.0 us for
-// the unfused Sigmoid and Mul on [1,64,320,320] f32). Each computes exactly what the
-// instructions compute: products and sums rounded separately (no FMA contraction).
-enum FusedPattern : uint8_t { kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate };
-
-__device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// Operand i of `v` without indexing an array by a run-time value (registers stay registers).
-template <int N>
-__device__ __forceinline__ float select_operand(int i, const float (&v)[N]) {
-  float r = v[0];
-#pragma unroll
-  for (int k = 1; k < N; ++k) r = i == k ? v[k] : r;
-  return r;
-}
-
-// x * sigmoid(x)
-struct FusedSilu : NoParams { using NoParams::NoParams;
-  __device__ float operator()(float x) const { return __fmul_rn(x, sigmoid_f32(x)); } };
-
-// h + x * sigmoid(x); slot[0] is x's operand.
-struct FusedResidualSilu {
-  int x;
-  __device__ explicit FusedResidualSilu(const MapParams& p) : x(p.fused.slot[0]) {}
-  __device__ float operator()(float a, float b) const {
-    const float v[2] = {a, b};
-    const float s = select_operand(x, v), h = select_operand(1 - x, v);
-    return __fadd_rn(h, __fmul_rn(s, sigmoid_f32(s)));
-  }
-};
-
-// tanh(a) * sigmoid(b) (+ h): slots a, b, h.
-template <bool kResidual>
-struct FusedGated {
-  int a, b, h;
-  __device__ explicit FusedGated(const MapParams& p) : a(p.fused.slot[0]), b(p.fused.slot[1]), h(p.fused.slot[2]) {}
-  template <class... C>
-  __device__ float operator()(C... x) const {
-    const float v[sizeof...(C)] = {float(x)...};
-    float y = __fmul_rn(tanhf(select_operand(a, v)), sigmoid_f32(select_operand(b, v)));
-    if constexpr (kResidual) y = __fadd_rn(y, select_operand(h, v));
-    return y;
-  }
-};
-
-// BERT's GELU after its bias, as torch exports it: with s = x + bias,
-// (s * (erf(s / c) + one)) * half, c = sqrt 2, one = 1, half = 0.5 as operands (their
-// values are the program's business, so any constants compute right). The instructions'
-// own scalar math (fused_math::apply), in the program's order: the interpreter took 60 us
-// for BERT's [32 x 128, 1024] bf16 (6% of the H200's memory bandwidth).
-// Slots: x, bias, c, one, half.
-struct FusedBiasGeluErf {
-  int x, bias, c, one, half;
-  __device__ explicit FusedBiasGeluErf(const MapParams& p)
-      : x(p.fused.slot[0]), bias(p.fused.slot[1]), c(p.fused.slot[2]), one(p.fused.slot[3]), half(p.fused.slot[4]) {}
-  template <class... C>
-  __device__ float operator()(C... in) const {
-    using fused_math::apply;
-    const float v[sizeof...(C)] = {float(in)...};
-    const float s = apply<FusedOp::kAdd>(select_operand(x, v), select_operand(bias, v), 0, 0);
-    const float e = apply<FusedOp::kErf>(apply<FusedOp::kDiv>(s, select_operand(c, v), 0, 0), 0, 0, 0);
-    const float m = apply<FusedOp::kMul>(s, apply<FusedOp::kAdd>(e, select_operand(one, v), 0, 0), 0, 0);
-    return apply<FusedOp::kMul>(m, select_operand(half, v), 0, 0);
-  }
-};
-
-// kBiasGeluTanhExpression (launch.h), the tree as written, operand by operand: with
-// s = x0 + x1, x5 * (s * (x4 + tanh(x3 * (s + x2 * (s * (s * s)))))). The interpreter took
-// 80 us for GPT-2's [4096, 1024] bf16 (4% of the H200's memory bandwidth).
-struct FusedBiasGeluTanh : NoParams {
-  using NoParams::NoParams;
-  template <class... C>
-  __device__ float operator()(C... in) const {
-    static_assert(sizeof...(C) == 6);
-    using fused_math::apply;
-    const float x[6] = {float(in)...};
-    const float s = apply<FusedOp::kAdd>(x[0], x[1], 0, 0);
-    const float cube = apply<FusedOp::kMul>(s, apply<FusedOp::kMul>(s, s, 0, 0), 0, 0);
-    const float inner = apply<FusedOp::kAdd>(s, apply<FusedOp::kMul>(x[2], cube, 0, 0), 0, 0);
-    const float t = apply<FusedOp::kTanh>(apply<FusedOp::kMul>(x[3], inner, 0, 0), 0, 0, 0);
-    const float g = apply<FusedOp::kMul>(s, apply<FusedOp::kAdd>(x[4], t, 0, 0), 0, 0);
-    return apply<FusedOp::kMul>(x[5], g, 0, 0);
-  }
-};
-
-// kSiluGateExpression: (x0 * sigmoid(x0)) * x1, as the interpreter's instructions.
-struct FusedSiluGate : NoParams {
-  using NoParams::NoParams;
-  __device__ float operator()(float gate, float up) const {
-    using fused_math::apply;
-    const float silu = apply<FusedOp::kMul>(gate, apply<FusedOp::kSigmoid>(gate, 0, 0, 0), 0, 0);
-    return apply<FusedOp::kMul>(silu, up, 0, 0);
-  }
-};
-
 // ---- the map kernel ------------------------------------------------------------------
 template <typename T>
 struct alignas(4 * sizeof(Bits<T>)) Vec4 {
@@ -402,6 +308,61 @@ __global__ void __launch_bounds__(kThreads) map_kernel(const __grid_constant__ M
   for (int64_t i = first; i < a.ix.count; i += step * M::kUnroll) M::some(fn, a, i, step, seq);
 }
 
+// ---- the row kernel (compiled fused forms) ----------------------------------------------
+// Row mode: the index space is rows x columns, each operand dense along the columns (or
+// one value per row) with any row stride; a thread takes one 16-byte chunk of columns and
+// walks rows with it. An operand the same on every row (a bias row, a scalar) is read once
+// per thread, and no element's offset needs more than a multiply-add: the vector mode's
+// per-element indexing and broadcast loads made BERT's bias + GELU over [4096, 1024] bf16
+// run at about 500 GB/s.
+template <typename T>
+inline constexpr int kRowChunk = int(16 / sizeof(Bits<T>));
+template <typename T>
+struct alignas(16) Chunk {
+  Bits<T> v[kRowChunk<T>];
+};
+
+// Operand k's chunk `chunk` of row `row`, or its row's one value in every lane.
+template <typename T, int N>
+__device__ __forceinline__ Chunk<T> load_chunk(const MapArgs<N>& a, int k, int64_t row, uint32_t chunk) {
+  const Bits<T>* p = static_cast<const Bits<T>*>(a.data[k]) + row * a.ix.strides[k][0] + chunk * a.ix.strides[k][1];
+  if ((a.inner_broadcast >> k) & 1u) {
+    Chunk<T> r;
+#pragma unroll
+    for (int j = 0; j < kRowChunk<T>; ++j) r.v[j] = p[0];
+    return r;
+  }
+  return *reinterpret_cast<const Chunk<T>*>(p);
+}
+
+// ix.sizes = {rows, chunks}; strides[k] = {row stride, chunk stride (kRowChunk or 0)}.
+// Thread g takes chunk g % chunks of rows g / chunks, + lanes, + 2 lanes, ...
+template <class Fn, class T, size_t... K>
+__device__ __forceinline__ void map_rows(const MapArgs<sizeof...(K) + 1>& a, std::index_sequence<K...>) {
+  const Fn fn(a.params);
+  const uint32_t chunks = uint32_t(a.ix.sizes[1]);
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t lanes = gridDim.x * blockDim.x / chunks, first_row = fast_divide(g, a.div[1]);
+  if (first_row >= lanes) return;
+  const uint32_t chunk = g - first_row * chunks;
+  Chunk<T> in[sizeof...(K)];
+  ((a.ix.strides[K + 1][0] == 0 ? void(in[K] = load_chunk<T>(a, int(K) + 1, 0, chunk)) : void()), ...);
+  for (int64_t row = first_row; row < a.ix.sizes[0]; row += lanes) {
+    ((a.ix.strides[K + 1][0] != 0 ? void(in[K] = load_chunk<T>(a, int(K) + 1, row, chunk)) : void()), ...);
+    Chunk<T> out;
+#pragma unroll
+    for (int j = 0; j < kRowChunk<T>; ++j) out.v[j] = to_bits<T>(fn(to_compute<T>(in[K].v[j])...));
+    *reinterpret_cast<Chunk<T>*>(static_cast<Bits<T>*>(a.data[0]) + row * a.ix.strides[0][0] +
+                                 chunk * a.ix.strides[0][1]) = out;
+  }
+}
+
+// At most 64 registers (four blocks an SM): bf16's GELU took 67, three blocks.
+template <class Fn, class T, int kInputs>
+__global__ void __launch_bounds__(kThreads, 4) row_kernel(const __grid_constant__ MapArgs<kInputs + 1> a) {
+  map_rows<Fn, T>(a, std::make_index_sequence<kInputs>{});
+}
+
 // Sum, Mean, Min, Max over params.inputs inputs (at most kMaxMapOperands - 1), folded in
 // input order in the compute type; Mean scales at the end as the CPU does.
 template <class Fn, class T>
@@ -447,12 +408,33 @@ cudaError_t launch_map(const MapLaunch& l, cudaStream_t stream) {
 }
 
 // A map kernel's launcher and whether it has the vector mode.
+// Row mode's grid: enough 256-thread blocks to fill an H200 (132 SMs x 8) twice; bigger
+// maps loop over rows, reading their row-invariant operands once per thread.
+inline constexpr int64_t kRowBlocks = 2 * 132 * 8;
+
+template <class Fn, class T, int kInputs>
+cudaError_t launch_rows(const MapLaunch& l, cudaStream_t stream) {
+  const unsigned blocks = unsigned(std::min<int64_t>(kRowBlocks, (l.ix.count + kThreads - 1) / kThreads));
+  row_kernel<Fn, T, kInputs><<<blocks, kThreads, 0, stream>>>(args_of<kInputs + 1>(l));
+  return cudaGetLastError();
+}
+
+// A map kernel's launcher, whether it has the vector mode, and its row mode's launcher.
 struct MapKernelRef {
   MapLaunch::Launcher launch;
   bool vectorizes;
+  MapLaunch::Launcher rows = nullptr;
 };
 template <class Fn, class TOut, class... TIns>
 constexpr MapKernelRef kMap{&launch_map<Fn, TOut, TIns...>, Map<Fn, TOut, TIns...>::kVector};
+// A compiled fused form over kInputs operands of type T: the map kernel and the row kernel.
+template <class T, size_t> using Same = T;
+template <class Fn, class T, size_t... I>
+constexpr MapKernelRef compiled_kernels(std::index_sequence<I...>) {
+  return {&launch_map<Fn, T, Same<T, I>...>, Map<Fn, T, Same<T, I>...>::kVector, &launch_rows<Fn, T, int(sizeof...(I))>};
+}
+template <class Fn, class T, int kInputs>
+constexpr MapKernelRef kCompiled = compiled_kernels<Fn, T>(std::make_index_sequence<size_t(kInputs)>{});
 
 template <class Fn, class T>
 cudaError_t launch_variadic(const MapLaunch& l, cudaStream_t stream) {
@@ -465,6 +447,7 @@ template <typename T> struct Type { using type = T; };
 Status use(MapLaunch* l, MapKernelRef kernel) {
   l->launcher = kernel.launch;
   l->vectorizes = kernel.vectorizes;
+  l->row_launcher = kernel.rows;
   return Status::ok();
 }
 Status use_variadic(MapLaunch* l, MapLaunch::Launcher launcher) {
@@ -526,7 +509,6 @@ template <class Fn> Status variadic(DType t, MapLaunch* l) {
 }
 
 // kMap<Fused, T, T x inputs>: one instantiation per operand count and float type.
-template <class T, size_t> using Same = T;
 template <class T, size_t... I>
 constexpr MapKernelRef fused_launcher(std::index_sequence<I...>) {
   return kMap<Fused, T, Same<T, I>...>;
@@ -537,76 +519,20 @@ Status pick_fused_arity(size_t inputs, MapLaunch* l, std::index_sequence<N...>) 
   if (inputs < 1 || inputs > sizeof...(N)) return unsupported("fused program with " + std::to_string(inputs) + " inputs");
   return use(l, kByArity[inputs - 1]);
 }
-bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
-// Instruction j reads registers r1 and r2, in either order.
-bool reads(const FusedCode& c, int j, int r1, int r2) {
-  return (c.a[j] == r1 && c.b[j] == r2) || (c.a[j] == r2 && c.b[j] == r1);
-}
-
-bool match_gated(FusedCode& c, int n) {
-  if (!((n == 2 && c.count == 3) || (n == 3 && c.count == 4))) return false;
-  int tanh_at = is_op(c, 0, FusedOp::kTanh) ? 0 : 1;
-  if (!is_op(c, tanh_at, FusedOp::kTanh) || !is_op(c, 1 - tanh_at, FusedOp::kSigmoid)) return false;
-  int a = c.a[tanh_at], b = c.a[1 - tanh_at], h = 3 - a - b;
-  if (a == b || a >= n || b >= n || !is_op(c, 2, FusedOp::kMul) || !reads(c, 2, n, n + 1)) return false;
-  if (c.count == 4 && (!is_op(c, 3, FusedOp::kAdd) || !reads(c, 3, n + 2, h) || h == a || h == b)) return false;
-  c.slot[0] = int8_t(a);
-  c.slot[1] = int8_t(b);
-  c.slot[2] = int8_t(h);
-  return true;
-}
-
-// FusedBiasGeluErf's program: Add(x, bias), Div(., c), Erf, Add(., one), Mul(s, .),
-// Mul(., half), each input read once (Add and Mul in either operand order: IEEE sums
-// and products commute).
-bool match_bias_gelu_erf(FusedCode& c, int n) {
-  constexpr FusedOp kOps[] = {FusedOp::kAdd, FusedOp::kDiv, FusedOp::kErf, FusedOp::kAdd, FusedOp::kMul, FusedOp::kMul};
-  if (n != 5 || c.count != 6) return false;
-  for (int j = 0; j < 6; ++j)
-    if (!is_op(c, j, kOps[j])) return false;
-  const auto other = [&](int j, int reg) { return c.a[j] == reg ? c.b[j] : c.b[j] == reg ? c.a[j] : -1; };
-  const int x = c.a[0], bias = c.b[0], divisor = c.b[1], one = other(3, n + 2), half = other(5, n + 4);
-  if (c.a[1] != n || c.a[2] != n + 1 || !reads(c, 4, n, n + 3)) return false;
-  const int used[5] = {x, bias, divisor, one, half};
-  for (int i = 0; i < 5; ++i) {
-    if (used[i] < 0 || used[i] >= n) return false;
-    for (int k = 0; k < i; ++k)
-      if (used[k] == used[i]) return false;
-    c.slot[i] = int8_t(used[i]);
-  }
-  return true;
-}
-
-// Which compiled form runs the program of `n` inputs; fills its slots.
-FusedPattern match_pattern(FusedCode& c, int n) {
-  if (n == 1 && c.count == 2 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] == 0 && is_op(c, 1, FusedOp::kMul) &&
-      reads(c, 1, 0, 1))
-    return kSilu;
-  if (n == 2 && c.count == 3 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] < 2 && is_op(c, 1, FusedOp::kMul) &&
-      reads(c, 1, c.a[0], 2) && is_op(c, 2, FusedOp::kAdd) && reads(c, 2, 3, 1 - c.a[0])) {
-    c.slot[0] = c.a[0];
-    return kResidualSilu;
-  }
-  if (match_gated(c, n)) return c.count == 4 ? kResidualGated : kGated;
-  if (match_bias_gelu_erf(c, n)) return kBiasGeluErf;
-  return kInterpreted;
-}
-
 template <class T>
 Status pick_fused_typed(size_t inputs, MapLaunch* l) {
+  using namespace fused_forms;
   FusedCode& code = l->params.fused;
-  // A form matched by the expression text (launch.h) first, then the wiring matchers.
-  if (code.form == FusedForm::kBiasGeluTanh && inputs == 6) code.pattern = kBiasGeluTanh;
-  else if (code.form == FusedForm::kSiluGate && inputs == 2) code.pattern = kSiluGate;
-  else code.pattern = match_pattern(code, int(inputs));
+  code.pattern = match_pattern(code, int(inputs));
+  if (code.pattern != kInterpreted) order_inputs_by_slot(l, int(inputs));
   switch (code.pattern) {
-    case kSilu: return use(l, kMap<FusedSilu, T, T>);
-    case kResidualSilu: return use(l, kMap<FusedResidualSilu, T, T, T>);
-    case kGated: return use(l, kMap<FusedGated<false>, T, T, T>);
-    case kResidualGated: return use(l, kMap<FusedGated<true>, T, T, T, T>);
-    case kBiasGeluErf: return use(l, kMap<FusedBiasGeluErf, T, T, T, T, T, T>);
-    case kBiasGeluTanh: return use(l, kMap<FusedBiasGeluTanh, T, T, T, T, T, T, T>);
-    case kSiluGate: return use(l, kMap<FusedSiluGate, T, T, T>);
+    case kSilu: return use(l, kCompiled<Silu, T, 1>);
+    case kResidualSilu: return use(l, kCompiled<ResidualSilu, T, 2>);
+    case kGated: return use(l, kCompiled<Gated<false>, T, 2>);
+    case kResidualGated: return use(l, kCompiled<Gated<true>, T, 3>);
+    case kBiasGeluErf: return use(l, kCompiled<BiasGeluErf, T, 5>);
+    case kBiasGeluTanh: return use(l, kCompiled<BiasGeluTanh, T, 6>);
+    case kSiluGate: return use(l, kCompiled<SiluGate, T, 2>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }
@@ -684,29 +610,53 @@ Status select_launcher(const MapSpec& s, MapLaunch* l) {
 }
 #undef STRIDER_PICK
 
-// Vector mode (see the top of this file): turns `l->ix` into the index space of groups of
-// 4 innermost elements. Otherwise linear (one dim) or strided.
-int choose_mode(const MapSpec& s, MapLaunch* l) {
-  StridedIndexer<kMaxMapOperands>& ix = l->ix;
+// Whether every operand can be read `width` innermost elements at a time: dense along the
+// innermost dim, with every other stride and its address a multiple of `width` elements,
+// or (an input) broadcast along it, which sets its bit in *broadcast.
+bool in_groups_of(const MapSpec& s, const MapLaunch& l, int64_t width, uint32_t* broadcast) {
+  const StridedIndexer<kMaxMapOperands>& ix = l.ix;
   const int inner = ix.rank - 1;
-  bool vector = l->vectorizes && ix.rank >= 1 && ix.sizes[inner] % 4 == 0;
-  uint32_t broadcast = 0;
-  for (size_t k = 0; k <= s.inputs.size() && vector; ++k) {
+  if (ix.rank < 1 || ix.sizes[inner] % width != 0) return false;
+  *broadcast = 0;
+  for (size_t k = 0; k <= s.inputs.size(); ++k) {
     const int64_t stride = ix.strides[k][inner];
-    const int64_t vector_bytes = 4 * dtype_size(k == 0 ? s.out.dtype : s.inputs[k - 1].dtype);
     if (stride == 0 && k > 0) {
-      broadcast |= 1u << k;
+      *broadcast |= 1u << k;
       continue;
     }
-    vector = stride == 1 && reinterpret_cast<uintptr_t>(l->data[k]) % uintptr_t(vector_bytes) == 0;
-    for (int d = 0; d < inner && vector; ++d) vector = ix.strides[k][d] % 4 == 0;
+    const int64_t group_bytes = width * dtype_size(k == 0 ? s.out.dtype : s.inputs[k - 1].dtype);
+    if (stride != 1 || reinterpret_cast<uintptr_t>(l.data[k]) % uintptr_t(group_bytes) != 0) return false;
+    for (int d = 0; d < inner; ++d)
+      if (ix.strides[k][d] % width != 0) return false;
   }
-  if (!vector) return ix.rank > 1 ? kModeStrided : kModeLinear;
-  ix.sizes[inner] /= 4;
-  ix.count /= 4;
-  for (int k = 0; k < kMaxMapOperands; ++k) ix.strides[k][inner] *= 4;
+  return true;
+}
+
+// Makes `l->ix` the index space of groups of `width` innermost elements.
+void group_innermost(MapLaunch* l, int64_t width, uint32_t broadcast) {
+  StridedIndexer<kMaxMapOperands>& ix = l->ix;
+  ix.sizes[ix.rank - 1] /= width;
+  ix.count /= width;
+  for (int k = 0; k < kMaxMapOperands; ++k) ix.strides[k][ix.rank - 1] *= width;
   l->inner_broadcast = broadcast;
-  return kModeVector;
+}
+
+// Row mode (a compiled form over rows x columns, 16-byte chunks), else vector mode (see
+// the top of this file), else linear (one dim) or strided.
+int choose_mode(const MapSpec& s, MapLaunch* l) {
+  uint32_t broadcast = 0;
+  const int64_t chunk = 16 / dtype_size(s.out.dtype);
+  if (l->row_launcher && l->ix.rank == 2 && in_groups_of(s, *l, chunk, &broadcast) &&
+      l->ix.sizes[1] / chunk <= kRowBlocks * kThreads) {
+    group_innermost(l, chunk, broadcast);
+    l->launcher = l->row_launcher;
+    return kModeRows;
+  }
+  if (l->vectorizes && in_groups_of(s, *l, 4, &broadcast)) {
+    group_innermost(l, 4, broadcast);
+    return kModeVector;
+  }
+  return l->ix.rank > 1 ? kModeStrided : kModeLinear;
 }
 
 }  // namespace
@@ -733,6 +683,11 @@ Status prepare_map(const MapSpec& s, MapLaunch* l) {
   l->mode = choose_mode(s, l);
   make_fast_divisors(l->ix, l->div);
   return Status::ok();
+}
+
+const char* map_mode_name(const MapLaunch& l) {
+  constexpr const char* kNames[] = {"vector", "linear", "strided", "rows"};
+  return l.mode >= 0 && l.mode < 4 ? kNames[l.mode] : "?";
 }
 
 Status run_map(const MapLaunch& l, cudaStream_t stream) {

@@ -30,7 +30,10 @@ class MapKernel final : public Kernel {
     for (const MapLaunch& l : launches_) STRIDER_RETURN_IF_ERROR(run_map(l, stream_of(context)));
     return Status::ok();
   }
-  std::string implementation() const override { return "strider-cuda:" + name_; }
+  // The op and how its first launch addresses elements (rows, vector, linear, strided).
+  std::string implementation() const override {
+    return "strider-cuda:" + name_ + (launches_.empty() ? "" : std::string(" ") + map_mode_name(launches_[0]));
+  }
 
  private:
   std::string name_;

@@ -114,7 +114,7 @@ class ThenProgram final : public Kernel {
     return run_map(program_, stream_of(queue));
   }
   std::string implementation() const override {
-    return product_->implementation() + " then strider-cuda:fused " + expression_;
+    return product_->implementation() + " then strider-cuda:fused " + map_mode_name(program_) + " " + expression_;
   }
   Status check_completed() override { return product_->check_completed(); }
 

@@ -152,7 +152,8 @@ struct MapLaunch {
   using Launcher = cudaError_t (*)(const MapLaunch&, cudaStream_t);
   Launcher launcher = nullptr;
   bool vectorizes = false;  // whether the launcher's kernel has the vector mode
-  int mode = 0;  // how elements are addressed (elementwise.cu: vector, linear, strided)
+  Launcher row_launcher = nullptr;  // its row mode (compiled fused forms), if it has one
+  int mode = 0;  // how elements are addressed (elementwise.cu: vector, linear, strided, rows)
   uint32_t inner_broadcast = 0;        // vector mode: operands broadcast along the innermost dim
   StridedIndexer<kMaxMapOperands> ix;  // dims in the output's memory order
   FastDivisor div[kMaxDims];
@@ -161,6 +162,8 @@ struct MapLaunch {
 };
 
 Status prepare_map(const MapSpec& spec, MapLaunch* launch);
+// How the prepared launch addresses elements: "rows", "vector", "linear" or "strided".
+const char* map_mode_name(const MapLaunch& launch);
 Status run_map(const MapLaunch& launch, cudaStream_t stream);
 
 // ---- reduce.cu -----------------------------------------------------------------------
