@@ -425,9 +425,9 @@ TEST_P(KernelSuite, NormalizationFamily) {
       check(b, {{"x", x({2, 3, 4, 5})}});
     }
   };
-  // CUDA has two normalization kernels (hal/cuda/normalize.cu): both run every case.
-  for (const char* kernel : {"rows", "block"}) {
-    if (!on_cuda() && std::string_view(kernel) == "block") continue;
+  // CUDA has three normalization kernels (hal/cuda/normalize.cu): each runs every case.
+  for (const char* kernel : {"dense-rows", "rows", "block"}) {
+    if (!on_cuda() && std::string_view(kernel) != "dense-rows") continue;
     SCOPED_TRACE(kernel);
     kernel_test::ScopedEnvironment choice("STRIDER_CUDA_NORMALIZE", kernel);
     family();
@@ -435,12 +435,14 @@ TEST_P(KernelSuite, NormalizationFamily) {
 }
 
 // Transformer-sized LayerNorms: rows of 700 (CUDA's warp-per-row kernel, 22 elements a
-// lane, the last lanes short) and 1100 (past its 1024: the block kernel), f32 and bf16.
+// lane, the last lanes short), 256 (BERT's: one 16-byte chunk a lane, or two in f32),
+// 1000 (four chunks a lane in bf16, the last lanes short) and 1100 (past 1024: the block
+// kernel), f32 and bf16.
 TEST_P(KernelSuite, LayerNormOverHiddenSizes) {
-  for (int64_t hidden : {700, 1100})
+  for (int64_t hidden : {700, 256, 1000, 1100})
     for (DType t : {DType::kF32, DType::kBF16})
-      for (const char* kernel : {"rows", "block"}) {
-        if (!on_cuda() && std::string_view(kernel) == "block") continue;
+      for (const char* kernel : {"dense-rows", "rows", "block"}) {
+        if (!on_cuda() && std::string_view(kernel) != "dense-rows") continue;
         SCOPED_TRACE(fmt::format("hidden {} {} {}", hidden, dtype_name(t), kernel));
         kernel_test::ScopedEnvironment choice("STRIDER_CUDA_NORMALIZE", kernel);
         GraphBuilder b(17);

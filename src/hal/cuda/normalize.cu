@@ -1,5 +1,6 @@
 // The normalization family on the GPU (ops/normalization.h). Rows of up to 1024 elements
-// along one strided dim take a warp each (normalize_rows_kernel, below); others a block
+// along one strided dim take a warp each (normalize_rows_kernel, below, or
+// normalize_dense_rows_kernel where the rows are dense in 16-byte chunks); others a block
 // per row (a group of elements sharing a mean and variance), threads striding over its
 // inner elements. Two
 // passes over the row for the statistics (the mean, then the squared deviations, each
@@ -148,22 +149,118 @@ cudaError_t launch_normalize_rows(const NormLaunch& l, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The warp-per-row launcher for rows of one strided dim of up to 1024 elements, else null.
+// The warp-per-row kernel over dense rows: lane l holds the 16-byte chunks l, l + 32, ...
+// (kChunks of them), read and written with one vector access each where the scalar
+// kernel above makes 8 (bf16) or 4 (f32): BERT's and Llama's rows of 256 take one chunk a
+// lane. Same statistics, summed in another order.
 template <typename T>
-NormLaunch::Launcher rows_launcher(const NormLaunch& l) {
+inline constexpr int kNormChunk = int(16 / sizeof(T));
+template <typename T>
+struct alignas(16) NormChunk {
+  T v[kNormChunk<T>];
+};
+
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(32 * kRowWarps) normalize_dense_rows_kernel(const NormLaunch a) {
+  using A = NormAcc<T>;
+  constexpr int V = kNormChunk<T>;
+  const int64_t n = a.inner.count;
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32; r < a.rows.count;
+       r += int64_t(gridDim.x) * kRowWarps) {
+    int64_t row[kNormLaunchOperands];
+    strided_offsets(a.rows, a.rows_div, r, row);
+    A v[kChunks][V];
+    A sum = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t j = int64_t(c * 32 + lane) * V;
+      const NormChunk<T> in = j < n ? *reinterpret_cast<const NormChunk<T>*>(static_cast<const T*>(a.x) + row[0] + j)
+                                    : NormChunk<T>{};
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        v[c][e] = A(to_compute<T>(in.v[e]));
+        sum += v[c][e];
+      }
+    }
+    const A mean = a.subtract_mean && n ? warp_total(sum) / A(n) : A(0);
+    A squares = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+      if (int64_t(c * 32 + lane) * V < n)
+#pragma unroll
+        for (int e = 0; e < V; ++e) squares += (v[c][e] - mean) * (v[c][e] - mean);
+    const A var = n ? warp_total(squares) / A(n) : A(0);
+    const A inv_std = a.epsilon_after_sqrt ? A(1) / (sqrt(var) + A(a.epsilon)) : A(1) / sqrt(var + A(a.epsilon));
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t j = int64_t(c * 32 + lane) * V;
+      if (j >= n) continue;
+      NormChunk<T> scale{}, bias{}, out;
+      if (a.scale) scale = *reinterpret_cast<const NormChunk<T>*>(static_cast<const T*>(a.scale) + row[2] + j);
+      if (a.bias) bias = *reinterpret_cast<const NormChunk<T>*>(static_cast<const T*>(a.bias) + row[3] + j);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        A value = (v[c][e] - mean) * inv_std;
+        if (a.scale) value *= A(to_compute<T>(scale.v[e]));
+        if (a.bias) value += A(to_compute<T>(bias.v[e]));
+        out.v[e] = to_bits<T>(Compute<T>(value));
+      }
+      *reinterpret_cast<NormChunk<T>*>(static_cast<T*>(a.y) + row[1] + j) = out;
+    }
+    if (lane == 0) {
+      if (a.mean) store_statistic(a.stat_dtype, a.mean, row[4], mean);
+      if (a.inv_std) store_statistic(a.stat_dtype, a.inv_std, row[5], inv_std);
+    }
+  }
+}
+
+template <typename T, int kChunks>
+cudaError_t launch_normalize_dense_rows(const NormLaunch& l, cudaStream_t stream) {
+  const unsigned grid = unsigned(std::min<int64_t>((l.rows.count + kRowWarps - 1) / kRowWarps, 1 << 20));
+  normalize_dense_rows_kernel<T, kChunks><<<grid, 32 * kRowWarps, 0, stream>>>(l);
+  return cudaGetLastError();
+}
+
+// Whether x, y and the scale and bias (those given) are dense along the row, in whole
+// 16-byte chunks from 16-byte aligned row starts.
+template <typename T>
+bool rows_in_chunks(const NormLaunch& l) {
+  constexpr int V = kNormChunk<T>;
+  const void* data[4] = {l.x, l.y, l.scale, l.bias};
+  if (l.inner.rank != 1 || l.inner.count % V != 0) return false;
+  for (int k = 0; k < 4; ++k) {
+    if (!data[k]) continue;
+    if (l.inner.strides[k][0] != 1 || reinterpret_cast<uintptr_t>(data[k]) % 16 != 0) return false;
+    for (int d = 0; d < l.rows.rank; ++d)
+      if (l.rows.strides[k][d] % V != 0) return false;
+  }
+  return true;
+}
+
+// The warp-per-row launchers for rows of one strided dim of up to 1024 elements (dense
+// ones in chunks unless `scalar`), else null.
+template <typename T>
+NormLaunch::Launcher rows_launcher(const NormLaunch& l, bool scalar) {
   if (l.inner.rank != 1) return nullptr;
+  constexpr int64_t kLaneChunks = 32 * kNormChunk<T>;
+  if (!scalar && rows_in_chunks<T>(l)) {
+    if (l.inner.count <= kLaneChunks) return &launch_normalize_dense_rows<T, 1>;
+    if (l.inner.count <= 4 * kLaneChunks) return &launch_normalize_dense_rows<T, 4>;
+  }
   if (l.inner.count <= 32 * 8) return &launch_normalize_rows<T, 8>;
   if (l.inner.count <= 32 * 32) return &launch_normalize_rows<T, 32>;
   return nullptr;
 }
 
-// The warp-per-row kernel where it applies; STRIDER_CUDA_NORMALIZE=block (a testing aid:
-// the kernel suite runs its cases with both) takes the block-per-row one.
+// The warp-per-row kernels where they apply. Testing aids (the kernel suite runs its cases
+// with each): STRIDER_CUDA_NORMALIZE=block takes the block-per-row kernel, =rows the
+// scalar warp-per-row one.
 template <typename T>
 NormLaunch::Launcher launcher_for(const NormLaunch& l) {
   const char* choice = std::getenv("STRIDER_CUDA_NORMALIZE");
-  const bool block = choice && std::string_view(choice) == "block";
-  if (NormLaunch::Launcher rows = block ? nullptr : rows_launcher<T>(l)) return rows;
+  const std::string_view chosen = choice ? choice : "";
+  if (NormLaunch::Launcher rows = chosen == "block" ? nullptr : rows_launcher<T>(l, chosen == "rows")) return rows;
   return &launch_normalize<T>;
 }
 
