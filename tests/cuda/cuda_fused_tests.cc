@@ -245,6 +245,25 @@ TEST_P(CudaFused, CompiledFormsRunByRows) {
   }
 }
 
+// Llama's rotary embedding after the fusion pass: x * cos + rotate_half(x) * sin, the
+// tables broadcast over batch and heads, x a strided view (a head slice of the QKV
+// product): the compiled MulAdd form, matched by its text, against the reference.
+TEST_P(CudaFused, RotaryMulAdd) {
+  const Shape shape = {2, 4, 6, 16}, table = {6, 16};
+  GraphBuilder b;
+  ValueId x = b.input("x", dtype(), shape), rotated = b.input("rotated", dtype(), shape);
+  ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
+  b.output(b.op("Add", {b.op("Mul", {x, cos}), b.op("Mul", {rotated, sin})}));
+  Graph g = b.build();
+  Graph fused = g;
+  ASSERT_TRUE(infer_and_fold(fused).is_ok());
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  ASSERT_EQ(fused.num_nodes(), 1);
+  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kMulAddExpression);
+  check_fused(g, {{"x", random_tensor(dtype(), shape, 33)}, {"rotated", random_tensor(dtype(), shape, 34)},
+                  {"cos", random_tensor(dtype(), table, 35)}, {"sin", random_tensor(dtype(), table, 36)}});
+}
+
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the
 // compiled form, and the reference.
 TEST_P(CudaFused, SiluGate) {

@@ -533,6 +533,7 @@ Status pick_fused_typed(size_t inputs, MapLaunch* l) {
     case kBiasGeluErf: return use(l, kCompiled<BiasGeluErf, T, 5>);
     case kBiasGeluTanh: return use(l, kCompiled<BiasGeluTanh, T, 6>);
     case kSiluGate: return use(l, kCompiled<SiluGate, T, 2>);
+    case kMulAdd: return use(l, kCompiled<MulAdd, T, 4>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }

@@ -18,7 +18,9 @@
 
 namespace strider::cuda::fused_forms {
 
-enum Pattern : uint8_t { kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate };
+enum Pattern : uint8_t {
+  kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate, kMulAdd
+};
 
 __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -85,6 +87,14 @@ struct SiluGate : NoParams { using NoParams::NoParams;
   }
 };
 
+// kMulAddExpression: x0 * x1 + x2 * x3, each product rounded (a rotary embedding).
+struct MulAdd : NoParams { using NoParams::NoParams;
+  __device__ float operator()(float x0, float x1, float x2, float x3) const {
+    using fused_math::apply;
+    return apply<FusedOp::kAdd>(apply<FusedOp::kMul>(x0, x1, 0, 0), apply<FusedOp::kMul>(x2, x3, 0, 0), 0, 0);
+  }
+};
+
 // ---- host side: which form a program is, and which input plays which part --------------
 inline bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
 // Instruction j reads registers r1 and r2, in either order.
@@ -134,6 +144,7 @@ inline Pattern match_pattern(FusedCode& c, int n) {
   for (int i = 0; i < 5; ++i) c.slot[i] = int8_t(i);
   if (c.form == FusedForm::kBiasGeluTanh && n == 6) return kBiasGeluTanh;
   if (c.form == FusedForm::kSiluGate && n == 2) return kSiluGate;
+  if (c.form == FusedForm::kMulAdd && n == 4) return kMulAdd;
   if (n == 1 && c.count == 2 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] == 0 && is_op(c, 1, FusedOp::kMul) &&
       reads(c, 1, 0, 1))
     return kSilu;
