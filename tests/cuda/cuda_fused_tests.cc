@@ -20,15 +20,30 @@ class CudaFused : public ::testing::TestWithParam<DType> {
   void SetUp() override { STRIDER_REQUIRE_GPU(); }
   DType dtype() const { return GetParam(); }
 
+  // `unfused` inferred, folded and fused, which must leave one FusedElementwise node.
+  static void fuse_to_one(const Graph& unfused, Graph* fused) {
+    *fused = unfused;
+    ASSERT_TRUE(infer_and_fold(*fused).is_ok());
+    auto stats = fuse_elementwise(*fused);
+    ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
+    ASSERT_EQ(fused->num_nodes(), 1);
+    ASSERT_EQ(fused->node(0).op_type, kFusedElementwiseOp);
+  }
+
+  // A compiled form matched by its text: `unfused` fuses to exactly `expression`, and the
+  // node matches the reference on every layout.
+  void check_form(const Graph& unfused, const char* expression, const std::map<std::string, Tensor>& inputs) {
+    Graph fused;
+    ASSERT_NO_FATAL_FAILURE(fuse_to_one(unfused, &fused));
+    EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), expression);
+    check_fused(unfused, inputs);
+  }
+
   // Fuses `unfused` (which must become one FusedElementwise node) and checks that node on
   // every layout against the reference of the unfused graph.
   void check_fused(const Graph& unfused, const std::map<std::string, Tensor>& inputs) {
-    Graph fused = unfused;
-    ASSERT_TRUE(infer_and_fold(fused).is_ok());
-    auto stats = fuse_elementwise(fused);
-    ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
-    ASSERT_EQ(fused.num_nodes(), 1);
-    ASSERT_EQ(fused.node(0).op_type, kFusedElementwiseOp);
+    Graph fused;
+    ASSERT_NO_FATAL_FAILURE(fuse_to_one(unfused, &fused));
     SCOPED_TRACE(*fused.node(0).attributes.get_string("expression", ""));
     check_node_all_layouts(fused, inputs, &unfused);
   }
@@ -161,13 +176,8 @@ TEST_P(CudaFused, BiasGeluTanh) {
   GraphBuilder b;
   ValueId x = b.input("x", dtype(), shape), bias = b.input("bias", dtype(), {24});
   b.output(tanh_gelu(b, b.op("Add", {x, bias}), dtype()));
-  Graph g = b.build();
-  Graph fused = g;
-  ASSERT_TRUE(infer_and_fold(fused).is_ok());
-  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-  ASSERT_EQ(fused.num_nodes(), 1);
-  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kBiasGeluTanhExpression);
-  check_fused(g, {{"x", random_tensor(dtype(), shape, 23)}, {"bias", random_tensor(dtype(), {24}, 24)}});
+  check_form(b.build(), cuda::kBiasGeluTanhExpression,
+             {{"x", random_tensor(dtype(), shape, 23)}, {"bias", random_tensor(dtype(), {24}, 24)}});
 }
 
 // The same GELU as a FusedMatMul's program (the product is register 0, so the bias and the
@@ -232,10 +242,8 @@ TEST_P(CudaFused, CompiledFormsRunByRows) {
     const Graph unfused = b.build();
     const std::map<std::string, Tensor> inputs{{"x", random_tensor(dtype(), c.x, 51)},
                                                {"other", random_tensor(dtype(), c.other, 52)}};
-    Graph fused = unfused;
-    ASSERT_TRUE(infer_and_fold(fused).is_ok());
-    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-    ASSERT_EQ(fused.num_nodes(), 1);
+    Graph fused;
+    ASSERT_NO_FATAL_FAILURE(fuse_to_one(unfused, &fused));
     auto prepared = prepare_node(fused, inputs, Layout::kDense, nullptr);
     ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
     const std::string mode = c.x.back() % chunk == 0 ? " rows" : " vector";
@@ -254,14 +262,9 @@ TEST_P(CudaFused, RotaryMulAdd) {
   ValueId x = b.input("x", dtype(), shape), rotated = b.input("rotated", dtype(), shape);
   ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
   b.output(b.op("Add", {b.op("Mul", {x, cos}), b.op("Mul", {rotated, sin})}));
-  Graph g = b.build();
-  Graph fused = g;
-  ASSERT_TRUE(infer_and_fold(fused).is_ok());
-  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-  ASSERT_EQ(fused.num_nodes(), 1);
-  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kMulAddExpression);
-  check_fused(g, {{"x", random_tensor(dtype(), shape, 33)}, {"rotated", random_tensor(dtype(), shape, 34)},
-                  {"cos", random_tensor(dtype(), table, 35)}, {"sin", random_tensor(dtype(), table, 36)}});
+  check_form(b.build(), cuda::kMulAddExpression,
+             {{"x", random_tensor(dtype(), shape, 33)}, {"rotated", random_tensor(dtype(), shape, 34)},
+              {"cos", random_tensor(dtype(), table, 35)}, {"sin", random_tensor(dtype(), table, 36)}});
 }
 
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the
@@ -270,13 +273,8 @@ TEST_P(CudaFused, SiluGate) {
   GraphBuilder b;
   ValueId gate = b.input("gate", dtype(), {3, 5, 16}), up = b.input("up", dtype(), {3, 1, 16});
   b.output(b.op("Mul", {b.op("Mul", {gate, b.op("Sigmoid", {gate})}), up}));
-  Graph g = b.build();
-  Graph fused = g;
-  ASSERT_TRUE(infer_and_fold(fused).is_ok());
-  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-  ASSERT_EQ(fused.num_nodes(), 1);
-  EXPECT_EQ(*fused.node(0).attributes.get_string("expression", ""), cuda::kSiluGateExpression);
-  check_fused(g, {{"gate", random_tensor(dtype(), {3, 5, 16}, 31)}, {"up", random_tensor(dtype(), {3, 1, 16}, 32)}});
+  check_form(b.build(), cuda::kSiluGateExpression,
+             {{"gate", random_tensor(dtype(), {3, 5, 16}, 31)}, {"up", random_tensor(dtype(), {3, 1, 16}, 32)}});
 }
 
 // A convolution with its bias and activation as one cuDNN operation graph

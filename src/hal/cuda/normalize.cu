@@ -29,6 +29,19 @@ __device__ __forceinline__ void store_statistic(DType dtype, void* base, int64_t
   }
 }
 
+// 1 / sqrt(var + epsilon), or 1 / (sqrt(var) + epsilon) where the op adds it after.
+template <typename A>
+__device__ __forceinline__ A inverse_std(const NormLaunch& a, A var) {
+  return a.epsilon_after_sqrt ? A(1) / (sqrt(var) + A(a.epsilon)) : A(1) / sqrt(var + A(a.epsilon));
+}
+
+// The row's statistics, for the outputs the node has (LayerNormalization's Mean, InvStdDev).
+template <typename A>
+__device__ __forceinline__ void store_row_statistics(const NormLaunch& a, const int64_t* row, A mean, A inv_std) {
+  if (a.mean) store_statistic(a.stat_dtype, a.mean, row[4], mean);
+  if (a.inv_std) store_statistic(a.stat_dtype, a.inv_std, row[5], inv_std);
+}
+
 // The block's total of every thread's `value`, in every thread.
 template <typename A>
 __device__ __forceinline__ A block_sum(A value) {
@@ -64,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) normalize_kernel(const NormLaunch a)
       squares += d * d;
     }
     const A var = n ? block_sum(squares) / A(n) : A(0);
-    const A inv_std = a.epsilon_after_sqrt ? A(1) / (sqrt(var) + A(a.epsilon)) : A(1) / sqrt(var + A(a.epsilon));
+    const A inv_std = inverse_std(a, var);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       strided_offsets(a.inner, a.inner_div, j, off);
       A value = (A(load<T>(a.x, row[0] + off[0])) - mean) * inv_std;
@@ -72,10 +85,7 @@ __global__ void __launch_bounds__(kThreads) normalize_kernel(const NormLaunch a)
       if (a.bias) value += A(load<T>(a.bias, row[3] + off[3]));
       store<T>(a.y, row[1] + off[1], Compute<T>(value));
     }
-    if (threadIdx.x == 0) {
-      if (a.mean) store_statistic(a.stat_dtype, a.mean, row[4], mean);
-      if (a.inv_std) store_statistic(a.stat_dtype, a.inv_std, row[5], inv_std);
-    }
+    if (threadIdx.x == 0) store_row_statistics(a, row, mean, inv_std);
   }
 }
 
@@ -125,7 +135,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) normalize_rows_kernel(const No
     for (int k = 0; k < kPerLane; ++k)
       if (lane + 32 * k < n) squares += (v[k] - mean) * (v[k] - mean);
     const A var = n ? warp_total(squares) / A(n) : A(0);
-    const A inv_std = a.epsilon_after_sqrt ? A(1) / (sqrt(var) + A(a.epsilon)) : A(1) / sqrt(var + A(a.epsilon));
+    const A inv_std = inverse_std(a, var);
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int64_t j = lane + 32 * k;
@@ -135,17 +145,15 @@ __global__ void __launch_bounds__(32 * kRowWarps) normalize_rows_kernel(const No
       if (a.bias) value += A(load<T>(a.bias, row[3] + j * sb));
       store<T>(a.y, row[1] + j * sy, Compute<T>(value));
     }
-    if (lane == 0) {
-      if (a.mean) store_statistic(a.stat_dtype, a.mean, row[4], mean);
-      if (a.inv_std) store_statistic(a.stat_dtype, a.inv_std, row[5], inv_std);
-    }
+    if (lane == 0) store_row_statistics(a, row, mean, inv_std);
   }
 }
 
-template <typename T, int kPerLane>
-cudaError_t launch_normalize_rows(const NormLaunch& l, cudaStream_t stream) {
+// A warp-per-row kernel: kRowWarps rows a block.
+template <auto kKernel>
+cudaError_t launch_warp_rows(const NormLaunch& l, cudaStream_t stream) {
   const unsigned grid = unsigned(std::min<int64_t>((l.rows.count + kRowWarps - 1) / kRowWarps, 1 << 20));
-  normalize_rows_kernel<T, kPerLane><<<grid, 32 * kRowWarps, 0, stream>>>(l);
+  kKernel<<<grid, 32 * kRowWarps, 0, stream>>>(l);
   return cudaGetLastError();
 }
 
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) normalize_dense_rows_kernel(co
 #pragma unroll
         for (int e = 0; e < V; ++e) squares += (v[c][e] - mean) * (v[c][e] - mean);
     const A var = n ? warp_total(squares) / A(n) : A(0);
-    const A inv_std = a.epsilon_after_sqrt ? A(1) / (sqrt(var) + A(a.epsilon)) : A(1) / sqrt(var + A(a.epsilon));
+    const A inv_std = inverse_std(a, var);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int64_t j = int64_t(c * 32 + lane) * V;
@@ -208,18 +216,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) normalize_dense_rows_kernel(co
       }
       *reinterpret_cast<NormChunk<T>*>(static_cast<T*>(a.y) + row[1] + j) = out;
     }
-    if (lane == 0) {
-      if (a.mean) store_statistic(a.stat_dtype, a.mean, row[4], mean);
-      if (a.inv_std) store_statistic(a.stat_dtype, a.inv_std, row[5], inv_std);
-    }
+    if (lane == 0) store_row_statistics(a, row, mean, inv_std);
   }
-}
-
-template <typename T, int kChunks>
-cudaError_t launch_normalize_dense_rows(const NormLaunch& l, cudaStream_t stream) {
-  const unsigned grid = unsigned(std::min<int64_t>((l.rows.count + kRowWarps - 1) / kRowWarps, 1 << 20));
-  normalize_dense_rows_kernel<T, kChunks><<<grid, 32 * kRowWarps, 0, stream>>>(l);
-  return cudaGetLastError();
 }
 
 // Whether x, y and the scale and bias (those given) are dense along the row, in whole
@@ -245,11 +243,11 @@ NormLaunch::Launcher rows_launcher(const NormLaunch& l, bool scalar) {
   if (l.inner.rank != 1) return nullptr;
   constexpr int64_t kLaneChunks = 32 * kNormChunk<T>;
   if (!scalar && rows_in_chunks<T>(l)) {
-    if (l.inner.count <= kLaneChunks) return &launch_normalize_dense_rows<T, 1>;
-    if (l.inner.count <= 4 * kLaneChunks) return &launch_normalize_dense_rows<T, 4>;
+    if (l.inner.count <= kLaneChunks) return &launch_warp_rows<normalize_dense_rows_kernel<T, 1>>;
+    if (l.inner.count <= 4 * kLaneChunks) return &launch_warp_rows<normalize_dense_rows_kernel<T, 4>>;
   }
-  if (l.inner.count <= 32 * 8) return &launch_normalize_rows<T, 8>;
-  if (l.inner.count <= 32 * 32) return &launch_normalize_rows<T, 32>;
+  if (l.inner.count <= 32 * 8) return &launch_warp_rows<normalize_rows_kernel<T, 8>>;
+  if (l.inner.count <= 32 * 32) return &launch_warp_rows<normalize_rows_kernel<T, 32>>;
   return nullptr;
 }
 
