@@ -8,13 +8,10 @@
 // shared memory. The tiled kernel (tiled_attention.cu) kept scores, probabilities and
 // output in shared memory between WMMA calls: 6 TFLOP/s on BERT's heads at batch 32.
 //
-// Shared memory holds the block's Q tile and two key tiles of K and V (both key-major: P V's
-// B fragments come from V's rows through ldmatrix.trans), read through the views' strides:
-// asynchronous 16-byte copies (cp.async) where the innermost stride is 1 and rows and
-// offsets are multiples of 8 elements, element loads otherwise (QKV chunks and head
-// transposes in place). Q and the first key tile are requested together, and each next key
-// tile while the current one is computed: at BERT's 128 keys a block has two key tiles, and
-// loading each only when needed put three memory latencies in a row in every block.
+// Shared memory holds only the block's Q tile and one key tile of K (key-major) and V
+// (transposed, key-contiguous: the layout the B fragment of P V wants), read through the
+// views' strides: 16-byte loads where the innermost stride is 1 and rows and offsets are
+// multiples of 8 elements, element loads otherwise (QKV chunks and head transposes in place).
 //
 // Semantics are the other kernels': keys past the last are -inf, a NaN score makes its row
 // NaN (or 0 with zero_invalid_rows), a row of -inf only is undefined, P is rounded to T
@@ -37,13 +34,12 @@ constexpr int kKeyFragments = kKeyTile / 8;  // n = 8 columns of scores per mma
 static_assert(kBlockRows == kTiledAttentionBlockRows);
 
 // Shared tiles, in elements of T. Rows padded by 8 elements (16 bytes): a fragment's eight
-// rows at 4-byte lane offsets (and ldmatrix's eight 16-byte rows) then fall in 32 distinct
-// banks, and 16-byte copies stay aligned. K and V have two buffers each (kt % 2).
+// rows at 4-byte lane offsets then fall in 32 distinct banks, and 16-byte stores stay aligned.
 template <int kHead>
 struct MmaTiles {
-  static constexpr int ld = kHead + 8;  // Q, K and V rows
-  static constexpr int key_tile = kKeyTile * ld;
-  static constexpr int q = 0, k = q + kBlockRows * ld, v = k + 2 * key_tile, elements = v + 2 * key_tile;
+  static constexpr int ld = kHead + 8;       // Q and K rows
+  static constexpr int ld_v = kKeyTile + 8;  // V^T rows (one per value column)
+  static constexpr int q = 0, k = q + kBlockRows * ld, vt = k + kKeyTile * ld, elements = vt + kHead * ld_v;
 };
 
 // D (+)= A B for one m16n8k16 fragment: A row-major 16 x 16, B column-major 16 x 8, f32 D.
@@ -77,46 +73,47 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   }
 }
 
-// B's fragment pair of an m16n8k16 product from a key-major tile: the 16 x 8 block at rows
-// (keys) from `rows`, transposed as ldmatrix.trans hands it out. Lanes 0-15 name the rows.
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t& b0, uint32_t& b1, const void* row) {
-  const uint32_t address = uint32_t(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
-}
-
-// 16 bytes from global to shared memory without a register, or zeros (src_bytes 0).
-__device__ __forceinline__ void copy_async_16(void* shared, const void* global, bool inside) {
-  const uint32_t address = uint32_t(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(inside ? 16 : 0));
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most `pending` of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
-// tile[r * ld + c] = element (r0 + r, c) of a (rows x cols) operand at base + r * row +
-// c * col, zero outside it, for r < tile_rows and c < tile_cols (a multiple of 16). The
-// whole block loads; dense rows go as asynchronous copies the caller waits for (after
-// commit_copies), others as element loads done on return.
+// tile[r * ld + c] (or tile[c * ld + r] with `transpose`) = element (r0 + r, c) of a
+// (rows x cols) operand at base + r * row + c * col, zero outside it, for r < tile_rows and
+// c < tile_cols (a multiple of 16). The whole block loads.
 template <typename T>
-__device__ void load_tile(T* tile, int ld, int tile_rows, int tile_cols, const void* data, int64_t base, int64_t row,
-                          int64_t col, int64_t r0, int64_t rows, int64_t cols) {
+__device__ void load_tile(T* tile, int ld, bool transpose, int tile_rows, int tile_cols, const void* data,
+                          int64_t base, int64_t row, int64_t col, int64_t r0, int64_t rows, int64_t cols) {
   const T* src = static_cast<const T*>(data);
   const bool vectors = col == 1 && row % 8 == 0 && base % 8 == 0 && cols % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(data) % 16 == 0;
   if (vectors) {
-    const int chunks = tile_cols / 8, total = tile_rows * chunks;
-    for (int at = int(threadIdx.x); at < total; at += int(blockDim.x)) {
-      const int r = at / chunks, c = at % chunks * 8;
-      const bool inside = r0 + r < rows && c < cols;
-      copy_async_16(tile + r * ld + c, inside ? src + base + (r0 + r) * row + c : src, inside);
+    // Every load of a round is issued before the first store: one memory latency a round
+    // instead of one a load (a 64 x 128 tile is 8 loads a thread).
+    constexpr int kLoadsInFlight = 8;
+    const int chunks = tile_cols / 8, total = tile_rows * chunks, threads = int(blockDim.x);
+    for (int first = int(threadIdx.x); first < total; first += kLoadsInFlight * threads) {
+      uint4 bits[kLoadsInFlight];
+#pragma unroll
+      for (int k = 0; k < kLoadsInFlight; ++k) {
+        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
+        bits[k] = make_uint4(0, 0, 0, 0);
+        if (at < total && r0 + r < rows && c < cols) bits[k] = *reinterpret_cast<const uint4*>(src + base + (r0 + r) * row + c);
+      }
+#pragma unroll
+      for (int k = 0; k < kLoadsInFlight; ++k) {
+        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
+        if (at >= total) continue;
+        if (!transpose) {
+          *reinterpret_cast<uint4*>(tile + r * ld + c) = bits[k];
+        } else {
+          const T* e = reinterpret_cast<const T*>(&bits[k]);
+#pragma unroll
+          for (int x = 0; x < 8; ++x) tile[(c + x) * ld + r] = e[x];
+        }
+      }
     }
     return;
   }
   for (int at = int(threadIdx.x); at < tile_rows * tile_cols; at += int(blockDim.x)) {
     const int r = at / tile_cols, c = at % tile_cols;
     const bool inside = r0 + r < rows && c < cols;
-    tile[r * ld + c] = inside ? src[base + (r0 + r) * row + c * col] : T(0.0f);
+    tile[transpose ? c * ld + r : r * ld + c] = inside ? src[base + (r0 + r) * row + c * col] : T(0.0f);
   }
 }
 
@@ -180,44 +177,23 @@ __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const int
     }
 }
 
-// Key tile kt's rows of K (key-major: element (key, d) from Kt's (d, key)) and V into
-// buffer kt % 2, as one group of asynchronous copies.
-template <typename T, int kHead>
-__device__ __forceinline__ void load_key_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
-                                              T* shared, int64_t kt, int head16, int v_head16) {
-  using L = MmaTiles<kHead>;
-  const int64_t j0 = kt * kKeyTile;
-  T* k_tile = shared + L::k + int(kt % 2) * L::key_tile;
-  T* v_tile = shared + L::v + int(kt % 2) * L::key_tile;
-  load_tile(k_tile, L::ld, kKeyTile, head16, a.data[1], base[1], a.col[1], a.row[1], j0, a.keys, a.head);
-  load_tile(v_tile, L::ld, kKeyTile, v_head16, a.data[2], base[2], a.row[2], a.col[2], j0, a.keys, a.v_head);
-  commit_copies();
-}
-
 template <typename T, int kHead>
 __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid_constant__ AttentionLaunch a) {
   using L = MmaTiles<kHead>;
   constexpr int kSteps = kHead / 16, kOutFragments = kHead / 8;
-  extern __shared__ __align__(128) unsigned char shared_bytes[];
-  T* shared = reinterpret_cast<T*>(shared_bytes);
-  T* q_tile = shared + L::q;
+  extern __shared__ __align__(128) unsigned char shared[];
+  T* q_tile = reinterpret_cast<T*>(shared) + L::q;
+  T* k_tile = reinterpret_cast<T*>(shared) + L::k;
+  T* vt_tile = reinterpret_cast<T*>(shared) + L::vt;
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   const int head16 = int((a.head + 15) / 16 * 16), v_head16 = int((a.v_head + 15) / 16 * 16);
-  const int64_t q_tiles = (a.q_len + kBlockRows - 1) / kBlockRows, key_tiles = (a.keys + kKeyTile - 1) / kKeyTile;
+  const int64_t q_tiles = (a.q_len + kBlockRows - 1) / kBlockRows;
   for (int64_t tile = blockIdx.x; tile < a.batch.count * q_tiles; tile += gridDim.x) {
     int64_t base[kAttentionOperands];
     a.batch.offsets(tile / q_tiles, base);
     const int64_t q0 = tile % q_tiles * kBlockRows, i0 = q0 + warp * kRowsPerWarp;
     __syncthreads();  // the previous tile's last reads of the shared tiles are done
-    // Q with the first key tile, then the second: two groups in flight.
-    load_tile(q_tile, L::ld, kBlockRows, head16, a.data[0], base[0], a.row[0], a.col[0], q0, a.q_len, a.head);
-    load_key_tile<T, kHead>(a, base, shared, 0, head16, v_head16);
-    if (key_tiles > 1) {
-      load_key_tile<T, kHead>(a, base, shared, 1, head16, v_head16);
-      wait_copies<1>();
-    } else {
-      wait_copies<0>();
-    }
+    load_tile(q_tile, L::ld, false, kBlockRows, head16, a.data[0], base[0], a.row[0], a.col[0], q0, a.q_len, a.head);
     __syncthreads();
     uint32_t qf[kSteps][4];
     const T* q_rows = q_tile + (warp * kRowsPerWarp + g) * L::ld + 2 * t;
@@ -230,9 +206,12 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid
     }
     float o[kOutFragments][4] = {};
     RowState state;
-    for (int64_t kt = 0; kt < key_tiles; ++kt) {
-      const T* k_tile = shared + L::k + int(kt % 2) * L::key_tile;
-      const T* v_tile = shared + L::v + int(kt % 2) * L::key_tile;
+    for (int64_t j0 = 0; j0 < a.keys; j0 += kKeyTile) {
+      __syncthreads();  // every warp is done with the last key tile
+      // K's tile key-major (element (key, d) from Kt's (d, key)), V's transposed.
+      load_tile(k_tile, L::ld, false, kKeyTile, head16, a.data[1], base[1], a.col[1], a.row[1], j0, a.keys, a.head);
+      load_tile(vt_tile, L::ld_v, true, kKeyTile, v_head16, a.data[2], base[2], a.row[2], a.col[2], j0, a.keys, a.v_head);
+      __syncthreads();
       float s[kKeyFragments][4] = {};
 #pragma unroll
       for (int n = 0; n < kKeyFragments; ++n) {
@@ -242,7 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid
           if (k * 16 < head16) mma_16816<T>(s[n], qf[k], pair_at(k_row, k * 16), pair_at(k_row, k * 16 + 8));
       }
       float rescale[2];
-      softmax_tile<T>(a, base, i0, kt * kKeyTile, s, state, rescale);
+      softmax_tile<T>(a, base, i0, j0, s, state, rescale);
 #pragma unroll
       for (int d = 0; d < kOutFragments; ++d) {
         o[d][0] *= rescale[0], o[d][1] *= rescale[0];
@@ -254,24 +233,11 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid
         const uint32_t p[4] = {pack_pair<T>(s[2 * k][0], s[2 * k][1]), pack_pair<T>(s[2 * k][2], s[2 * k][3]),
                                pack_pair<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
                                pack_pair<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
-        const T* v_rows = v_tile + (k * 16 + lane % 16) * L::ld;
 #pragma unroll
         for (int d = 0; d < kOutFragments; ++d) {
-          if (d * 8 >= v_head16) continue;
-          uint32_t b0, b1;
-          ldmatrix_x2_trans(b0, b1, v_rows + d * 8);
-          mma_16816<T>(o[d], p, b0, b1);
+          const T* v_row = vt_tile + (d * 8 + g) * L::ld_v + k * 16 + 2 * t;
+          if (d * 8 < v_head16) mma_16816<T>(o[d], p, pair_at(v_row, 0), pair_at(v_row, 8));
         }
-      }
-      if (kt + 1 < key_tiles) {
-        __syncthreads();  // every warp is done with buffer kt % 2: tile kt + 2 may go there
-        if (kt + 2 < key_tiles) {
-          load_key_tile<T, kHead>(a, base, shared, kt + 2, head16, v_head16);
-          wait_copies<1>();  // tile kt + 1 is in
-        } else {
-          wait_copies<0>();
-        }
-        __syncthreads();
       }
     }
     // A row's sum and NaN flag are spread over its four lanes; every lane reaches the shuffles.
