@@ -117,15 +117,84 @@ __device__ void load_tile(T* tile, int ld, bool transpose, int tile_rows, int ti
   }
 }
 
-// The score steps of one element, out of line: inlined into the 32 unrolled elements of a
-// key tile, the steps' interpreter made the kernel too large for the instruction cache
-// (ncu on BERT's heads: 64% of stalls were instruction fetch, 7% of memory throughput).
-// `a` is the kernel's __grid_constant__ parameter, so its address costs no copy.
+// One score step on this lane's 32 scores of a key tile (rows g and g + 8 of the warp's 16,
+// columns 2t and 2t + 1 of each 8-key fragment), the kind fixed at compile time so that
+// apply_score_step folds to one operation. An operand is read only inside the scores (a
+// partial tile's outside scores become -inf after the steps). Where the operand's keys are
+// contiguous and the tile is whole, a row's 16 elements are at fixed offsets from one
+// pointer; other operands read each element through a call (inlined, their 32 64-bit
+// addresses took the kernel from 156 to 204 registers).
+// An operand element read through its strides, out of line: the path of strided keys and
+// partial tiles, kept out of the unrolled tile so its addresses hold no registers there.
+template <typename Operand>
+__device__ __noinline__ float operand_at(const AttentionLaunch& a, int operand, int64_t row_at, int64_t j) {
+  return float(load<Operand>(a.data[operand], row_at + j * a.col[operand]));
+}
+
+template <ScoreStepKind kKind, typename T>
+__device__ __forceinline__ void step_on_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
+                                             int operand, float value, int64_t i0, int64_t j0,
+                                             float (&s)[kKeyFragments][4]) {
+  constexpr bool kReadsOperand = kKind == ScoreStepKind::kAdd || kKind == ScoreStepKind::kKeepWhere ||
+                                 kKind == ScoreStepKind::kFillWhere;
+  using Operand = std::conditional_t<kKind == ScoreStepKind::kAdd, T, bool>;
+  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const bool contiguous = kReadsOperand && a.col[operand] == 1 && j0 + kKeyTile <= a.keys;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t i = i0 + g + 8 * half;
+    const int64_t row_at = kReadsOperand ? base[operand] + i * a.row[operand] : 0;
+    const Bits<Operand>* row = kReadsOperand ? static_cast<const Bits<Operand>*>(a.data[operand]) + row_at + j0 + 2 * t
+                                             : nullptr;
+#pragma unroll
+    for (int n = 0; n < kKeyFragments; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float x = 0;
+        if constexpr (kReadsOperand) {
+          const int64_t j = j0 + n * 8 + 2 * t + c;
+          if (i < a.q_len && contiguous) {
+            x = float(to_compute<Operand>(row[n * 8 + c]));
+          } else if (i < a.q_len && j < a.keys) {
+            x = operand_at<Operand>(a, operand, row_at, j);
+          }
+        }
+        s[n][2 * half + c] = apply_score_step(kKind, value, s[n][2 * half + c], x);
+      }
+  }
+}
+
+// The score steps (ops/attention_math.h) on a key tile's scores, one step at a time over
+// the whole tile: the step's kind is the same for every lane, so each step is a branch to
+// an unrolled run of one operation. (Per element, the steps' interpreter inlined into the
+// 32 unrolled elements made the kernel too large for the instruction cache, and called out
+// of line it cost a call per score.) Scores outside the attention become -inf.
 template <typename T>
-__device__ __noinline__ float score_of(const AttentionLaunch& a, const int64_t* base, int64_t i, int64_t j, float s) {
-  if (j >= a.keys || i >= a.q_len) return -INFINITY;
-  const int64_t(&offsets)[kAttentionOperands] = *reinterpret_cast<const int64_t(*)[kAttentionOperands]>(base);
-  return score_steps<T>(a, offsets, i, j, s);
+__device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
+                                                    int64_t i0, int64_t j0, float (&s)[kKeyFragments][4]) {
+  int operand = 4;
+  for (int k = 0; k < a.steps; ++k) {
+    const float value = a.step_value[k];
+    switch (a.step_kind[k]) {
+      case ScoreStepKind::kMul: step_on_tile<ScoreStepKind::kMul, T>(a, base, operand, value, i0, j0, s); break;
+      case ScoreStepKind::kDiv: step_on_tile<ScoreStepKind::kDiv, T>(a, base, operand, value, i0, j0, s); break;
+      case ScoreStepKind::kAdd: step_on_tile<ScoreStepKind::kAdd, T>(a, base, operand, value, i0, j0, s); break;
+      case ScoreStepKind::kKeepWhere:
+        step_on_tile<ScoreStepKind::kKeepWhere, T>(a, base, operand, value, i0, j0, s);
+        break;
+      case ScoreStepKind::kFillWhere:
+        step_on_tile<ScoreStepKind::kFillWhere, T>(a, base, operand, value, i0, j0, s);
+        break;
+    }
+    if (step_reads_operand(a.step_kind[k])) ++operand;
+  }
+  if (j0 + kKeyTile <= a.keys && i0 + kRowsPerWarp <= a.q_len) return;
+  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < kKeyFragments; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (j0 + n * 8 + 2 * t + e % 2 >= a.keys || i0 + g + 8 * (e / 2) >= a.q_len) s[n][e] = -INFINITY;
 }
 
 // One warp's online-softmax state for its two rows per lane (g and g + 8 of its 16): the
@@ -141,17 +210,15 @@ template <typename T>
 __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
                                              int64_t i0, int64_t j0, float (&s)[kKeyFragments][4], RowState& state,
                                              float (&rescale)[2]) {
-  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  score_steps_on_tile<T>(a, base, i0, j0, s);
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int half = e / 2;
-      const int64_t i = i0 + g + 8 * half, j = j0 + n * 8 + 2 * t + e % 2;
-      const float v = score_of<T>(a, base, i, j, s[n][e]);
+      const float v = s[n][e];
       state.nan_seen[half] |= isnan(v);
-      s[n][e] = v;
       tile_max[half] = fmaxf(tile_max[half], isnan(v) ? -INFINITY : v);
     }
 #pragma unroll
