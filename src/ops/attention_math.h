@@ -42,6 +42,19 @@ STRIDER_HOST_DEVICE float apply_score_step(ScoreStepKind kind, float value, floa
   return s;
 }
 
+// A Div step by a power of two as the Mul by its reciprocal, which is then exact: both
+// round the same real number s / value, so every score (subnormal, infinite or NaN ones
+// included) comes out the same, without a division per score (torch's / sqrt(d) for
+// heads of 64, 256 or 16). Other steps are returned as they are.
+inline ScoreStep division_as_product(ScoreStep step) {
+  if (step.kind != ScoreStepKind::kDiv || !std::isnormal(step.value)) return step;
+  int exponent = 0;
+  const float mantissa = std::frexp(step.value, &exponent);
+  const float reciprocal = 1.0f / step.value;
+  if (std::fabs(mantissa) != 0.5f || !std::isnormal(reciprocal)) return step;
+  return {ScoreStepKind::kMul, reciprocal};
+}
+
 // A softmax row is defined when its largest score is finite: a NaN or +inf score, or only
 // -inf scores, make exp(s - max) NaN somewhere and so the whole row NaN (the sum is NaN).
 // `any_nan` says whether a NaN was seen (a max that skips NaNs does not see it).

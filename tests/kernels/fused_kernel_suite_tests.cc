@@ -157,6 +157,38 @@ TEST_P(KernelSuite, FusedAttentionLongMasksEndingRowsEarly) {
     }
 }
 
+// Masks whose rows are whole 8-key chunks (136 keys: three key tiles, the last of 8), which
+// CUDA's register-tiled kernel stages a chunk at a time: causal as a bool Where (GPT-2) and
+// as an additive triangle (Llama), one per query and key, and a padding mask of one row per
+// batch element (BERT), with -inf from key 120 on in batch 1.
+TEST_P(KernelSuite, FusedAttentionMasksInChunks) {
+  const int64_t n = 136;
+  for (DType t : {DType::kBF16, DType::kF16, DType::kF32})
+    for (const char* kind : {"where causal", "additive causal", "padding"}) {
+      SCOPED_TRACE(std::string(kind) + " " + std::string(dtype_name(t)));
+      const std::string k = kind;
+      Tensor mask;
+      Shape mask_shape = k == "padding" ? Shape{2, 1, 1, n} : Shape{n, n};
+      if (k == "where causal") {
+        mask = causal_keep(n, n);
+      } else {
+        mask = kernel_test::random_tensor(DType::kF32, mask_shape, 31);
+        for (int64_t i = 0; i < mask.num_elements() / n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            if (k == "padding" ? (i == 1 && j >= 120) : j > i) mask.data<float>()[i * n + j] = -INFINITY;
+        mask = kernel_test::converted(mask, t);
+      }
+      check_attention(this, t, {2, 2, n, 64}, {2, 2, 64, n}, {2, 2, n, 64}, {{"mask", mask}},
+                      [&](GraphBuilder& b, ValueId s) {
+                        ValueId scaled = b.op("Div", {s, b.constant("root", kernel_test::converted(scalar(8.0f), t))});
+                        if (k == "where causal")
+                          return b.op("Softmax", {b.op("Where", {b.input("mask", DType::kBool, {n, n}), scaled,
+                                                                 b.constant("fill", kernel_test::converted(scalar(-INFINITY), t))})});
+                        return b.op("Softmax", {b.op("Add", {scaled, b.input("mask", t, mask_shape)})}, int_attribute("axis", -1));
+                      });
+    }
+}
+
 // Transformer-sized heads, where CUDA's tiled kernel runs (tensor cores for bf16 / f16):
 // more query rows than its 64-row block, more keys than its 64-key tile, head sizes that
 // are not a multiple of its 16-wide steps, value heads narrower than the query's, a padding

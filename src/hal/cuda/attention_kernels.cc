@@ -38,8 +38,9 @@ Result<std::unique_ptr<Kernel>> make_attention(const KernelRequest& r, const Cud
   }
   launch.steps = int(p.steps.size());
   for (size_t k = 0; k < p.steps.size(); ++k) {
-    launch.step_kind[k] = p.steps[k].kind;
-    launch.step_value[k] = p.steps[k].value;
+    const ScoreStep step = division_as_product(p.steps[k]);  // exact: no division per score
+    launch.step_kind[k] = step.kind;
+    launch.step_value[k] = step.value;
   }
   launch.zero_invalid_rows = p.zero_invalid_rows;
   return std::unique_ptr<Kernel>(new AttentionKernel(launch, describe_fused_attention(p)));

@@ -8,10 +8,11 @@
 // shared memory. The tiled kernel (tiled_attention.cu) kept scores, probabilities and
 // output in shared memory between WMMA calls: 6 TFLOP/s on BERT's heads at batch 32.
 //
-// Shared memory holds only the block's Q tile and one key tile of K (key-major) and V
-// (transposed, key-contiguous: the layout the B fragment of P V wants), read through the
-// views' strides: 16-byte loads where the innermost stride is 1 and rows and offsets are
-// multiples of 8 elements, element loads otherwise (QKV chunks and head transposes in place).
+// Shared memory holds only the block's Q tile, one key tile of K and V (both key-major; the
+// B fragments come by ldmatrix, V's transposed) and the score steps' operands for it, read
+// through the views' strides: 16-byte loads where the innermost stride is 1 and rows and
+// offsets are multiples of 8 elements, element loads otherwise (QKV chunks and head
+// transposes in place).
 //
 // Semantics are the other kernels': keys past the last are -inf, a NaN score makes its row
 // NaN (or 0 with zero_invalid_rows), a row of -inf only is undefined, P is rounded to T
@@ -22,6 +23,7 @@
 #include "hal/cuda/attention.h"
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
+#include "hal/cuda/mma_tiles.cuh"
 
 namespace strider::cuda {
 namespace {
@@ -29,136 +31,74 @@ namespace {
 using namespace device;
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarps = 4, kRowsPerWarp = 16, kBlockRows = kWarps * kRowsPerWarp, kKeyTile = 64;
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kRowsPerWarp = 16, kBlockRows = kWarps * kRowsPerWarp, kKeyTile = 64;
 constexpr int kKeyFragments = kKeyTile / 8;  // n = 8 columns of scores per mma
+// A staged score-step operand tile (load_step_operands): 64 query rows x 64 keys, rows
+// padded as K's.
+constexpr int kOperandLd = kKeyTile + 8, kOperandTile = kBlockRows * kOperandLd;
 static_assert(kBlockRows == kTiledAttentionBlockRows);
 
-// Shared tiles, in elements of T. Rows padded by 8 elements (16 bytes): a fragment's eight
-// rows at 4-byte lane offsets then fall in 32 distinct banks, and 16-byte stores stay aligned.
+// Shared tiles, in elements of T (mma_tiles.cuh): Q, then K and V key-major (element (key, d)),
+// then one tile per score step that reads an operand.
 template <int kHead>
 struct MmaTiles {
-  static constexpr int ld = kHead + 8;       // Q and K rows
-  static constexpr int ld_v = kKeyTile + 8;  // V^T rows (one per value column)
-  static constexpr int q = 0, k = q + kBlockRows * ld, vt = k + kKeyTile * ld, elements = vt + kHead * ld_v;
+  static constexpr int ld = kHead + 8;
+  static constexpr int q = 0, k = q + kBlockRows * ld, v = k + kKeyTile * ld, operands = v + kKeyTile * ld;
+  static constexpr int most_elements = operands + kMaxScoreSteps * kOperandTile;
 };
 
-// D (+)= A B for one m16n8k16 fragment: A row-major 16 x 16, B column-major 16 x 8, f32 D.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// How many staged operand tiles a launch needs: one per score step that reads an operand.
+inline int operand_tiles(const AttentionLaunch& a) {
+  int tiles = 0;
+  for (int k = 0; k < a.steps; ++k) tiles += step_reads_operand(a.step_kind[k]) ? 1 : 0;
+  return tiles;
 }
 
-// Two adjacent elements of a shared tile (at an even index) as one register.
+// The score steps' operands, staged in shared memory a key tile at a time beside K and V:
+// the block's 64 query rows x 64 keys of each operand the steps read (one row where the
+// operand is the same for every query, a row stride of 0: BERT's padding mask), as T (an
+// additive operand is T already, a condition 0 or 1), zero outside the attention. The
+// steps then read every operand at fixed offsets in shared memory with one code path;
+// reading them from global memory took a fast path for contiguous keys and an out-of-line
+// call for the rest, 132 KB of code for the 64-wide kernel.
 template <typename T>
-__device__ __forceinline__ uint32_t pair_at(const T* tile, int index) {
-  return *reinterpret_cast<const uint32_t*>(tile + index);
-}
-
-// lo and hi rounded to T, lo in the low half (the lower column of an A fragment's pair).
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-// tile[r * ld + c] (or tile[c * ld + r] with `transpose`) = element (r0 + r, c) of a
-// (rows x cols) operand at base + r * row + c * col, zero outside it, for r < tile_rows and
-// c < tile_cols (a multiple of 16). The whole block loads.
-template <typename T>
-__device__ void load_tile(T* tile, int ld, bool transpose, int tile_rows, int tile_cols, const void* data,
-                          int64_t base, int64_t row, int64_t col, int64_t r0, int64_t rows, int64_t cols) {
-  const T* src = static_cast<const T*>(data);
-  const bool vectors = col == 1 && row % 8 == 0 && base % 8 == 0 && cols % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(data) % 16 == 0;
-  if (vectors) {
-    // Every load of a round is issued before the first store: one memory latency a round
-    // instead of one a load (a 64 x 128 tile is 8 loads a thread).
-    constexpr int kLoadsInFlight = 8;
-    const int chunks = tile_cols / 8, total = tile_rows * chunks, threads = int(blockDim.x);
-    for (int first = int(threadIdx.x); first < total; first += kLoadsInFlight * threads) {
-      uint4 bits[kLoadsInFlight];
-#pragma unroll
-      for (int k = 0; k < kLoadsInFlight; ++k) {
-        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
-        bits[k] = make_uint4(0, 0, 0, 0);
-        if (at < total && r0 + r < rows && c < cols) bits[k] = *reinterpret_cast<const uint4*>(src + base + (r0 + r) * row + c);
-      }
-#pragma unroll
-      for (int k = 0; k < kLoadsInFlight; ++k) {
-        const int at = first + k * threads, r = at / chunks, c = at % chunks * 8;
-        if (at >= total) continue;
-        if (!transpose) {
-          *reinterpret_cast<uint4*>(tile + r * ld + c) = bits[k];
-        } else {
-          const T* e = reinterpret_cast<const T*>(&bits[k]);
-#pragma unroll
-          for (int x = 0; x < 8; ++x) tile[(c + x) * ld + r] = e[x];
-        }
-      }
-    }
-    return;
-  }
-  for (int at = int(threadIdx.x); at < tile_rows * tile_cols; at += int(blockDim.x)) {
-    const int r = at / tile_cols, c = at % tile_cols;
-    const bool inside = r0 + r < rows && c < cols;
-    tile[transpose ? c * ld + r : r * ld + c] = inside ? src[base + (r0 + r) * row + c * col] : T(0.0f);
+__device__ __forceinline__ void load_step_operands(T* tiles, const AttentionLaunch& a,
+                                                   const int64_t (&base)[kAttentionOperands], int64_t q0, int64_t j0) {
+  int operand = 4;
+  T* tile = tiles;
+  for (int k = 0; k < a.steps; ++k) {
+    const ScoreStepKind kind = a.step_kind[k];
+    if (!step_reads_operand(kind)) continue;
+    const bool one_row = a.row[operand] == 0;
+    if (kind == ScoreStepKind::kAdd)
+      mma::stage_operand<T, T, kBlockRows, kKeyTile, kThreads>(tile, kOperandLd, a.data[operand], base[operand], a.row[operand],
+                                                               a.col[operand], q0, a.q_len, j0, a.keys, one_row);
+    else
+      mma::stage_operand<T, bool, kBlockRows, kKeyTile, kThreads>(tile, kOperandLd, a.data[operand], base[operand],
+                                                                  a.row[operand], a.col[operand], q0, a.q_len, j0, a.keys,
+                                                                  one_row);
+    ++operand;
+    tile += kOperandTile;
   }
 }
 
 // One score step on this lane's 32 scores of a key tile (rows g and g + 8 of the warp's 16,
 // columns 2t and 2t + 1 of each 8-key fragment), the kind fixed at compile time so that
-// apply_score_step folds to one operation. An operand is read only inside the scores (a
-// partial tile's outside scores become -inf after the steps). Where the operand's keys are
-// contiguous and the tile is whole, a row's 16 elements are at fixed offsets from one
-// pointer; other operands read each element through a call (inlined, their 32 64-bit
-// addresses took the kernel from 156 to 204 registers).
-// An operand element read through its strides, out of line: the path of strided keys and
-// partial tiles, kept out of the unrolled tile so its addresses hold no registers there.
-template <typename Operand>
-__device__ __noinline__ float operand_at(const AttentionLaunch& a, int operand, int64_t row_at, int64_t j) {
-  return float(load<Operand>(a.data[operand], row_at + j * a.col[operand]));
-}
-
+// apply_score_step folds to one operation; `rows` is the step's staged operand tile (the
+// warp's rows, or its one row).
 template <ScoreStepKind kKind, typename T>
-__device__ __forceinline__ void step_on_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
-                                             int operand, float value, int64_t i0, int64_t j0,
-                                             float (&s)[kKeyFragments][4]) {
+__device__ __forceinline__ void step_on_tile(const T* rows, int64_t row_step, float value, float (&s)[kKeyFragments][4]) {
   constexpr bool kReadsOperand = kKind == ScoreStepKind::kAdd || kKind == ScoreStepKind::kKeepWhere ||
                                  kKind == ScoreStepKind::kFillWhere;
-  using Operand = std::conditional_t<kKind == ScoreStepKind::kAdd, T, bool>;
   const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const bool contiguous = kReadsOperand && a.col[operand] == 1 && j0 + kKeyTile <= a.keys;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int64_t i = i0 + g + 8 * half;
-    const int64_t row_at = kReadsOperand ? base[operand] + i * a.row[operand] : 0;
-    const Bits<Operand>* row = kReadsOperand ? static_cast<const Bits<Operand>*>(a.data[operand]) + row_at + j0 + 2 * t
-                                             : nullptr;
+    const T* row = rows + (g + 8 * half) * row_step + 2 * t;
 #pragma unroll
     for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        float x = 0;
-        if constexpr (kReadsOperand) {
-          const int64_t j = j0 + n * 8 + 2 * t + c;
-          if (i < a.q_len && contiguous) {
-            x = float(to_compute<Operand>(row[n * 8 + c]));
-          } else if (i < a.q_len && j < a.keys) {
-            x = operand_at<Operand>(a, operand, row_at, j);
-          }
-        }
+        const float x = kReadsOperand ? float(row[n * 8 + c]) : 0.0f;
         s[n][2 * half + c] = apply_score_step(kKind, value, s[n][2 * half + c], x);
       }
   }
@@ -170,23 +110,25 @@ __device__ __forceinline__ void step_on_tile(const AttentionLaunch& a, const int
 // 32 unrolled elements made the kernel too large for the instruction cache, and called out
 // of line it cost a call per score.) Scores outside the attention become -inf.
 template <typename T>
-__device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
-                                                    int64_t i0, int64_t j0, float (&s)[kKeyFragments][4]) {
+__device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, const T* operand_tiles, int64_t i0,
+                                                    int64_t j0, float (&s)[kKeyFragments][4]) {
+  const int warp = int(threadIdx.x / 32);
   int operand = 4;
+  const T* tile = operand_tiles;
   for (int k = 0; k < a.steps; ++k) {
     const float value = a.step_value[k];
+    // The warp's rows of the staged operand, or its one row for every query.
+    const bool one_row = a.row[operand] == 0;
+    const T* rows = tile + (one_row ? 0 : warp * kRowsPerWarp * kOperandLd);
+    const int64_t row_step = one_row ? 0 : kOperandLd;
     switch (a.step_kind[k]) {
-      case ScoreStepKind::kMul: step_on_tile<ScoreStepKind::kMul, T>(a, base, operand, value, i0, j0, s); break;
-      case ScoreStepKind::kDiv: step_on_tile<ScoreStepKind::kDiv, T>(a, base, operand, value, i0, j0, s); break;
-      case ScoreStepKind::kAdd: step_on_tile<ScoreStepKind::kAdd, T>(a, base, operand, value, i0, j0, s); break;
-      case ScoreStepKind::kKeepWhere:
-        step_on_tile<ScoreStepKind::kKeepWhere, T>(a, base, operand, value, i0, j0, s);
-        break;
-      case ScoreStepKind::kFillWhere:
-        step_on_tile<ScoreStepKind::kFillWhere, T>(a, base, operand, value, i0, j0, s);
-        break;
+      case ScoreStepKind::kMul: step_on_tile<ScoreStepKind::kMul, T>(rows, row_step, value, s); break;
+      case ScoreStepKind::kDiv: step_on_tile<ScoreStepKind::kDiv, T>(rows, row_step, value, s); break;
+      case ScoreStepKind::kAdd: step_on_tile<ScoreStepKind::kAdd, T>(rows, row_step, value, s); break;
+      case ScoreStepKind::kKeepWhere: step_on_tile<ScoreStepKind::kKeepWhere, T>(rows, row_step, value, s); break;
+      case ScoreStepKind::kFillWhere: step_on_tile<ScoreStepKind::kFillWhere, T>(rows, row_step, value, s); break;
     }
-    if (step_reads_operand(a.step_kind[k])) ++operand;
+    if (step_reads_operand(a.step_kind[k])) ++operand, tile += kOperandTile;
   }
   if (j0 + kKeyTile <= a.keys && i0 + kRowsPerWarp <= a.q_len) return;
   const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
@@ -207,10 +149,10 @@ struct RowState {
 // The score steps on a key tile's scores, then the online softmax: the scores become
 // probabilities, `rescale` the factor for the output accumulated so far.
 template <typename T>
-__device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const int64_t (&base)[kAttentionOperands],
-                                             int64_t i0, int64_t j0, float (&s)[kKeyFragments][4], RowState& state,
+__device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const T* operand_tiles, int64_t i0, int64_t j0,
+                                             float (&s)[kKeyFragments][4], RowState& state,
                                              float (&rescale)[2]) {
-  score_steps_on_tile<T>(a, base, i0, j0, s);
+  score_steps_on_tile<T>(a, operand_tiles, i0, j0, s);
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < kKeyFragments; ++n)
@@ -245,50 +187,64 @@ __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const int
 }
 
 template <typename T, int kHead>
-__global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid_constant__ AttentionLaunch a) {
+__global__ void __launch_bounds__(kThreads) mma_attention_kernel(const __grid_constant__ AttentionLaunch a) {
   using L = MmaTiles<kHead>;
   constexpr int kSteps = kHead / 16, kOutFragments = kHead / 8;
+  static_assert(kSteps % 2 == 0 && kOutFragments % 2 == 0);
   extern __shared__ __align__(128) unsigned char shared[];
   T* q_tile = reinterpret_cast<T*>(shared) + L::q;
   T* k_tile = reinterpret_cast<T*>(shared) + L::k;
-  T* vt_tile = reinterpret_cast<T*>(shared) + L::vt;
+  T* v_tile = reinterpret_cast<T*>(shared) + L::v;
+  T* step_tiles = reinterpret_cast<T*>(shared) + L::operands;
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const int head16 = int((a.head + 15) / 16 * 16), v_head16 = int((a.v_head + 15) / 16 * 16);
+  // The rows this lane addresses for ldmatrix: row lane % 8 of matrix lane / 8.
+  const int matrix = lane / 8, matrix_row = lane % 8;
   const int64_t q_tiles = (a.q_len + kBlockRows - 1) / kBlockRows;
   for (int64_t tile = blockIdx.x; tile < a.batch.count * q_tiles; tile += gridDim.x) {
     int64_t base[kAttentionOperands];
     a.batch.offsets(tile / q_tiles, base);
     const int64_t q0 = tile % q_tiles * kBlockRows, i0 = q0 + warp * kRowsPerWarp;
+    // K read key-major: element (key, d) of Kt's (d, key).
+    const bool q_chunks = mma::rows_in_chunks<T>(a.data[0], base[0], a.row[0], a.col[0], a.head);
+    const bool k_chunks = mma::rows_in_chunks<T>(a.data[1], base[1], a.col[1], a.row[1], a.head);
+    const bool v_chunks = mma::rows_in_chunks<T>(a.data[2], base[2], a.row[2], a.col[2], a.v_head);
     __syncthreads();  // the previous tile's last reads of the shared tiles are done
-    load_tile(q_tile, L::ld, false, kBlockRows, head16, a.data[0], base[0], a.row[0], a.col[0], q0, a.q_len, a.head);
+    mma::load_tile<T, kBlockRows, kHead, kThreads>(q_tile, L::ld, a.data[0], base[0], a.row[0], a.col[0], q0, a.q_len,
+                                                   a.head, q_chunks);
     __syncthreads();
     uint32_t qf[kSteps][4];
     const T* q_rows = q_tile + (warp * kRowsPerWarp + g) * L::ld + 2 * t;
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      qf[k][0] = pair_at(q_rows, k * 16);
-      qf[k][1] = pair_at(q_rows, 8 * L::ld + k * 16);
-      qf[k][2] = pair_at(q_rows, k * 16 + 8);
-      qf[k][3] = pair_at(q_rows, 8 * L::ld + k * 16 + 8);
+      qf[k][0] = mma::pair_at(q_rows, k * 16);
+      qf[k][1] = mma::pair_at(q_rows, 8 * L::ld + k * 16);
+      qf[k][2] = mma::pair_at(q_rows, k * 16 + 8);
+      qf[k][3] = mma::pair_at(q_rows, 8 * L::ld + k * 16 + 8);
     }
     float o[kOutFragments][4] = {};
     RowState state;
     for (int64_t j0 = 0; j0 < a.keys; j0 += kKeyTile) {
       __syncthreads();  // every warp is done with the last key tile
-      // K's tile key-major (element (key, d) from Kt's (d, key)), V's transposed.
-      load_tile(k_tile, L::ld, false, kKeyTile, head16, a.data[1], base[1], a.col[1], a.row[1], j0, a.keys, a.head);
-      load_tile(vt_tile, L::ld_v, true, kKeyTile, v_head16, a.data[2], base[2], a.row[2], a.col[2], j0, a.keys, a.v_head);
+      mma::load_tile<T, kKeyTile, kHead, kThreads>(k_tile, L::ld, a.data[1], base[1], a.col[1], a.row[1], j0, a.keys,
+                                                   a.head, k_chunks);
+      mma::load_tile<T, kKeyTile, kHead, kThreads>(v_tile, L::ld, a.data[2], base[2], a.row[2], a.col[2], j0, a.keys,
+                                                   a.v_head, v_chunks);
+      load_step_operands(step_tiles, a, base, q0, j0);
       __syncthreads();
+      // S = Q K^T: K's tile rows are the B fragments' columns. One ldmatrix gives keys
+      // 8n..8n+7 of two 16-wide steps of the head (columns past the head are zeros).
       float s[kKeyFragments][4] = {};
 #pragma unroll
-      for (int n = 0; n < kKeyFragments; ++n) {
-        const T* k_row = k_tile + (n * 8 + g) * L::ld + 2 * t;
+      for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
-        for (int k = 0; k < kSteps; ++k)
-          if (k * 16 < head16) mma_16816<T>(s[n], qf[k], pair_at(k_row, k * 16), pair_at(k_row, k * 16 + 8));
-      }
+        for (int k = 0; k < kSteps; k += 2) {
+          uint32_t b[4];
+          mma::ldmatrix_x4(b, k_tile + (n * 8 + matrix_row) * L::ld + k * 16 + matrix * 8);
+          mma::mma_16816<T>(s[n], qf[k], b[0], b[1]);
+          mma::mma_16816<T>(s[n], qf[k + 1], b[2], b[3]);
+        }
       float rescale[2];
-      softmax_tile<T>(a, base, i0, j0, s, state, rescale);
+      softmax_tile<T>(a, step_tiles, i0, j0, s, state, rescale);
 #pragma unroll
       for (int d = 0; d < kOutFragments; ++d) {
         o[d][0] *= rescale[0], o[d][1] *= rescale[0];
@@ -297,13 +253,17 @@ __global__ void __launch_bounds__(32 * kWarps) mma_attention_kernel(const __grid
 #pragma unroll
       for (int k = 0; k < kKeyTile / 16; ++k) {
         // The scores' accumulators of keys 16k..16k+15 are P's A fragment for them.
-        const uint32_t p[4] = {pack_pair<T>(s[2 * k][0], s[2 * k][1]), pack_pair<T>(s[2 * k][2], s[2 * k][3]),
-                               pack_pair<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
-                               pack_pair<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
+        const uint32_t p[4] = {mma::pack_pair<T>(s[2 * k][0], s[2 * k][1]), mma::pack_pair<T>(s[2 * k][2], s[2 * k][3]),
+                               mma::pack_pair<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
+                               mma::pack_pair<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
+        // V's B fragments by a transposed ldmatrix of its key-major tile: keys 16k..16k+15
+        // (matrices 0, 1 and 2, 3) of value columns 8d..8d+15.
 #pragma unroll
-        for (int d = 0; d < kOutFragments; ++d) {
-          const T* v_row = vt_tile + (d * 8 + g) * L::ld_v + k * 16 + 2 * t;
-          if (d * 8 < v_head16) mma_16816<T>(o[d], p, pair_at(v_row, 0), pair_at(v_row, 8));
+        for (int d = 0; d < kOutFragments; d += 2) {
+          uint32_t b[4];
+          mma::ldmatrix_x4_transposed(b, v_tile + (k * 16 + matrix % 2 * 8 + matrix_row) * L::ld + (d + matrix / 2) * 8);
+          mma::mma_16816<T>(o[d], p, b[0], b[1]);
+          mma::mma_16816<T>(o[d + 1], p, b[2], b[3]);
         }
       }
     }
@@ -337,15 +297,15 @@ template <typename T, int kHead>
 cudaError_t launch_mma(const AttentionLaunch& a, cudaStream_t stream) {
   const int64_t tiles = a.batch.count * ((a.q_len + kBlockRows - 1) / kBlockRows);
   const unsigned blocks = unsigned(std::min<int64_t>(tiles, 1 << 20));
-  const size_t bytes = sizeof(T) * size_t(MmaTiles<kHead>::elements);
-  mma_attention_kernel<T, kHead><<<blocks, 32 * kWarps, bytes, stream>>>(a);
+  const size_t bytes = sizeof(T) * size_t(MmaTiles<kHead>::operands + operand_tiles(a) * kOperandTile);
+  mma_attention_kernel<T, kHead><<<blocks, kThreads, bytes, stream>>>(a);
   return cudaGetLastError();
 }
 
 // The launcher for heads up to kHead, its shared memory allowed at creation (as tiled_launcher).
 template <typename T, int kHead>
 Result<AttentionLauncher> mma_launcher() {
-  return allow_shared_memory(mma_attention_kernel<T, kHead>, sizeof(T) * size_t(MmaTiles<kHead>::elements),
+  return allow_shared_memory(mma_attention_kernel<T, kHead>, sizeof(T) * size_t(MmaTiles<kHead>::most_elements),
                              "register-tiled attention", &launch_mma<T, kHead>);
 }
 
