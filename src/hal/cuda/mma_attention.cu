@@ -140,14 +140,27 @@ __device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, co
 }
 
 // One warp's online-softmax state for its two rows per lane (g and g + 8 of its 16): the
-// running max, this lane's share of the running sum, whether a NaN score was seen.
+// running max and this lane's share of the running sum. A NaN score is not tracked apart:
+// its probability is NaN, so the row's sum is NaN at the end (softmax_row_defined's
+// any_nan), and a NaN is never the max (fmaxf skips it).
 struct RowState {
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0, 0};
-  bool nan_seen[2] = {false, false};
 };
 
+// 2^x by the special function unit (MUFU.EX2; a few ulp, subnormal results flushed to 0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+
 // The score steps on a key tile's scores, then the online softmax: the scores become
-// probabilities, `rescale` the factor for the output accumulated so far.
+// probabilities, `rescale` the factor for the output accumulated so far. A probability is
+// 2^(s log2(e) - max log2(e)), one FFMA and one MUFU.EX2 as FlashAttention computes it,
+// instead of expf(s - max) (about 15 instructions, and a NaN test, a score): it is within
+// 2^-18 of expf's relative to it (the FFMA's argument error at scores of up to ~100), far
+// below the rounding of P to T for P V (2^-9 in bf16, 2^-12 in f16).
 template <typename T>
 __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const T* operand_tiles, int64_t i0, int64_t j0,
                                              float (&s)[kKeyFragments][4], RowState& state,
@@ -157,12 +170,8 @@ __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const T* 
 #pragma unroll
   for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int half = e / 2;
-      const float v = s[n][e];
-      state.nan_seen[half] |= isnan(v);
-      tile_max[half] = fmaxf(tile_max[half], isnan(v) ? -INFINITY : v);
-    }
+    for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
+  float scaled_max[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     // The four lanes of a row (t = 0..3) hold its 64 scores between them.
@@ -170,19 +179,18 @@ __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const T* 
     tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullMask, tile_max[half], 2));
     const float next = fmaxf(state.max[half], tile_max[half]);
     // Every key so far -inf: nothing to add (p = 0, the output stays 0 and is not rescaled).
-    rescale[half] = next == -INFINITY ? 1.0f : expf(state.max[half] - next);
+    rescale[half] = next == -INFINITY ? 1.0f : exp2_approx((state.max[half] - next) * kLog2e);
     state.max[half] = next;
     state.sum[half] *= rescale[half];
+    scaled_max[half] = next == -INFINITY ? 0.0f : next * kLog2e;  // then every s is -inf: p = 0
   }
 #pragma unroll
   for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int half = e / 2;
-      const float next = state.max[half];
-      const float p = next == -INFINITY || isnan(s[n][e]) ? 0.0f : expf(s[n][e] - next);
+      const float p = exp2_approx(fmaf(s[n][e], kLog2e, -scaled_max[e / 2]));
       s[n][e] = p;
-      state.sum[half] += p;
+      state.sum[e / 2] += p;
     }
 }
 
@@ -267,27 +275,35 @@ __global__ void __launch_bounds__(kThreads) mma_attention_kernel(const __grid_co
         }
       }
     }
-    // A row's sum and NaN flag are spread over its four lanes; every lane reaches the shuffles.
+    const bool pairs = a.col[3] == 1 && base[3] % 2 == 0 && a.row[3] % 2 == 0 && a.v_head % 2 == 0 &&
+                       reinterpret_cast<uintptr_t>(a.data[3]) % 4 == 0;
+    // A row's sum is spread over its four lanes (NaN where a score was); every lane reaches the shuffles.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float sum = state.sum[half];
       sum += __shfl_xor_sync(kFullMask, sum, 1);
       sum += __shfl_xor_sync(kFullMask, sum, 2);
-      int nan_seen = int(state.nan_seen[half]);
-      nan_seen |= __shfl_xor_sync(kFullMask, nan_seen, 1);
-      nan_seen |= __shfl_xor_sync(kFullMask, nan_seen, 2);
-      const bool defined = softmax_row_defined(state.max[half], nan_seen != 0);
+      const bool defined = softmax_row_defined(state.max[half], isnan(sum));
       const float scale = row_output_scale(a, defined, sum);
       const int64_t i = i0 + g + 8 * half;
       if (i >= a.q_len) continue;
+      const int64_t row_at = base[3] + i * a.row[3];
+      if (pairs) {  // columns 2t and 2t + 1 of each fragment as one 4-byte store
+        T* out = static_cast<T*>(const_cast<void*>(a.data[3])) + row_at;
+#pragma unroll
+        for (int d = 0; d < kOutFragments; ++d)
+          if (d * 8 + 2 * t < a.v_head)
+            *reinterpret_cast<uint32_t*>(out + d * 8 + 2 * t) = mma::pack_pair<T>(
+                scaled_output(scale, o[d][2 * half]), scaled_output(scale, o[d][2 * half + 1]));
+        continue;
+      }
 #pragma unroll
       for (int d = 0; d < kOutFragments; ++d)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t column = d * 8 + 2 * t + e;
           if (column >= a.v_head) continue;
-          const float y = scaled_output(scale, o[d][2 * half + e]);
-          store<T>(const_cast<void*>(a.data[3]), base[3] + i * a.row[3] + column * a.col[3], y);
+          store<T>(const_cast<void*>(a.data[3]), row_at + column * a.col[3], scaled_output(scale, o[d][2 * half + e]));
         }
     }
   }
