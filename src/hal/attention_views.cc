@@ -20,6 +20,31 @@ bool strides_over(const TensorView& view, const Shape& target, Strides* out) {
   return true;
 }
 
+// Grouped-query heads (kv_repeat = r > 1): the heads dim (dim -3) of H = G r heads splits
+// into (G, r), stride s into r s and s, in Q, the output and the step operands; Kt and V,
+// with G heads, gain the r dim with stride 0, so each key head is read in place by its r
+// query heads (head h = g r + j reads key head g). A heads dim of 1 (broadcast) becomes
+// (1, 1); views of rank 2 have no heads dim and broadcast as they are.
+bool grouped(TensorView& view, int64_t r, bool keys) {
+  if (view.rank() < 3) return true;
+  const size_t d = size_t(view.rank() - 3);
+  const int64_t size = view.sizes[d], stride = view.strides[d];
+  int64_t inner_size = r, inner_stride = 0;
+  if (!keys) {
+    if (size == 1) {
+      inner_size = 1;
+    } else {
+      if (size % r != 0) return false;
+      view.sizes[d] = size / r;
+      view.strides[d] = stride * r;
+      inner_stride = stride;
+    }
+  }
+  view.sizes.insert(view.sizes.begin() + int64_t(d) + 1, inner_size);
+  view.strides.insert(view.strides.begin() + int64_t(d) + 1, inner_stride);
+  return true;
+}
+
 }  // namespace
 
 Result<AttentionViews> attention_views(const FusedAttentionParams& params, const KernelRequest& r) {
@@ -31,9 +56,15 @@ Result<AttentionViews> attention_views(const FusedAttentionParams& params, const
   a.head = q.sizes.back();
   a.keys = kt.sizes.back();
   a.v_head = v.sizes.back();
-  a.batch.assign(out.sizes.begin(), out.sizes.end() - 2);
   a.views = {q, kt, v, out};
   for (int k = 0; k < params.step_inputs(); ++k) a.views.push_back(r.inputs[size_t(kAttnFirstStepInput + k)]);
+  if (params.kv_repeat > 1)
+    for (int k = 0; k < a.operands(); ++k)
+      if (!grouped(a.views[size_t(k)], params.kv_repeat, k == kAttnViewKt || k == kAttnViewV))
+        return invalid_argument(fmt::format("FusedAttention operand {} {}: heads not in groups of {}", k,
+                                            shape_to_string(a.views[size_t(k)].sizes), params.kv_repeat));
+  const TensorView& shaped_out = a.views[kAttnViewOut];
+  a.batch.assign(shaped_out.sizes.begin(), shaped_out.sizes.end() - 2);
   // The matrix shape each operand has: Q [Sq, D], Kt [D, T], V [T, Dv], out [Sq, Dv], steps [Sq, T].
   const int64_t matrix[4][2] = {{a.q_len, a.head}, {a.head, a.keys}, {a.keys, a.v_head}, {a.q_len, a.v_head}};
   for (int k = 0; k < a.operands(); ++k) {

@@ -27,7 +27,8 @@ std::string describe_fused_attention(const FusedAttentionParams& p) {
       case ScoreStepKind::kFillWhere: s = fmt::format("where(x{}, {}, {})", operand++, step.value, s); break;
     }
   }
-  return fmt::format("softmax({}){} @ v", s, p.zero_invalid_rows ? " (undefined rows 0)" : "");
+  return fmt::format("softmax({}){} @ v{}", s, p.zero_invalid_rows ? " (undefined rows 0)" : "",
+                     p.kv_repeat > 1 ? fmt::format(" ({} query heads a key head)", p.kv_repeat) : "");
 }
 
 void write_fused_attention(const FusedAttentionParams& p, Node* node) {
@@ -40,6 +41,7 @@ void write_fused_attention(const FusedAttentionParams& p, Node* node) {
   node->attributes.set_ints("steps", std::move(kinds));
   node->attributes.set_floats("step_values", std::move(values));
   node->attributes.set_int("zero_invalid_rows", p.zero_invalid_rows ? 1 : 0);
+  if (p.kv_repeat > 1) node->attributes.set_int("kv_repeat", p.kv_repeat);
   node->attributes.set_string("expression", describe_fused_attention(p));
 }
 
@@ -47,11 +49,15 @@ Result<FusedAttentionParams> read_fused_attention(const Node& node) {
   STRIDER_ASSIGN_OR_RETURN(std::vector<int64_t> kinds, node.attributes.get_ints("steps", {}));
   STRIDER_ASSIGN_OR_RETURN(std::vector<float> values, node.attributes.get_floats("step_values", {}));
   STRIDER_ASSIGN_OR_RETURN(int64_t zero_rows, node.attributes.get_int("zero_invalid_rows", 0));
+  STRIDER_ASSIGN_OR_RETURN(int64_t kv_repeat, node.attributes.get_int("kv_repeat", 1));
+  if (kv_repeat < 1 || kv_repeat > (int64_t(1) << 20))
+    return invalid_model(fmt::format("node '{}': kv_repeat {} is not a head count", node.name, kv_repeat));
   if (kinds.size() > size_t(kMaxScoreSteps) || values.size() != kinds.size())
     return invalid_model(fmt::format("node '{}': malformed attention score program ({} steps, {} values)", node.name,
                                      kinds.size(), values.size()));
   FusedAttentionParams p;
   p.zero_invalid_rows = zero_rows != 0;
+  p.kv_repeat = kv_repeat;
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (kinds[k] < 0 || kinds[k] >= kScoreStepKinds)
       return invalid_model(fmt::format("node '{}': unknown attention score step {}", node.name, kinds[k]));
@@ -79,8 +85,14 @@ Status infer_fused_attention(InferContext& ctx) {
     return ctx.error("Q, Kt and V need one floating dtype");
   if (q.back() != kt[kt.size() - 2] || kt.back() != v[v.size() - 2])
     return ctx.error("Q {}, Kt {} and V {} do not multiply", shape_to_string(q), shape_to_string(kt), shape_to_string(v));
-  Shape batch;
-  if (!broadcast_shapes(batch_of(q), batch_of(kt), &batch) || !broadcast_shapes(Shape(batch), batch_of(v), &batch))
+  // Grouped heads: Kt's and V's heads dim counts kv_repeat query heads each.
+  Shape kt_batch = batch_of(kt), v_batch = batch_of(v), batch;
+  if (p.kv_repeat > 1) {
+    if (kt_batch.empty() || v_batch.empty()) return ctx.error("grouped heads (kv_repeat) need Kt and V with a heads dim");
+    kt_batch.back() *= p.kv_repeat;
+    v_batch.back() *= p.kv_repeat;
+  }
+  if (!broadcast_shapes(batch_of(q), kt_batch, &batch) || !broadcast_shapes(Shape(batch), v_batch, &batch))
     return ctx.error("the batch dims of Q, Kt and V do not broadcast");
   Shape scores = batch;
   scores.push_back(q[q.size() - 2]);

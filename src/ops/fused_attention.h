@@ -8,6 +8,11 @@
 //           reads one (a bias, or a condition), each broadcastable to [.., Sq, T];
 //   output: [.., Sq, Dv]; the batch dims (..) of Q, Kt and V broadcast as MatMul's do.
 //
+// Grouped-query attention: with kv_repeat = r > 1 each head of Kt and V (their dim -3)
+// serves r consecutive heads of Q (query head h reads key head h / r): the pass absorbs
+// torch's repeat_kv (Unsqueeze, Expand, Reshape, whose Reshape is a copy: the Expand's
+// stride 0 does not merge), so the keys and values are read in place.
+//
 // Kt is the keys already transposed, as the graph's MatMul reads it (a Transpose view of
 // K): a kernel reads it through its strides, so nothing is copied to transpose it.
 //
@@ -17,8 +22,8 @@
 // or +inf among them, where the unfused softmax gives NaN everywhere) gives NaN, or 0 when
 // the pattern guarded it (Where(IsNaN(p), 0, p), Attention's fully masked rows).
 //
-// On the node: `steps` (ScoreStepKind codes), `step_values` (one float per step), and
-// `zero_invalid_rows`; `nodes` names what was fused, `expression` spells it out.
+// On the node: `steps` (ScoreStepKind codes), `step_values` (one float per step),
+// `zero_invalid_rows` and `kv_repeat` (1 where absent); `nodes` names what was fused, `expression` spells it out.
 #pragma once
 
 #include <string>
@@ -39,6 +44,7 @@ enum FusedAttentionInput : int { kAttnQ = 0, kAttnKt = 1, kAttnV = 2, kAttnFirst
 struct FusedAttentionParams {
   std::vector<ScoreStep> steps;  // at most kMaxScoreSteps
   bool zero_invalid_rows = false;
+  int64_t kv_repeat = 1;  // query heads per head of Kt and V (grouped-query attention)
   // The step reading node input kAttnFirstStepInput + k is the k-th step that reads one.
   int step_inputs() const;
 };

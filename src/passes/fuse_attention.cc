@@ -19,6 +19,10 @@ struct Match {
   ValueId q = kNoValue, kt = kNoValue, v = kNoValue;
   std::vector<ValueId> step_operands;  // in step order
   FusedAttentionParams params;
+  // Grouped heads (params.kv_repeat > 1): Kt's Transpose, to read kt_source instead of the
+  // repeated keys.
+  NodeId kt_transpose = kNoNode;
+  ValueId kt_source = kNoValue;
 };
 
 class AttentionMatcher {
@@ -40,7 +44,9 @@ class AttentionMatcher {
     m.step_operands = std::move(operands);
     m.nodes.push_back(softmax_id);
     if (!match_tail(softmax.outputs[0], m)) return std::nullopt;
-    return valid_types(m) ? std::optional<Match>(std::move(m)) : std::nullopt;
+    if (!valid_types(m)) return std::nullopt;
+    absorb_repeated_heads(m);
+    return m;
   }
 
  private:
@@ -119,6 +125,75 @@ class AttentionMatcher {
         if (continue_with(n.inputs[2], {ScoreStepKind::kFillWhere, *fill}, n.inputs[0])) return true;
     }
     return false;
+  }
+
+  // The producer of internal value `v` if it is one of `ops` (default domain), or null.
+  const Node* internal_producer(ValueId v, std::initializer_list<std::string_view> ops, NodeId* id) const {
+    if (v == kNoValue || !internal(v) || (*id = g_.value(v).producer) == kNoNode) return nullptr;
+    const Node& n = g_.node(*id);
+    if (!default_domain(n) || n.inputs.empty() || n.outputs.size() != 1) return nullptr;
+    for (std::string_view op : ops)
+      if (n.op_type == op) return &n;
+    return nullptr;
+  }
+
+  // torch's repeat_kv ending in `value`: X [.., G, S, D] -> Unsqueeze (or Reshape)
+  // [.., G, 1, S, D] -> Expand [.., G, r, S, D] -> Reshape [.., G r, S, D], each read only by
+  // the next. X and r (> 1), the three nodes appended to `nodes`; nullopt for anything else.
+  std::optional<std::pair<ValueId, int64_t>> repeated_heads(ValueId value, std::vector<NodeId>& nodes) const {
+    NodeId merge_id = kNoNode, expand_id = kNoNode, unit_id = kNoNode;
+    const Node* merge = internal_producer(value, {"Reshape"}, &merge_id);
+    const Node* expand = merge ? internal_producer(merge->inputs[0], {"Expand"}, &expand_id) : nullptr;
+    const Node* unit = expand ? internal_producer(expand->inputs[0], {"Unsqueeze", "Reshape"}, &unit_id) : nullptr;
+    if (!unit) return std::nullopt;
+    const Shape &merged = g_.value(value).shape, &expanded = g_.value(merge->inputs[0]).shape;
+    const Shape &unit_shape = g_.value(expand->inputs[0]).shape, &source = g_.value(unit->inputs[0]).shape;
+    const size_t n = merged.size();
+    if (n < 3 || expanded.size() != n + 1 || unit_shape.size() != n + 1 || source.size() != n) return std::nullopt;
+    const int64_t groups = expanded[n - 3], r = expanded[n - 2];
+    Shape want_expanded(merged.begin(), merged.end() - 3), want_unit, want_source;
+    want_expanded.insert(want_expanded.end(), {groups, r, merged[n - 2], merged[n - 1]});
+    want_unit = want_expanded;
+    want_unit[n - 2] = 1;
+    want_source = merged;
+    want_source[n - 3] = groups;
+    if (r < 2 || groups * r != merged[n - 3] || expanded != want_expanded || unit_shape != want_unit || source != want_source)
+      return std::nullopt;
+    nodes.insert(nodes.end(), {merge_id, expand_id, unit_id});
+    return std::make_pair(unit->inputs[0], r);
+  }
+
+  // Grouped-query attention written as torch's repeat_kv before V and before Kt or Kt's
+  // Transpose: the node reads the key and value heads in place
+  // (FusedAttentionParams::kv_repeat) and the repeats' nodes join the pattern; where both are
+  // not there alike, `m` stays as it is.
+  void absorb_repeated_heads(Match& m) const {
+    std::vector<NodeId> nodes;
+    auto v = repeated_heads(m.v, nodes);
+    if (!v) return;
+    NodeId transpose_id = kNoNode;
+    auto k = repeated_heads(m.kt, nodes);
+    if (!k) {  // Transpose(repeat_kv(K)), the last two dims swapped
+      const Node* transpose = internal_producer(m.kt, {"Transpose"}, &transpose_id);
+      if (!transpose) return;
+      const size_t n = g_.value(m.kt).shape.size();
+      std::vector<int64_t> swap_last(n);
+      for (size_t d = 0; d < n; ++d) swap_last[d] = int64_t(d);
+      std::swap(swap_last[n - 1], swap_last[n - 2]);
+      auto perm = transpose->attributes.get_ints("perm", {});
+      if (!perm.is_ok() || *perm != swap_last) return;
+      k = repeated_heads(transpose->inputs[0], nodes);
+    }
+    if (!k || k->second != v->second) return;
+    m.params.kv_repeat = v->second;
+    m.v = v->first;
+    if (transpose_id == kNoNode) {
+      m.kt = k->first;
+    } else {
+      m.kt_transpose = transpose_id;
+      m.kt_source = k->first;
+    }
+    m.nodes.insert(m.nodes.begin(), nodes.begin(), nodes.end());  // the sink stays last
   }
 
   // The single reader of internal value `v`, or null.
@@ -235,6 +310,12 @@ Result<int> fuse_attention(Graph& graph, const std::function<bool(const Attentio
   }
   std::vector<PatternReplacement> replacements;
   for (const Match& m : matches) {
+    if (m.kt_transpose != kNoNode) {  // Kt's Transpose now reads the key heads themselves
+      graph.node(m.kt_transpose).inputs[0] = m.kt_source;
+      Shape transposed = graph.value(m.kt_source).shape;
+      std::swap(transposed[transposed.size() - 1], transposed[transposed.size() - 2]);
+      graph.value(m.kt).shape = std::move(transposed);
+    }
     const Node& sink = graph.node(m.nodes.back());
     Node fused;
     fused.name = sink.name + ".attention";

@@ -189,6 +189,55 @@ TEST_P(KernelSuite, FusedAttentionMasksInChunks) {
     }
 }
 
+// Grouped-query attention as torch's repeat_kv writes it (Unsqueeze, Expand, Reshape), here
+// before Kt and V (the zoo's Llama repeats K before its Transpose: tests/plan's
+// attention_plan_tests): the pass absorbs the repeats (kv_repeat), so every device
+// reads each key head in place for its query heads, and gives the unfused graph's answer
+// (which copies the repeated heads). Two key heads for four query heads; one for four
+// (multi-query) in bf16 and f16 at transformer sizes, where CUDA's tiled kernels run.
+TEST_P(KernelSuite, FusedAttentionGroupedQueryHeads) {
+  struct Case { Shape q; int64_t kv_heads; DType t; };
+  for (const Case& c : {Case{{2, 4, 9, 8}, 2, DType::kF32}, Case{{1, 4, 70, 64}, 1, DType::kBF16},
+                        Case{{2, 4, 70, 32}, 2, DType::kF16}}) {
+    const int64_t b = c.q[0], h = c.q[1], s = c.q[2], d = c.q[3], g = c.kv_heads, r = h / g;
+    SCOPED_TRACE(fmt::format("{} query heads, {} key heads, {}", h, g, dtype_name(c.t)));
+    GraphBuilder gb(17);
+    ValueId q = gb.input("q", c.t, c.q);
+    auto repeat = [&](const std::string& name) {  // [b, g, rows, cols] -> [b, h, rows, cols]
+      const int64_t rows = name == "kt" ? d : s, cols = name == "kt" ? s : d;
+      ValueId x = gb.input(name, c.t, {b, g, rows, cols});
+      ValueId unit = gb.op("Unsqueeze", {x, gb.constant(name + "_axes", i64_tensor({2}))});
+      ValueId expanded = gb.op("Expand", {unit, gb.constant(name + "_expand", i64_tensor({b, g, r, rows, cols}))});
+      return gb.op("Reshape", {expanded, gb.constant(name + "_merge", i64_tensor({b, h, rows, cols}))});
+    };
+    ValueId kt = repeat("kt");
+    ValueId root = gb.constant("root", kernel_test::converted(scalar(std::sqrt(float(d))), c.t));
+    ValueId scores = gb.op("Add", {gb.op("Div", {gb.op("MatMul", {q, kt}), root}), gb.input("mask", c.t, {b, 1, 1, s})});
+    gb.output(gb.op("MatMul", {gb.op("Softmax", {scores}, int_attribute("axis", -1)), repeat("v")}));
+    Graph unfused = gb.build();
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    Result<int> n = fuse_attention(fused);
+    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+    ASSERT_EQ(*n, 1);
+    ASSERT_EQ(fused.num_nodes(), 1);
+    ASSERT_EQ(fused.node(0).op_type, kFusedAttentionOp);
+    ASSERT_EQ(read_fused_attention(fused.node(0))->kv_repeat, r);
+    Tensor mask = kernel_test::random_tensor(DType::kF32, {b, 1, 1, s}, 41);
+    for (int64_t j = s - 3; j < s; ++j) mask.data<float>()[j] = -INFINITY;  // batch 0's padding
+    std::map<std::string, Tensor> inputs = {{"q", kernel_test::random_tensor(c.t, c.q, 42)},
+                                            {"kt", kernel_test::random_tensor(c.t, {b, g, d, s}, 43)},
+                                            {"v", kernel_test::random_tensor(c.t, {b, g, s, d}, 44)},
+                                            {"mask", kernel_test::converted(mask, c.t)}};
+    for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
+      if (!on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
+      SCOPED_TRACE(kernel);
+      kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
+      check_graph(fused, inputs, &unfused);
+    }
+  }
+}
+
 // Transformer-sized heads, where CUDA's tiled kernel runs (tensor cores for bf16 / f16):
 // more query rows than its 64-row block, more keys than its 64-key tile, head sizes that
 // are not a multiple of its 16-wide steps, value heads narrower than the query's, a padding

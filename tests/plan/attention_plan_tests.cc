@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "onnx/importer.h"
+#include "ops/fused_attention.h"
 #include "plan/dump.h"
 #include "plan_test_util.h"
 
@@ -88,6 +89,31 @@ TEST(AttentionPlan, KvCacheConcatReadsTheNewKeysAndValuesAsViews) {
     EXPECT_NE(std::find(g.outputs().begin(), g.outputs().end(), node.outputs[0]), g.outputs().end()) << node.name;
   }
   EXPECT_EQ(concats, 4);  // key and value of two layers
+}
+
+// Llama's grouped-query heads: repeat_kv (Unsqueeze, Expand, Reshape) made the Reshape a
+// copy of every key and value head (the Expand's stride 0 does not merge); the attention
+// now reads the two key heads in place for its eight query heads (kv_repeat 4), so no step
+// copies for it and the repeats are gone.
+TEST(AttentionPlan, GroupedKeyHeadsAreReadInPlace) {
+  testing::PlannedGraph p = plan_zoo("LlamaDecoder_op17", LayoutChoice::kNchw);
+  ASSERT_NE(p.plan, nullptr);
+  const Graph& g = *p.graph;
+  int fused = 0;
+  for (const PlanStep& step : p.plan->steps) {
+    const Node& node = g.node(step.node);
+    EXPECT_NE(node.op_type, "Expand") << node.name;
+    if (node.op_type == "Reshape") EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
+    if (node.op_type != "FusedAttention") continue;
+    ++fused;
+    auto params = read_fused_attention(node);
+    ASSERT_TRUE(params.is_ok());
+    EXPECT_EQ(params->kv_repeat, 4) << node.name;
+    EXPECT_EQ(g.value(node.inputs[kAttnV]).shape[1], 2) << node.name;   // the value heads themselves
+    EXPECT_EQ(g.value(node.inputs[kAttnKt]).shape[1], 2) << node.name;  // the key heads, transposed
+    EXPECT_EQ(p.value(g.value(node.inputs[kAttnKt]).name).role, ValueRole::kView) << node.name;
+  }
+  EXPECT_EQ(fused, 2);
 }
 
 // Attention-23 has no kernel on any device: it runs as its function body
