@@ -20,6 +20,7 @@
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
 #include "passes/fuse_attention.h"
+#include "passes/split_rotary.h"
 #include "passes/fuse_conv_chain.h"
 #include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
@@ -283,7 +284,10 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   if (options.fusion && device.has_kernel(kFusedAttentionOp))
     STRIDER_RETURN_IF_ERROR(
         fuse_attention(graph, [&device](const AttentionShape& shape) { return device.fuses_attention(shape); }).status());
-  if (options.fusion && device.has_kernel(kFusedElementwiseOp)) STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
+  if (options.fusion && device.has_kernel(kFusedElementwiseOp)) {
+    STRIDER_RETURN_IF_ERROR(split_rotate_half(graph).status());  // each half then one map
+    STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
+  }
   if (options.fusion && device.has_kernel(kFusedConvOp))
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());

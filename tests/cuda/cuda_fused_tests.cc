@@ -267,6 +267,19 @@ TEST_P(CudaFused, RotaryMulAdd) {
               {"cos", random_tensor(dtype(), table, 35)}, {"sin", random_tensor(dtype(), table, 36)}});
 }
 
+// The first half of a rotary embedding as passes/split_rotary.h writes it, x1 * cos1 -
+// x2 * sin1, over views of one tensor's halves: the MulSub form.
+TEST_P(CudaFused, RotaryHalfMulSub) {
+  const Shape half = {2, 4, 6, 8}, table = {6, 8};
+  GraphBuilder b;
+  ValueId x1 = b.input("x1", dtype(), half), x2 = b.input("x2", dtype(), half);
+  ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
+  b.output(b.op("Sub", {b.op("Mul", {x1, cos}), b.op("Mul", {x2, sin})}));
+  check_form(b.build(), cuda::kMulSubExpression,
+             {{"x1", random_tensor(dtype(), half, 37)}, {"x2", random_tensor(dtype(), half, 38)},
+              {"cos", random_tensor(dtype(), table, 39)}, {"sin", random_tensor(dtype(), table, 40)}});
+}
+
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the
 // compiled form, and the reference.
 TEST_P(CudaFused, SiluGate) {

@@ -116,6 +116,23 @@ TEST(AttentionPlan, GroupedKeyHeadsAreReadInPlace) {
   EXPECT_EQ(fused, 2);
 }
 
+// Llama's rotary embedding, x * cos + rotate_half(x) * sin, ran a Neg, a Concat copy and a
+// map; split into its halves (passes/split_rotary.h) it is two maps written into their
+// Concat's halves in place: no Neg and no copying Concat, for q and k of both blocks.
+TEST(AttentionPlan, RotaryHalvesAreWrittenInPlace) {
+  testing::PlannedGraph p = plan_zoo("LlamaDecoder_op17", LayoutChoice::kNchw);
+  ASSERT_NE(p.plan, nullptr);
+  const Graph& g = *p.graph;
+  int halves = 0;
+  for (const PlanStep& step : p.plan->steps) {
+    const Node& node = g.node(step.node);
+    EXPECT_NE(node.op_type, "Neg") << node.name;
+    if (node.op_type == "Concat") EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
+    if (node.op_type == "FusedElementwise" && node.name.find("rotary_half") != std::string::npos) ++halves;
+  }
+  EXPECT_EQ(halves, 8);  // two halves of q and of k, two blocks
+}
+
 // Attention-23 has no kernel on any device: it runs as its function body
 // (passes/expand_functions.h), each node of which says where it came from, in the plan
 // text too; the 3-D inputs' head splits are views.

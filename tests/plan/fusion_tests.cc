@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <climits>
 
 #include "strider/compare.h"
 #include "ops/conv_chain.h"
@@ -565,6 +567,44 @@ TEST(Fusion, AnRmsNormLikePatternThatDiffersIsLeftAlone) {
     std::vector<std::string> ops = op_types(q);
     EXPECT_EQ(std::count(ops.begin(), ops.end(), "RMSNormalization"), 0);
     expect_matches_reference(g, q, inputs);
+  }
+}
+
+// Llama's rotary embedding, x * cos + rotate_half(x) * sin with rotate_half as torch exports
+// it (Slices of the last axis, Neg, Concat): split into halves (passes/split_rotary.h), each
+// one map, no Neg left, and the output bit for bit what the session gives unfused, with
+// cos and sin per position (Llama's tables) and broadcast over a width of 1.
+TEST(Fusion, RotaryEmbeddingRunsByHalvesBitForBit) {
+  for (int64_t table_width : {8, 1}) {
+    SCOPED_TRACE(table_width);
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, {2, 3, 5, 8});
+    ValueId cos = b.input("cos", DType::kF32, {5, table_width}), sin = b.input("sin", DType::kF32, {5, table_width});
+    auto slice = [&](int64_t start, int64_t end, const std::string& name) {
+      return b.op("Slice", {x, b.constant(name + "_s", i64_tensor({start})), b.constant(name + "_e", i64_tensor({end})),
+                            b.constant(name + "_a", i64_tensor({-1}))});
+    };
+    ValueId rotated = b.op("Concat", {b.op("Neg", {slice(4, INT64_MAX, "high")}), slice(0, 4, "low")}, int_attribute("axis", -1));
+    b.output(b.op("Add", {b.op("Mul", {x, cos}), b.op("Mul", {rotated, sin})}));
+    Graph g = b.build();
+    const std::map<std::string, Tensor> inputs = {{"x", random_f32({2, 3, 5, 8}, 51)},
+                                                  {"cos", random_f32({5, table_width}, 52)},
+                                                  {"sin", random_f32({5, table_width}, 53)}};
+    SessionOptions off = fused();
+    off.fusion = false;
+    auto split = plan_in_session(g, verified(), fused());
+    auto whole = plan_in_session(g, verified(), off);
+    ASSERT_NE(split.session, nullptr);
+    ASSERT_NE(whole.session, nullptr);
+    std::vector<std::string> ops = op_types(split);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "Neg"), 0);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "FusedElementwise"), 2);
+    std::vector<Tensor> given = {inputs.at("x"), inputs.at("cos"), inputs.at("sin")};
+    auto a = split.session->run(given), c = whole.session->run(given);
+    ASSERT_TRUE(a.is_ok() && c.is_ok());
+    ASSERT_EQ((*a)[0].num_elements(), (*c)[0].num_elements());
+    EXPECT_EQ(std::memcmp((*a)[0].data<float>(), (*c)[0].data<float>(), size_t((*a)[0].num_elements()) * 4), 0);
+    expect_matches_reference(g, split, inputs);
   }
 }
 

@@ -534,6 +534,7 @@ Status pick_fused_typed(size_t inputs, MapLaunch* l) {
     case kBiasGeluTanh: return use(l, kCompiled<BiasGeluTanh, T, 6>);
     case kSiluGate: return use(l, kCompiled<SiluGate, T, 2>);
     case kMulAdd: return use(l, kCompiled<MulAdd, T, 4>);
+    case kMulSub: return use(l, kCompiled<MulSub, T, 4>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }

@@ -20,7 +20,7 @@
 namespace strider::cuda::fused_forms {
 
 enum Pattern : uint8_t {
-  kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate, kMulAdd
+  kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate, kMulAdd, kMulSub
 };
 
 __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -99,6 +99,14 @@ struct MulAdd : NoParams { using NoParams::NoParams;
   }
 };
 
+// kMulSubExpression: x0 * x1 - x2 * x3, each product rounded (a rotary embedding's first half).
+struct MulSub : NoParams { using NoParams::NoParams;
+  __device__ float operator()(float x0, float x1, float x2, float x3) const {
+    using fused_math::apply;
+    return apply<FusedOp::kSub>(apply<FusedOp::kMul>(x0, x1, 0, 0), apply<FusedOp::kMul>(x2, x3, 0, 0), 0, 0);
+  }
+};
+
 // ---- host side: which form a program is, and which input plays which part --------------
 inline bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
 // Instruction j reads registers r1 and r2, in either order.
@@ -149,6 +157,7 @@ inline Pattern match_pattern(FusedCode& c, int n) {
   if (c.form == FusedForm::kBiasGeluTanh && n == 6) return kBiasGeluTanh;
   if (c.form == FusedForm::kSiluGate && n == 2) return kSiluGate;
   if (c.form == FusedForm::kMulAdd && n == 4) return kMulAdd;
+  if (c.form == FusedForm::kMulSub && n == 4) return kMulSub;
   if (n == 1 && c.count == 2 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] == 0 && is_op(c, 1, FusedOp::kMul) &&
       reads(c, 1, 0, 1))
     return kSilu;
