@@ -131,6 +131,7 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
 bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors) {
   const bool tiled_dtype = shape.dtype == DType::kF32 || shape.dtype == DType::kBF16 || shape.dtype == DType::kF16;
   if (!tiled_dtype || std::max(shape.head, shape.v_head) > kTiledAttentionHeadMax || shape.q_len <= 0) return false;
+  if (shape.dtype != DType::kF32) return true;  // the register-tiled kernel
   const int64_t tiles = shape.batch * ((shape.q_len + kTiledAttentionBlockRows - 1) / kTiledAttentionBlockRows);
   return tiles >= multiprocessors;
 }

@@ -42,11 +42,10 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
-  // Where the tiled kernel fills the GPU (cuda::tiled_attention_pays): the warp-per-row
-  // kernel took 5-50x the time of cuBLASLt + softmax on an H200, and the tiled one is slower
-  // than them when its query tiles leave most SMs idle (batch 1), faster at batch 32 (BERT
-  // s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no attention fused;
-  // =everywhere: every one (testing aids).
+  // cuda::tiled_attention_pays: bf16 / f16 always (the register-tiled kernel), f32 where
+  // the tiled kernel's query tiles fill the GPU (slower than cuBLASLt + softmax at batch 1,
+  // faster at batch 32: BERT s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no
+  // attention fused; =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
   bool fuses_conv_into_concat() const override { return false; }
   bool has_kernel(std::string_view op_type) const override;
