@@ -53,16 +53,12 @@ Result<AttentionLauncher> allow_shared_memory(KernelFunction kernel, size_t byte
   return launcher;
 }
 
-// pick(std::integral_constant<int, kHead>) for the narrowest compiled head width (kNarrowest
-// if it is 32, then 64 or 128) that holds both heads; a null launcher for heads over
-// kTiledAttentionHeadMax.
-template <int kNarrowest = 64, typename PickForWidth>
+// pick(std::integral_constant<int, kHead>) for the narrowest compiled head width (64 or
+// 128) that holds both heads; a null launcher for heads over kTiledAttentionHeadMax.
+template <typename PickForWidth>
 Result<AttentionLauncher> launcher_for_width(int64_t head, int64_t v_head, PickForWidth pick) {
-  static_assert(kNarrowest == 32 || kNarrowest == 64);
   const int64_t widest = std::max(head, v_head);
   if (widest > kTiledAttentionHeadMax) return AttentionLauncher(nullptr);
-  if constexpr (kNarrowest == 32)
-    if (widest <= 32) return pick(std::integral_constant<int, 32>());
   if (widest <= 64) return pick(std::integral_constant<int, 64>());
   return pick(std::integral_constant<int, 128>());
 }

@@ -15,7 +15,6 @@
 #pragma once
 
 #include "hal/cuda/launch.h"
-#include "ops/exact_division.h"
 
 namespace strider::cuda::fused_forms {
 
@@ -58,10 +57,7 @@ struct BiasGeluErf : NoParams { using NoParams::NoParams;
   __device__ float operator()(float x, float bias, float c, float one, float half) const {
     using fused_math::apply;
     const float s = apply<FusedOp::kAdd>(x, bias, 0, 0);
-    // s / c by c's reciprocal, exactly (ops/exact_division.h): c is the same for every
-    // element, so its reciprocal is computed once a thread.
-    const float quotient = divisor_has_reciprocal(c) ? divide_by_reciprocal(s, c, 1.0f / c) : apply<FusedOp::kDiv>(s, c, 0, 0);
-    const float e = apply<FusedOp::kErf>(quotient, 0, 0, 0);
+    const float e = apply<FusedOp::kErf>(apply<FusedOp::kDiv>(s, c, 0, 0), 0, 0, 0);
     const float m = apply<FusedOp::kMul>(s, apply<FusedOp::kAdd>(e, one, 0, 0), 0, 0);
     return apply<FusedOp::kMul>(m, half, 0, 0);
   }

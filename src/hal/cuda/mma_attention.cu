@@ -24,7 +24,6 @@
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
 #include "hal/cuda/mma_tiles.cuh"
-#include "ops/exact_division.h"
 
 namespace strider::cuda {
 namespace {
@@ -92,10 +91,6 @@ __device__ __forceinline__ void step_on_tile(const T* rows, int64_t row_step, fl
   constexpr bool kReadsOperand = kKind == ScoreStepKind::kAdd || kKind == ScoreStepKind::kKeepWhere ||
                                  kKind == ScoreStepKind::kFillWhere;
   const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  // A division by a value that is not a power of two (those are products: division_as_product)
-  // by its reciprocal, exactly (ops/exact_division.h).
-  const bool by_reciprocal = kKind == ScoreStepKind::kDiv && divisor_has_reciprocal(value);
-  const float reciprocal = 1.0f / value;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const T* row = rows + (g + 8 * half) * row_step + 2 * t;
@@ -103,13 +98,8 @@ __device__ __forceinline__ void step_on_tile(const T* rows, int64_t row_step, fl
     for (int n = 0; n < kKeyFragments; ++n)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        float& score = s[n][2 * half + c];
-        if (by_reciprocal) {
-          score = divide_by_reciprocal(score, value, reciprocal);
-        } else {
-          const float x = kReadsOperand ? float(row[n * 8 + c]) : 0.0f;
-          score = apply_score_step(kKind, value, score, x);
-        }
+        const float x = kReadsOperand ? float(row[n * 8 + c]) : 0.0f;
+        s[n][2 * half + c] = apply_score_step(kKind, value, s[n][2 * half + c], x);
       }
   }
 }
@@ -337,10 +327,8 @@ Result<AttentionLauncher> mma_launcher() {
 
 }  // namespace
 
-// Heads of up to 32 (Llama-style models of 256 wide and 8 heads) get a kernel of their own:
-// in the 64-wide one half of every product and load is of zero columns.
 Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int64_t v_head) {
-  return launcher_for_width<32>(head, v_head, [dtype](auto width) -> Result<AttentionLauncher> {
+  return launcher_for_width(head, v_head, [dtype](auto width) -> Result<AttentionLauncher> {
     switch (dtype) {
       case DType::kBF16: return mma_launcher<__nv_bfloat16, decltype(width)::value>();
       case DType::kF16: return mma_launcher<__half, decltype(width)::value>();
