@@ -253,31 +253,23 @@ TEST_P(CudaFused, CompiledFormsRunByRows) {
   }
 }
 
-// Llama's rotary embedding after the fusion pass: x * cos + rotate_half(x) * sin, the
-// tables broadcast over batch and heads, x a strided view (a head slice of the QKV
-// product): the compiled MulAdd form, matched by its text, against the reference.
-TEST_P(CudaFused, RotaryMulAdd) {
+// Llama's rotary embedding after the fusion pass: x * cos + rotate_half(x) * sin (the MulAdd
+// form), and the first half of it as passes/split_rotary.h writes it, x1 * cos1 - x2 * sin1
+// (MulSub); the tables broadcast over batch and heads, the operands strided views on some
+// layouts: each compiled form, matched by its text, against the reference.
+TEST_P(CudaFused, RotaryMulAddAndMulSub) {
   const Shape shape = {2, 4, 6, 16}, table = {6, 16};
-  GraphBuilder b;
-  ValueId x = b.input("x", dtype(), shape), rotated = b.input("rotated", dtype(), shape);
-  ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
-  b.output(b.op("Add", {b.op("Mul", {x, cos}), b.op("Mul", {rotated, sin})}));
-  check_form(b.build(), cuda::kMulAddExpression,
-             {{"x", random_tensor(dtype(), shape, 33)}, {"rotated", random_tensor(dtype(), shape, 34)},
-              {"cos", random_tensor(dtype(), table, 35)}, {"sin", random_tensor(dtype(), table, 36)}});
-}
-
-// The first half of a rotary embedding as passes/split_rotary.h writes it, x1 * cos1 -
-// x2 * sin1, over views of one tensor's halves: the MulSub form.
-TEST_P(CudaFused, RotaryHalfMulSub) {
-  const Shape half = {2, 4, 6, 8}, table = {6, 8};
-  GraphBuilder b;
-  ValueId x1 = b.input("x1", dtype(), half), x2 = b.input("x2", dtype(), half);
-  ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
-  b.output(b.op("Sub", {b.op("Mul", {x1, cos}), b.op("Mul", {x2, sin})}));
-  check_form(b.build(), cuda::kMulSubExpression,
-             {{"x1", random_tensor(dtype(), half, 37)}, {"x2", random_tensor(dtype(), half, 38)},
-              {"cos", random_tensor(dtype(), table, 39)}, {"sin", random_tensor(dtype(), table, 40)}});
+  uint32_t seed = 33;
+  for (auto [op, expression] : {std::pair{"Add", cuda::kMulAddExpression}, std::pair{"Sub", cuda::kMulSubExpression}}) {
+    SCOPED_TRACE(op);
+    GraphBuilder b;
+    ValueId x = b.input("x", dtype(), shape), rotated = b.input("rotated", dtype(), shape);
+    ValueId cos = b.input("cos", dtype(), table), sin = b.input("sin", dtype(), table);
+    b.output(b.op(op, {b.op("Mul", {x, cos}), b.op("Mul", {rotated, sin})}));
+    check_form(b.build(), expression,
+               {{"x", random_tensor(dtype(), shape, seed++)}, {"rotated", random_tensor(dtype(), shape, seed++)},
+                {"cos", random_tensor(dtype(), table, seed++)}, {"sin", random_tensor(dtype(), table, seed++)}});
+  }
 }
 
 // Llama's SiLU(gate) * up, the up projection broadcast along a dim: the expression of the

@@ -62,6 +62,32 @@ Tensor causal_keep(int64_t rows, int64_t keys) {  // query i keeps keys j <= i +
   return t;
 }
 
+// `unfused` typed and folded, and a copy through fuse_attention, which must make it one
+// FusedAttention node.
+void fuse_to_one_attention(Graph& unfused, Graph* fused) {
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  *fused = unfused;
+  Result<int> n = fuse_attention(*fused);
+  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  ASSERT_EQ(*n, 1);
+  ASSERT_EQ(fused->num_nodes(), 1);
+  ASSERT_EQ(fused->node(0).op_type, kFusedAttentionOp);
+}
+
+// The fused node against the unfused graph's reference. CUDA has three attention kernels
+// (hal/cuda/attention.h): each runs every case it takes ("mma", the default, is the tiled
+// kernel for f32).
+void check_every_attention_kernel(KernelSuite* suite, const Graph& fused, const std::map<std::string, Tensor>& inputs,
+                                  const Graph& unfused) {
+  for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
+    if (!suite->on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
+    SCOPED_TRACE(kernel);
+    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", kernel);
+    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
+    suite->check_graph(fused, inputs, &unfused);
+  }
+}
+
 // Builds the pattern with `scores_to_probs` between MatMul(q, kt) and MatMul(p, v), fuses
 // it, and checks the one FusedAttention node against the unfused graph's reference.
 template <typename Body>
@@ -71,26 +97,13 @@ void check_attention(KernelSuite* suite, DType t, const Shape& q, const Shape& k
   ValueId s = b.op("MatMul", {b.input("q", t, q), b.input("kt", t, kt)});
   ValueId p = scores_to_probs(b, s);
   b.output(b.op("MatMul", {p, b.input("v", t, v)}));
-  Graph unfused = b.build();
-  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-  Graph fused = unfused;
-  Result<int> n = fuse_attention(fused);
-  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-  ASSERT_EQ(*n, 1);
-  ASSERT_EQ(fused.node(0).op_type, kFusedAttentionOp);
+  Graph unfused = b.build(), fused;
+  ASSERT_NO_FATAL_FAILURE(fuse_to_one_attention(unfused, &fused));
   ASSERT_EQ(read_fused_attention(fused.node(0))->zero_invalid_rows, zero_rows);
   uint32_t seed = 11;
   for (const char* name : {"q", "kt", "v"})
     if (!inputs.count(name)) inputs[name] = kernel_test::random_tensor(t, unfused.value(*unfused.find_value(name)).shape, seed++);
-  // CUDA has three attention kernels (hal/cuda/attention.h): each runs every case it takes
-  // ("mma", the default, is the tiled kernel for f32).
-  for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
-    if (!suite->on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
-    SCOPED_TRACE(kernel);
-    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", kernel);
-    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
-    suite->check_graph(fused, inputs, &unfused);
-  }
+  check_every_attention_kernel(suite, fused, inputs, unfused);
 }
 
 TEST_P(KernelSuite, FusedAttentionScaledWithAdditiveMask) {  // BERT: / sqrt(d) + mask
@@ -214,14 +227,8 @@ TEST_P(KernelSuite, FusedAttentionGroupedQueryHeads) {
     ValueId root = gb.constant("root", kernel_test::converted(scalar(std::sqrt(float(d))), c.t));
     ValueId scores = gb.op("Add", {gb.op("Div", {gb.op("MatMul", {q, kt}), root}), gb.input("mask", c.t, {b, 1, 1, s})});
     gb.output(gb.op("MatMul", {gb.op("Softmax", {scores}, int_attribute("axis", -1)), repeat("v")}));
-    Graph unfused = gb.build();
-    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-    Graph fused = unfused;
-    Result<int> n = fuse_attention(fused);
-    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-    ASSERT_EQ(*n, 1);
-    ASSERT_EQ(fused.num_nodes(), 1);
-    ASSERT_EQ(fused.node(0).op_type, kFusedAttentionOp);
+    Graph unfused = gb.build(), fused;
+    ASSERT_NO_FATAL_FAILURE(fuse_to_one_attention(unfused, &fused));
     ASSERT_EQ(read_fused_attention(fused.node(0))->kv_repeat, r);
     Tensor mask = kernel_test::random_tensor(DType::kF32, {b, 1, 1, s}, 41);
     for (int64_t j = s - 3; j < s; ++j) mask.data<float>()[j] = -INFINITY;  // batch 0's padding
@@ -229,12 +236,7 @@ TEST_P(KernelSuite, FusedAttentionGroupedQueryHeads) {
                                             {"kt", kernel_test::random_tensor(c.t, {b, g, d, s}, 43)},
                                             {"v", kernel_test::random_tensor(c.t, {b, g, s, d}, 44)},
                                             {"mask", kernel_test::converted(mask, c.t)}};
-    for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
-      if (!on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
-      SCOPED_TRACE(kernel);
-      kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
-      check_graph(fused, inputs, &unfused);
-    }
+    check_every_attention_kernel(this, fused, inputs, unfused);
   }
 }
 

@@ -91,19 +91,24 @@ TEST(AttentionPlan, KvCacheConcatReadsTheNewKeysAndValuesAsViews) {
   EXPECT_EQ(concats, 4);  // key and value of two layers
 }
 
-// Llama's grouped-query heads: repeat_kv (Unsqueeze, Expand, Reshape) made the Reshape a
-// copy of every key and value head (the Expand's stride 0 does not merge); the attention
-// now reads the two key heads in place for its eight query heads (kv_repeat 4), so no step
-// copies for it and the repeats are gone.
-TEST(AttentionPlan, GroupedKeyHeadsAreReadInPlace) {
+// Llama's grouped-query heads and rotary embedding. repeat_kv (Unsqueeze, Expand, Reshape)
+// made the Reshape a copy of every key and value head (the Expand's stride 0 does not
+// merge); the attention now reads the two key heads in place for its eight query heads
+// (kv_repeat 4), so no Reshape copies and the repeats are gone. x * cos + rotate_half(x) *
+// sin ran a Neg, a Concat copy and a map; split into its halves (passes/split_rotary.h) it
+// is two maps written into their Concat's halves in place: no Neg, no copying Concat.
+TEST(AttentionPlan, LlamaReadsKeyHeadsAndWritesRotaryHalvesInPlace) {
   testing::PlannedGraph p = plan_zoo("LlamaDecoder_op17", LayoutChoice::kNchw);
   ASSERT_NE(p.plan, nullptr);
   const Graph& g = *p.graph;
-  int fused = 0;
+  int fused = 0, halves = 0;
   for (const PlanStep& step : p.plan->steps) {
     const Node& node = g.node(step.node);
     EXPECT_NE(node.op_type, "Expand") << node.name;
-    if (node.op_type == "Reshape") EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
+    EXPECT_NE(node.op_type, "Neg") << node.name;
+    if (node.op_type == "Reshape" || node.op_type == "Concat")
+      EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
+    if (node.op_type == "FusedElementwise" && node.name.find("rotary_half") != std::string::npos) ++halves;
     if (node.op_type != "FusedAttention") continue;
     ++fused;
     auto params = read_fused_attention(node);
@@ -114,22 +119,6 @@ TEST(AttentionPlan, GroupedKeyHeadsAreReadInPlace) {
     EXPECT_EQ(p.value(g.value(node.inputs[kAttnKt]).name).role, ValueRole::kView) << node.name;
   }
   EXPECT_EQ(fused, 2);
-}
-
-// Llama's rotary embedding, x * cos + rotate_half(x) * sin, ran a Neg, a Concat copy and a
-// map; split into its halves (passes/split_rotary.h) it is two maps written into their
-// Concat's halves in place: no Neg and no copying Concat, for q and k of both blocks.
-TEST(AttentionPlan, RotaryHalvesAreWrittenInPlace) {
-  testing::PlannedGraph p = plan_zoo("LlamaDecoder_op17", LayoutChoice::kNchw);
-  ASSERT_NE(p.plan, nullptr);
-  const Graph& g = *p.graph;
-  int halves = 0;
-  for (const PlanStep& step : p.plan->steps) {
-    const Node& node = g.node(step.node);
-    EXPECT_NE(node.op_type, "Neg") << node.name;
-    if (node.op_type == "Concat") EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
-    if (node.op_type == "FusedElementwise" && node.name.find("rotary_half") != std::string::npos) ++halves;
-  }
   EXPECT_EQ(halves, 8);  // two halves of q and of k, two blocks
 }
 
