@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "base/shape.h"
 #include "ops/op_registry.h"
 
@@ -89,8 +91,11 @@ Status infer_fused_attention(InferContext& ctx) {
   Shape kt_batch = batch_of(kt), v_batch = batch_of(v), batch;
   if (p.kv_repeat > 1) {
     if (kt_batch.empty() || v_batch.empty()) return ctx.error("grouped heads (kv_repeat) need Kt and V with a heads dim");
-    kt_batch.back() *= p.kv_repeat;
-    v_batch.back() *= p.kv_repeat;
+    for (Shape* heads : {&kt_batch, &v_batch}) {
+      if (heads->back() < 0 || heads->back() > std::numeric_limits<int64_t>::max() / p.kv_repeat)
+        return ctx.error("{} key heads repeated {} times overflow", heads->back(), p.kv_repeat);
+      heads->back() *= p.kv_repeat;
+    }
   }
   if (!broadcast_shapes(batch_of(q), kt_batch, &batch) || !broadcast_shapes(Shape(batch), v_batch, &batch))
     return ctx.error("the batch dims of Q, Kt and V do not broadcast");
