@@ -94,7 +94,7 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
   Shape extent = sizes;
   int slice_dim = -1;
   const bool slice = layout == Layout::kChannelSlice || layout == Layout::kAlignedSlice;
-  const int64_t slice_start = layout == Layout::kAlignedSlice ? 4 : 2;
+  const int64_t slice_start = layout == Layout::kAlignedSlice ? 8 : 2;
   if (layout == Layout::kNchwSlice && rank >= 2) {
     slice_dim = 1;
     extent[1] += 5;
@@ -110,7 +110,7 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
       p.offset = 3;
     } else if (slice && rank > 0) {  // kPackedChannelsLast: no gaps
       slice_dim = rank >= 2 ? 1 : 0;
-      extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 8 : 5;
+      extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 16 : 5;
     }
   }
   p.strides.assign(rank, 0);

@@ -29,7 +29,8 @@ enum class Layout {
   kChannelsLast,  // dim 1 innermost in memory, every dim padded by one element, offset by 3
   kReversed,      // row-major with the outermost and innermost non-trivial dims reversed
   kChannelSlice,  // channels-last; the view is channels [2, 2 + C) of C + 5 (dim 0 if rank 1)
-  kAlignedSlice,  // channels-last; channels [4, 4 + C) of C + 8: 16-byte aligned rows when C % 4 == 0
+  kAlignedSlice,  // channels-last; channels [8, 8 + C) of C + 16: 16-byte aligned rows when C % 4 == 0
+                  // (f32) or C % 8 == 0 (bf16, f16)
   kBroadcast,     // inputs: stride 0 along the outermost dim of size > 1 (outputs: dense)
   kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kCatalog)
   kPackedChannelsLast,  // channels-last, no gaps, at the buffer's start (a channels-last plan's own values; not in kCatalog)

@@ -319,6 +319,12 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   std::optional<KernelPtr> own[] = {depthwise_conv_kernel(c, r), direct_conv_kernel(c, r)};
   for (std::optional<KernelPtr>& k : own)
     if (k) offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone);
+  // The tensor-core kernel also adds a program's addends (a residual) before it stores.
+  std::vector<TensorView> addends;
+  std::optional<std::vector<int>> added = program ? as_added_operands(*program) : std::nullopt;
+  for (int reg : added.value_or(std::vector<int>{})) addends.push_back(operands[size_t(reg - 1)]);
+  if (std::optional<KernelPtr> k = mma_conv_kernel(c, r, addends))
+    offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone || added.has_value());
   // conv -> bias -> activation as one cuDNN graph, each engine that passed its check.
   if (program)
     for (KernelPtr& k : cudnn_graph_conv_kernels(c, r, context)) offer(std::move(k), true);

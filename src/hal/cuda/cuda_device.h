@@ -42,6 +42,10 @@ class CudaDevice final : public Device {
   // and are fastest channels-last; true-f32 ones are faster over NCHW channel slices, which
   // cuDNN also writes in place (it refuses NHWC slices, so nhwc adds materializations).
   bool prefers_channels_last(DType dtype) const override { return dtype == DType::kBF16 || dtype == DType::kF16; }
+  // 1-D convolutions' (N, C, T) values channels-last too in nhwc: their pointwise and
+  // few-tap convolutions then run as tensor-core GEMMs over channel rows (mma_conv.h), and
+  // a gated unit's halves are channel slices (WaveNet, gated stacks).
+  bool channels_last_1d() const override { return true; }
   // cuda::tiled_attention_pays: bf16 / f16 always (the register-tiled kernel), f32 where
   // the tiled kernel's query tiles fill the GPU (slower than cuBLASLt + softmax at batch 1,
   // faster at batch 32: BERT s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no

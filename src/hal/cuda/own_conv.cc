@@ -7,6 +7,8 @@
 #include "hal/cuda/depthwise_conv.h"
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/direct_conv.h"
+#include "hal/cuda/epilogue.h"
+#include "hal/cuda/mma_conv.h"
 
 namespace strider::cuda {
 namespace {
@@ -113,7 +115,80 @@ class DirectConv final : public Kernel {
   DeviceBuffer weights_, bias_;
 };
 
+// The tensor-core convolution (mma_conv.h) with its weights repacked once as T
+// [k_pad][kw][c_pad] (the constant's own bits, no rounding) and the bias as f32.
+class MmaConv final : public Kernel {
+ public:
+  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias, const std::vector<TensorView>& addends) {
+    MmaConvArgs& a = launch_.args;
+    set_geometry(c, a);
+    a.k = int32_t(c.y.sizes[1]);
+    a.c_pad = (a.c + kMmaConvTile - 1) / kMmaConvTile * kMmaConvTile;
+    const int64_t k_pad = (a.k + kMmaConvTile - 1) / kMmaConvTile * kMmaConvTile;
+    if (weights.dtype() != c.y.dtype || dtype_size(weights.dtype()) != 2) return unsupported("weights of another dtype");
+    // Weights [K, C, 1, kw] (or [K, C, kw]) -> [k_pad][kw][c_pad].
+    const auto* source = reinterpret_cast<const uint16_t*>(weights.bytes());
+    std::vector<uint16_t> w(size_t(k_pad * a.kw * a.c_pad), 0);
+    for (int64_t o = 0; o < a.k; ++o)
+      for (int64_t ch = 0; ch < a.c; ++ch)
+        for (int64_t j = 0; j < a.kw; ++j)
+          w[size_t((o * a.kw + j) * a.c_pad + ch)] = source[(o * a.c + ch) * a.kw + j];
+    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(w))));
+    a.weights = weights_.as<void>();
+    if (bias) {
+      const std::vector<float> b = bias_as_f32(bias, a.k, k_pad);
+      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
+      a.bias = bias_.as<float>();
+    }
+    for (const TensorView& v : addends) a.addends[a.addend_count++] = v.allocation->address() + v.byte_offset;
+    const TensorView y = at_least_4d(c.y);
+    int64_t yn[4], ys[4];
+    for (size_t i = 0; i < 4; ++i) yn[i] = y.sizes[i], ys[i] = y.strides[i];
+    a.chunk_stores = a.k % 8 == 0 && mma_conv_rows(yn, ys, int64_t(reinterpret_cast<uintptr_t>(a.y) / 2), 8);
+    for (const void* addend : a.addends)
+      a.chunk_stores = a.chunk_stores && reinterpret_cast<uintptr_t>(addend) % 16 == 0;
+    return prepare_mma_conv(c.y.dtype, &launch_);
+  }
+  Status run(const QueueContext& queue) override { return run_mma_conv(launch_, stream_of(queue)); }
+  std::string implementation() const override {
+    const MmaConvArgs& a = launch_.args;
+    return a.epilogue.activation != ConvActivation::kNone || a.addend_count ? "strider-cuda:mma-conv+program"
+                                                                             : "strider-cuda:mma-conv";
+  }
+
+ private:
+  MmaConvLaunch launch_;
+  DeviceBuffer weights_, bias_;
+};
+
+// Whether x and y are the 16-byte channel rows the tensor-core kernel takes, with a window
+// of one row of taps (mma_conv.h's contract).
+bool mma_conv_applies(const ConvSetup& c) {
+  if (c.y.dtype != DType::kBF16 && c.y.dtype != DType::kF16) return false;
+  const TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
+  int64_t xn[4], xs[4], yn[4], ys[4];
+  for (size_t i = 0; i < 4; ++i) xn[i] = x.sizes[i], xs[i] = x.strides[i], yn[i] = y.sizes[i], ys[i] = y.strides[i];
+  if (!mma_conv_rows(xn, xs, x.byte_offset / dtype_size(x.dtype), 8) || !mma_conv_rows(yn, ys, 0, 1)) return false;
+  if ((reinterpret_cast<uintptr_t>(x.allocation->address()) + uintptr_t(x.byte_offset)) % 16 != 0) return false;
+  const WindowGeometry& g = c.window;
+  if (g.kernel.size() == 2 && (g.kernel[0] != 1 || g.strides[0] != 1 || g.pads_begin[0] != 0 || g.pads_end[0] != 0))
+    return false;
+  return x.sizes[1] % 8 == 0 && g.kernel.back() <= kMaxMmaConvTaps;
+}
+
 }  // namespace
+
+std::optional<KernelPtr> mma_conv_kernel(const ConvSetup& c, const KernelRequest& r,
+                                         const std::vector<TensorView>& addends) {
+  if (!own_kernels_apply(c, r) || c.group != 1 || !mma_conv_applies(c)) return std::nullopt;
+  if (addends.size() > size_t(kMaxMmaConvAddends)) return std::nullopt;
+  for (const TensorView& v : addends)
+    if (v.dtype != c.y.dtype || !has_layout_of(v, c.y)) return std::nullopt;
+  auto kernel = std::make_unique<MmaConv>();
+  if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr, addends).is_ok())
+    return std::nullopt;
+  return KernelPtr(std::move(kernel));
+}
 
 std::optional<KernelPtr> depthwise_conv_kernel(const ConvSetup& c, const KernelRequest& r) {
   const int64_t channels = c.x.sizes[1];

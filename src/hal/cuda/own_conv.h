@@ -1,8 +1,8 @@
 // The convolutions conv.cc may choose instead of cuDNN's: strider's own depthwise
-// (depthwise_conv.h) and direct (direct_conv.h) kernels. Each factory returns nullopt
-// where its kernel does not apply (non-constant weights, groups, too many taps), so the
-// caller simply offers what it gets to the timed choice (timed_choice.h). Both apply the
-// setup's epilogue, if any.
+// (depthwise_conv.h), direct (direct_conv.h) and tensor-core (mma_conv.h) kernels. Each
+// factory returns nullopt where its kernel does not apply (non-constant weights, groups,
+// too many taps, layouts), so the caller simply offers what it gets to the timed choice
+// (timed_choice.h). Each applies the setup's epilogue, if any.
 #pragma once
 
 #include <memory>
@@ -41,5 +41,9 @@ std::vector<std::unique_ptr<Kernel>> cudnn_graph_conv_kernels(const ConvSetup& c
 // cuDNN's channels-last kernels want) and uploaded into `out`, once.
 Status upload_krsc_weights(const TensorView& w, const Tensor& constant, DeviceBuffer* out);
 std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+// The tensor-core convolution (mma_conv.h) where it applies; it adds `addends` (views with
+// y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue.
+std::optional<std::unique_ptr<Kernel>> mma_conv_kernel(const ConvSetup& c, const KernelRequest& r,
+                                                       const std::vector<TensorView>& addends);
 
 }  // namespace strider::cuda

@@ -1,0 +1,88 @@
+// The tensor-core convolution (hal/cuda/mma_conv.h), forced over the timed choice, on the
+// layouts it takes: packed channels-last (a channels-last plan's own values) and channel
+// slices with 16-byte rows (a concat's inputs). The kernel that ran must be it; its values
+// are the float64 reference's of the unfused graph and nothing outside the output view is
+// touched (cuda_test_util.h). The cases cover what its tiles make special: input channels
+// not a multiple of 16 or more than one 64-channel step, output channels past one tile of
+// 64 and odd ones (no pair stores), pixels past one tile, several taps with padding on both
+// sides, stride and dilation; and the epilogues it applies (bias, ReLU6, SiLU, a residual).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda_test_util.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/infer_shapes.h"
+
+namespace strider::cuda_test {
+namespace {
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  std::vector<int64_t> pads, strides, dilations;
+  std::string epilogue;  // "", "ReLU6", "SiLU", "residual"
+};
+
+// The case's Conv (with its bias) and the epilogue after it, unfused.
+Graph conv_graph(const ConvCase& c, DType t) {
+  GraphBuilder b(22);
+  AttributeMap attrs = ints_attribute("pads", c.pads);
+  attrs.set_ints("strides", c.strides);
+  attrs.set_ints("dilations", c.dilations);
+  ValueId y = b.op("Conv", {b.input("x", t, c.x), b.constant("w", random_tensor(t, c.w, 2)),
+                            b.constant("bias", random_tensor(t, {c.w[0]}, 3))}, attrs);
+  if (c.epilogue == "ReLU6")
+    y = b.op("Clip", {y, b.constant("low", tensor_of(t, {}, {0.0})), b.constant("high", tensor_of(t, {}, {0.5}))});
+  if (c.epilogue == "SiLU") y = b.op("Mul", {y, b.op("Sigmoid", {y})});
+  if (c.epilogue == "residual") {
+    Shape out = c.x;
+    out[1] = c.w[0];
+    y = b.op("Add", {b.input("residual", t, out), y});
+  }
+  b.output(y);
+  return b.build();
+}
+
+TEST(CudaMmaConv, PointwiseAndFewTapConvolutionsWithEpilogues) {
+  STRIDER_REQUIRE_GPU();
+  setenv("STRIDER_CUDA_KERNEL_CHOICE", "strider-cuda:mma-conv", 1);
+  const std::vector<ConvCase> cases = {
+      {"pointwise 2-D, 24 -> 40", {2, 24, 5, 7}, {40, 24, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, ""},
+      {"pointwise 1-D, 72 -> 136, 74 pixels", {2, 72, 37}, {136, 72, 1}, {0, 0}, {1}, {1}, ""},
+      {"WaveNet's dilated layer", {2, 16, 40}, {32, 16, 2}, {8, 8}, {1}, {8}, ""},
+      {"three taps, stride 2, odd outputs", {1, 8, 29}, {7, 8, 3}, {3, 1}, {2}, {2}, ""},
+      {"pointwise ReLU6", {2, 16, 6, 5}, {24, 16, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, "ReLU6"},
+      {"dilated SiLU", {2, 16, 30}, {16, 16, 2}, {4, 0}, {1}, {4}, "SiLU"},
+      {"pointwise residual", {2, 32, 4, 6}, {32, 32, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, "residual"},
+  };
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (Layout layout : {Layout::kPackedChannelsLast, Layout::kAlignedSlice})
+      for (const ConvCase& c : cases) {
+        SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(t)) + " " + layout_name(layout));
+        Graph unfused = conv_graph(c, t);
+        ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+        Graph fused = unfused;
+        if (!c.epilogue.empty()) {
+          ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+          auto folded = fuse_conv_activations(fused);
+          ASSERT_TRUE(folded.is_ok() && *folded == 1) << "the epilogue did not fold into the convolution";
+        }
+        std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
+        if (c.epilogue == "residual") {
+          Shape out = c.x;
+          out[1] = c.w[0];
+          inputs.insert({"residual", random_tensor(t, out, 4)});
+        }
+        auto prepared = prepare_node(fused, inputs, layout, nullptr);
+        ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+        const std::string made = prepared->kernel->implementation();
+        EXPECT_EQ(made, c.epilogue.empty() ? "strider-cuda:mma-conv" : "strider-cuda:mma-conv+program");
+        check_node(fused, inputs, layout, &unfused);
+      }
+  unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
+}
+
+}  // namespace
+}  // namespace strider::cuda_test
