@@ -24,6 +24,7 @@
 #include "passes/fuse_conv_chain.h"
 #include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_gated_conv.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
 #include "ops/conv_chain.h"
@@ -290,6 +291,7 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   }
   if (options.fusion && device.has_kernel(kFusedConvOp))
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
+  if (options.fusion && device.has_kernel(kFusedGatedConvOp)) STRIDER_RETURN_IF_ERROR(fuse_gated_convs(graph).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
   if (options.fusion && device.has_kernel(kFusedPointwiseDepthwiseOp))
     STRIDER_RETURN_IF_ERROR(

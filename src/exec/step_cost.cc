@@ -26,6 +26,7 @@ double flops(const Plan& plan, const Node& node) {
   const bool ours = node.domain == "strider";
   if (node.outputs.empty() || node.outputs[0] == kNoValue) return 0;
   if ((op == "Conv" || (ours && op == kFusedConvOp)) && node.inputs.size() > 1) return conv_flops(plan, node);
+  if (ours && op == kFusedGatedConvOp && node.inputs.size() > 1) return 2 * conv_flops(plan, node);  // 2K channels
   if (op == "MatMul" || (ours && op == kFusedMatMulOp)) {
     const TensorView& a = plan.view(node.inputs[0]);
     return a.rank() == 0 ? 0 : product_flops(plan.view(node.outputs[0]), a.sizes.back());

@@ -140,6 +140,23 @@ Status infer_fused_conv(InferContext& ctx) {
 OpSchema fused_conv_schema() { return {kFusedConvOp, infer_fused_conv, {}, {}, {}}; }
 
 namespace {
+// FusedGatedConv's output is its Conv's with half the channels.
+Status infer_fused_gated_conv(InferContext& ctx) {
+  const size_t extra = ctx.num_inputs() > 3 ? ctx.num_inputs() - 3 : 0;
+  STRIDER_RETURN_IF_ERROR(read_fused_program_of(ctx.node(), 2 + int(extra)).status());
+  STRIDER_RETURN_IF_ERROR(find_op_schema("", "Conv")->infer(ctx));
+  Shape out = ctx.output_shape(0);
+  if (out.size() < 2 || out[1] % 2 != 0)
+    return ctx.error("a gated convolution needs an even number of output channels, not {}", shape_to_string(out));
+  out[1] /= 2;
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  return check_epilogue_operands(ctx, 3);
+}
+}  // namespace
+
+OpSchema fused_gated_conv_schema() { return {kFusedGatedConvOp, infer_fused_gated_conv, {}, {}, {}}; }
+
+namespace {
 // FusedMatMul's output is its MatMul's; every epilogue operand must broadcast to it.
 Status infer_fused_matmul(InferContext& ctx) {
   const Node& node = ctx.node();

@@ -29,6 +29,14 @@ inline constexpr std::string_view kFusedElementwiseOp = "FusedElementwise";
 // Conv had none and the program has operands), then the program's other operands;
 // register 0 is the convolution's result, register k >= 1 is input k + 2.
 inline constexpr std::string_view kFusedConvOp = "FusedConv";
+// A Conv whose 2K output channels are the two gates of one unit: a program reads channels
+// [0, K) as register 0 and [K, 2K) as register 1 (WaveNet's and the gated stacks'
+// tanh(a) * sigmoid(b), plus a residual), and nothing else reads the Conv's output, so the
+// node writes the program's K channels and the 2K are never stored. Inputs: the Conv's X,
+// W, B (absent when it had none), then the program's other operands (register k >= 2 is
+// input k + 1), each broadcast to the output [N, K, spatial...]. Formed only for devices
+// with a kernel for it (passes/fuse_gated_conv.h).
+inline constexpr std::string_view kFusedGatedConvOp = "FusedGatedConv";
 // A MatMul whose output goes through a program (its epilogue: bias, GELU, a residual add)
 // before anything reads it. Inputs: A, B, then the program's other operands; register 0 is
 // A x B, register k >= 1 is input k + 1, each broadcast to the MatMul's output shape.

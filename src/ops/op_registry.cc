@@ -102,6 +102,7 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
   static const OpSchema kMaterialize{"Materialize", infer_materialize};
   static const OpSchema kFused = fused_elementwise_schema();
   static const OpSchema kFusedConv = fused_conv_schema();
+  static const OpSchema kFusedGatedConv = fused_gated_conv_schema();
   static const OpSchema kFusedMatMul = fused_matmul_schema();
   static const OpSchema kFusedAttention = fused_attention_schema();
   static const OpSchema kConvChain = conv_chain_schema();
@@ -109,6 +110,7 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
     if (op_type == kConvChain.op_type) return &kConvChain;
     if (op_type == "Materialize") return &kMaterialize;
     if (op_type == kFusedConv.op_type) return &kFusedConv;
+    if (op_type == kFusedGatedConv.op_type) return &kFusedGatedConv;
     if (op_type == kFusedMatMul.op_type) return &kFusedMatMul;
     if (op_type == kFusedAttention.op_type) return &kFusedAttention;
     return op_type == kFused.op_type ? &kFused : nullptr;

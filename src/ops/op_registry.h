@@ -134,6 +134,7 @@ void register_roi_align_ops(std::vector<OpSchema>& ops);  // roi_align.cc
 // strider's FusedElementwise (ops/fused_elementwise.h).
 OpSchema fused_elementwise_schema();
 OpSchema fused_conv_schema();
+OpSchema fused_gated_conv_schema();
 OpSchema fused_matmul_schema();
 OpSchema fused_attention_schema();  // ops/fused_attention.h
 

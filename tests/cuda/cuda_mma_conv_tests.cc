@@ -9,10 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fmt/format.h>
+
 #include <string>
 
 #include "cuda_test_util.h"
+#include "ops/fused_elementwise.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_gated_conv.h"
 #include "passes/infer_shapes.h"
 
 namespace strider::cuda_test {
@@ -81,6 +85,70 @@ TEST(CudaMmaConv, PointwiseAndFewTapConvolutionsWithEpilogues) {
         EXPECT_EQ(made, c.epilogue.empty() ? "strider-cuda:mma-conv" : "strider-cuda:mma-conv+program");
         check_node(fused, inputs, layout, &unfused);
       }
+  unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
+}
+
+struct GatedCase {
+  const char* name;
+  Shape x;
+  int64_t kernel, dilation;
+  bool chomp, residual;
+};
+
+// x -> Conv (2C channels, bias) -> [chomp] -> Split -> tanh(a) * sigmoid(b) [+ x], unfused.
+Graph gated_graph(const GatedCase& c, DType t) {
+  GraphBuilder b(22);
+  const int64_t channels = c.x[1], pad = c.chomp ? c.dilation * (c.kernel - 1) : 0;
+  ValueId x = b.input("x", t, c.x);
+  AttributeMap attrs = ints_attribute("pads", {pad, pad});
+  attrs.set_ints("dilations", {c.dilation});
+  ValueId z = b.op("Conv", {x, b.constant("w", random_tensor(t, {2 * channels, channels, c.kernel}, 2)),
+                            b.constant("bias", random_tensor(t, {2 * channels}, 3))}, attrs);
+  auto i64s = [](std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); };
+  if (c.chomp)
+    z = b.op("Slice", {z, b.constant("starts", i64s({0})), b.constant("ends", i64s({-pad})), b.constant("axes", i64s({2}))});
+  AttributeMap axis;
+  axis.set_int("axis", 1);
+  std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split", i64s({channels, channels}))}, 2, axis);
+  ValueId gated = b.op("Mul", {b.op("Tanh", {halves[0]}), b.op("Sigmoid", {halves[1]})});
+  b.output(c.residual ? b.op("Add", {x, gated}) : gated);
+  return b.build();
+}
+
+// FusedGatedConv (passes/fuse_gated_conv.h): on the channel rows the tensor-core kernel
+// takes it applies the gate to its accumulators (forced here); on channels-first views and
+// in f32, and with the library forced, the convolution writes its 2K channels to a buffer
+// of its own and the gate follows as a map. Both against the reference of the unfused
+// graph, on every view, nothing outside the output touched.
+TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
+  STRIDER_REQUIRE_GPU();
+  const std::vector<GatedCase> cases = {
+      {"gated stack's unit", {2, 16, 40}, 1, 1, false, true},
+      {"WaveNet's layer with its chomp", {2, 16, 50}, 2, 4, true, false},
+      {"72 channels: two input steps, three tiles of pairs", {1, 72, 70}, 1, 1, false, true},
+  };
+  for (const char* choice : {"strider-cuda:mma-conv", "library"}) {
+    setenv("STRIDER_CUDA_KERNEL_CHOICE", choice, 1);
+    for (DType t : {DType::kBF16, DType::kF16, DType::kF32})
+      for (Layout layout : {Layout::kPackedChannelsLast, Layout::kAlignedSlice, Layout::kDense})
+        for (const GatedCase& c : cases) {
+          SCOPED_TRACE(fmt::format("{} {} {} {}", c.name, dtype_name(t), layout_name(layout), choice));
+          Graph unfused = gated_graph(c, t);
+          ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+          Graph fused = unfused;
+          ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+          auto folded = fuse_gated_convs(fused);
+          ASSERT_TRUE(folded.is_ok() && *folded == 1 && fused.num_nodes() == 1) << "the unit did not fold";
+          std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
+          auto prepared = prepare_node(fused, inputs, layout, nullptr);
+          ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+          const std::string made = prepared->kernel->implementation();
+          const bool tensor_cores = t != DType::kF32 && layout != Layout::kDense && std::string_view(choice) != "library";
+          if (tensor_cores) EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
+          else EXPECT_NE(made.find(" then strider-cuda:fused"), std::string::npos) << made;
+          check_node(fused, inputs, layout, &unfused);
+        }
+  }
   unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
 }
 

@@ -127,8 +127,9 @@ TEST_P(CudaReducePoolResize, AveragePoolAndGlobalPools) {
     b.output(b.op("AveragePool", {b.input("x", dtype(), {2, 3, 5, 6})}, a));
     check_node_all_layouts(b.build(), {{"x", x({2, 3, 5, 6})}});
   }
-  // Planes of 20 elements (a thread each) and of 1600 (a block each).
-  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{1, 4, 40, 40}, Shape{2, 3, 7}}) {
+  // Planes of 20 elements (a thread each), of 1600 (a block each), and MobileNetV2's last
+  // 7x7 planes at batch 32 (many rows: a thread each again).
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{1, 4, 40, 40}, Shape{2, 3, 7}, Shape{32, 640, 7, 7}}) {
     for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
       GraphBuilder b;
       b.output(b.op(op, {b.input("x", dtype(), shape)}));

@@ -6,6 +6,7 @@
 #include <cudnn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -359,11 +360,104 @@ Result<KernelPtr> make_fused_conv(const KernelRequest& r, const CudaContext& con
   return choose_conv(c, r, context, &program, operands);
 }
 
+// A FusedGatedConv's gate as the tensor-core kernel applies it: tanh(x0) * sigmoid(x1),
+// plus at most one addend with y's layout: that addend (or none), else nullopt.
+std::optional<std::vector<TensorView>> gate_addends(const FusedProgram& program, const std::vector<TensorView>& operands,
+                                                    const TensorView& y) {
+  const std::string text = describe_fused_program(program);
+  for (const char* gate : {"Mul(Tanh(x0), Sigmoid(x1))", "Mul(Sigmoid(x1), Tanh(x0))"}) {
+    if (text == gate && operands.empty()) return std::vector<TensorView>{};
+    const std::string plus_first = fmt::format("Add(x2, {})", gate), plus_last = fmt::format("Add({}, x2)", gate);
+    if ((text == plus_first || text == plus_last) && operands.size() == 1 && operands[0].dtype == y.dtype &&
+        has_layout_of(operands[0], y))
+      return operands;
+  }
+  return std::nullopt;
+}
+
+// A kernel that owns the buffer its inner kernels pass a value through.
+class WithScratch final : public Kernel {
+ public:
+  DeviceBuffer buffer;
+  std::unique_ptr<Allocation> allocation;
+  KernelPtr inner;
+  Status run(const QueueContext& queue) override { return inner->run(queue); }
+  std::string implementation() const override { return inner->implementation(); }
+  Status check_completed() override { return inner->check_completed(); }
+};
+
+// The convolution's 2K channels into a buffer the kernel owns (packed, in y's dim order),
+// by the fastest plain convolution, then the gate as one map over its halves into y. A
+// window padded less at its end than at its start (a chomp the pass folded into the end
+// padding) is padded alike at both ends here, as cuDNN wants, and the gate reads the
+// first outputs.
+Result<KernelPtr> conv_then_gate(const ConvSetup& c, const KernelRequest& r, const CudaContext& context,
+                                 const FusedProgram& program, const std::vector<TensorView>& operands) {
+  const size_t rank = size_t(c.y.rank());
+  ConvSetup full = c;
+  full.epilogue = ConvEpilogue{};
+  Shape sizes = c.y.sizes;
+  sizes[1] *= 2;
+  WindowGeometry& g = full.window;
+  for (size_t d = 0; d < g.kernel.size(); ++d) {
+    if (g.pads_end[d] >= g.pads_begin[d]) continue;
+    g.pads_end[d] = g.pads_begin[d];
+    const int64_t in = c.x.sizes[2 + d], reach = g.dilations[d] * (g.kernel[d] - 1) + 1;
+    g.output[d] = sizes[2 + d] = (in + g.pads_begin[d] + g.pads_end[d] - reach) / g.strides[d] + 1;
+  }
+  std::vector<size_t> order(rank);  // outermost first, as y's strides say
+  for (size_t d = 0; d < rank; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c.y.strides[a] > c.y.strides[b]; });
+  Strides strides(rank, 0);
+  int64_t span = 1;
+  for (size_t k = rank; k-- > 0;) strides[order[k]] = span, span *= sizes[order[k]];
+  auto staged = std::make_unique<WithScratch>();
+  const int64_t bytes = span * dtype_size(c.y.dtype);
+  STRIDER_RETURN_IF_ERROR(staged->buffer.allocate(size_t(bytes)));
+  staged->allocation = std::make_unique<Allocation>(0, "gated convolution's channels", "cuda",
+                                                    staged->buffer.as<std::byte>(), bytes, 256, StorageMode::kDevice, false);
+  STRIDER_ASSIGN_OR_RETURN(full.y, make_view(*staged->allocation, 0, c.y.dtype, sizes, strides, "gated channels"));
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr conv, choose_conv(full, r, context, nullptr, {}));
+  std::vector<TensorView> registers(2);
+  TensorView kept = full.y;  // the outputs y has
+  for (size_t d = 2; d < rank; ++d) {
+    STRIDER_ASSIGN_OR_RETURN(kept, slice_view(kept, int64_t(d), 0, c.y.sizes[d], 1));
+  }
+  STRIDER_ASSIGN_OR_RETURN(registers[0], slice_view(kept, 1, 0, c.y.sizes[1], 1));
+  STRIDER_ASSIGN_OR_RETURN(registers[1], slice_view(kept, 1, c.y.sizes[1], sizes[1], 1));
+  for (const TensorView& operand : operands) {
+    STRIDER_ASSIGN_OR_RETURN(TensorView b, broadcast_view(operand, c.y.sizes));
+    registers.push_back(std::move(b));
+  }
+  STRIDER_ASSIGN_OR_RETURN(staged->inner, then_program_over(std::move(conv), program, c.y, std::move(registers)));
+  return KernelPtr(std::move(staged));
+}
+
+// FusedGatedConv (ops/fused_elementwise.h): X, W, B, then the gate's other operands;
+// registers 0 and 1 are the convolution's two halves of channels. The tensor-core kernel
+// applies the gate to its accumulators and writes only y; any convolution followed by the
+// gate as a map is the fallback (f32, channels-first views), timed against it.
+Result<KernelPtr> make_fused_gated_conv(const KernelRequest& r, const CudaContext& context) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, conv_setup(r));  // c.y: the gate's output, K channels
+  const size_t extra = r.inputs.size() > 3 ? r.inputs.size() - 3 : 0;
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 2 + int(extra)));
+  const std::vector<TensorView> operands(r.inputs.end() - long(extra), r.inputs.end());
+  std::vector<KernelPtr> candidates;
+  if (std::optional<std::vector<TensorView>> addends = gate_addends(program, operands, c.y))
+    if (std::optional<KernelPtr> k = mma_conv_kernel(c, r, *addends, true)) candidates.push_back(std::move(*k));
+  Result<KernelPtr> staged = conv_then_gate(c, r, context, program, operands);
+  if (staged.is_ok()) candidates.push_back(std::move(staged).value());
+  if (candidates.empty()) return staged.status();
+  return fastest_kernel(choice_key(c, context.ordinal) + " gated by " + describe_fused_program(program),
+                        std::move(candidates));
+}
+
 }  // namespace
 
 void register_conv_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Conv", make_conv});
   table.push_back({kFusedConvOp, make_fused_conv});
+  table.push_back({kFusedGatedConvOp, make_fused_gated_conv});
 }
 
 }  // namespace strider::cuda

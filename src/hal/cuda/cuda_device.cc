@@ -150,10 +150,12 @@ bool CudaDevice::fuses_attention(const AttentionShape& shape) const {
 }
 
 // STRIDER_CUDA_EPILOGUES=off (a testing aid, for measuring what the epilogues save): no
-// FusedConv or FusedMatMul kernel, so the session leaves their programs as separate steps.
+// FusedConv, FusedGatedConv or FusedMatMul kernel, so the session leaves their programs as
+// separate steps.
 bool CudaDevice::has_kernel(std::string_view op_type) const {
   const char* epilogues = std::getenv("STRIDER_CUDA_EPILOGUES");
-  if (epilogues && std::string_view(epilogues) == "off" && (op_type == kFusedConvOp || op_type == kFusedMatMulOp))
+  if (epilogues && std::string_view(epilogues) == "off" &&
+      (op_type == kFusedConvOp || op_type == kFusedGatedConvOp || op_type == kFusedMatMulOp))
     return false;
   return cuda::has_kernel(op_type);
 }

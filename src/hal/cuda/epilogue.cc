@@ -134,6 +134,12 @@ Result<std::unique_ptr<Kernel>> then_program(std::unique_ptr<Kernel> product, co
     STRIDER_ASSIGN_OR_RETURN(TensorView b, broadcast_view(operand, out.sizes));
     registers.push_back(std::move(b));
   }
+  return then_program_over(std::move(product), program, out, std::move(registers));
+}
+
+Result<std::unique_ptr<Kernel>> then_program_over(std::unique_ptr<Kernel> product, const FusedProgram& program,
+                                                  const TensorView& out, std::vector<TensorView> registers) {
+  if (registers.size() != size_t(program.inputs)) return internal_error("fused program and registers disagree");
   // One instruction (a Clip, a residual Add) runs as that op's own map: the interpreter
   // took 0.11 ms for a ReLU6 that the Clip kernel does in 0.07 (MobileNetV2, bf16, b32).
   if (program.code.size() == 1) {

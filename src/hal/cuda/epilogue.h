@@ -48,5 +48,9 @@ bool has_layout_of(const TensorView& operand, const TensorView& out);
 // `operands` are the views of registers 1.. in order.
 Result<std::unique_ptr<Kernel>> then_program(std::unique_ptr<Kernel> product, const FusedProgram& program,
                                              const TensorView& out, const std::vector<TensorView>& operands);
+// The same with every register's view given (each of out's sizes): `out` need not be one
+// of them (a FusedGatedConv's gate reads two halves of a buffer and writes its output).
+Result<std::unique_ptr<Kernel>> then_program_over(std::unique_ptr<Kernel> product, const FusedProgram& program,
+                                                  const TensorView& out, std::vector<TensorView> registers);
 
 }  // namespace strider::cuda

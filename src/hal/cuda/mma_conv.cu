@@ -56,17 +56,28 @@ __device__ __forceinline__ void stage_step(const MmaConvArgs& a, uint16_t* a_til
 // fragments directly, a warp's store touched 8 rows x 16 bytes: half of every sector.
 constexpr int kOutLd = kTile + 8;  // floats: 16-byte aligned rows
 
+// Output column `ch` of a staged row: the value, or the gate of the row's pair of halves
+// with the map kernels' own scalar math (fused_math).
+__device__ __forceinline__ float output_at(const MmaConvArgs& a, const float* row, int ch) {
+  using fused_math::apply;
+  if (!a.gated) return row[ch];
+  const float gate = apply<FusedOp::kTanh>(row[ch], 0.0f, 0.0f, 0.0f);
+  return apply<FusedOp::kMul>(gate, apply<FusedOp::kSigmoid>(row[ch + kTile / 2], 0.0f, 0.0f, 0.0f), 0.0f, 0.0f);
+}
+
+// `n0` is the block's first output channel of y.
 template <typename T>
 __device__ __forceinline__ void store_outputs(const MmaConvArgs& a, const float* out, const int64_t* y_row, int n0) {
   Bits<T>* y = static_cast<Bits<T>*>(a.y);
+  const int width = a.gated ? kTile / 2 : kTile;  // y's channels a block writes
   if (a.chunk_stores) {
     for (int at = int(threadIdx.x); at < kTile * kChunks; at += kThreads) {
       const int r = at / kChunks, ch = at % kChunks * 8;
       const int64_t row = y_row[r];
-      if (row < 0 || n0 + ch >= a.k) continue;
+      if (row < 0 || ch >= width || n0 + ch >= a.k) continue;
       float v[8];
-      *reinterpret_cast<float4*>(v) = *reinterpret_cast<const float4*>(out + r * kOutLd + ch);
-      *reinterpret_cast<float4*>(v + 4) = *reinterpret_cast<const float4*>(out + r * kOutLd + ch + 4);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = output_at(a, out + r * kOutLd, ch + i);
       for (int k = 0; k < a.addend_count; ++k) {
         const uint4 bits = *reinterpret_cast<const uint4*>(static_cast<const Bits<T>*>(a.addends[k]) + row + n0 + ch);
         const Bits<T>* e = reinterpret_cast<const Bits<T>*>(&bits);
@@ -84,8 +95,8 @@ __device__ __forceinline__ void store_outputs(const MmaConvArgs& a, const float*
   for (int at = int(threadIdx.x); at < kTile * kTile; at += kThreads) {
     const int r = at / kTile, ch = at % kTile;
     const int64_t row = y_row[r];
-    if (row < 0 || n0 + ch >= a.k) continue;
-    float v = out[r * kOutLd + ch];
+    if (row < 0 || ch >= width || n0 + ch >= a.k) continue;
+    float v = output_at(a, out + r * kOutLd, ch);
     for (int k = 0; k < a.addend_count; ++k) v += to_compute<T>(static_cast<const Bits<T>*>(a.addends[k])[row + n0 + ch]);
     y[row + n0 + ch] = to_bits<T>(v);
   }
@@ -152,12 +163,12 @@ __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a)
     }
   }
   __syncthreads();
-  store_outputs<T>(a, out, y_row, n0);
+  store_outputs<T>(a, out, y_row, a.gated ? int(blockIdx.y) * kTile / 2 : n0);
 }
 
 template <typename T>
 cudaError_t launch_mma_conv(const MmaConvArgs& a, cudaStream_t stream) {
-  const dim3 grid(unsigned((a.pixels + kTile - 1) / kTile), unsigned((a.k + kTile - 1) / kTile));
+  const dim3 grid(unsigned((a.pixels + kTile - 1) / kTile), unsigned(mma_conv_tiles(a)));
   mma_conv_kernel<T><<<grid, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -18,7 +18,11 @@
 //   rounded up to 64), zero beyond K and C; bias f32 [ceil(K / 64) * 64] or null.
 // - Accumulation is f32; then bias, the epilogue's activation, and up to two addends (views
 //   with y's strides, a residual) are applied in f32 and the sum rounded to T once.
-// - One block computes 64 pixels x 64 output channels; 4 warps of 16 pixels each.
+// - gated (FusedGatedConv): the convolution has 2K output channels a and b and y [N, K, ...]
+//   receives tanh(a) * sigmoid(b) (then the addends); the weights' and bias's tiles hold 32
+//   channels of a then the same 32 of b.
+// - One block computes 64 pixels x 64 rows of weights (output channels, or 32 gated
+//   pairs); 4 warps of 16 pixels each.
 //
 // This header is compiled by nvcc and by the host compiler (no fmt).
 #pragma once
@@ -38,11 +42,13 @@ inline constexpr int kMaxMmaConvAddends = 2;
 struct MmaConvArgs {
   void* y = nullptr;
   const void* x = nullptr;
-  const void* weights = nullptr;  // T [k_pad][kw][c_pad]
-  const float* bias = nullptr;    // [k_pad] or null
+  const void* weights = nullptr;  // T [mma_conv_tiles * 64][kw][c_pad]
+  const float* bias = nullptr;    // [mma_conv_tiles * 64] or null
   const void* addends[kMaxMmaConvAddends] = {};
   int32_t addend_count = 0;
-  int32_t n = 0, c = 0, c_pad = 0, h = 0, w = 0, k = 0, oh = 0, ow = 0;
+  int32_t n = 0, c = 0, c_pad = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int32_t k = 0;  // y's channels (half the convolution's when gated)
+  bool gated = false;
   int32_t kw = 1, stride_w = 1, pad_w = 0, dilation_w = 1;
   int32_t kh = 1, stride_h = 1, pad_h = 0, dilation_h = 1;  // the height's window: 1, 1, 0 (checked)
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
@@ -53,6 +59,12 @@ struct MmaConvArgs {
   bool chunk_stores = false;
   ConvEpilogue epilogue;
 };
+
+// Tiles of 64 weight rows: of 64 output channels, or of 32 gated pairs.
+inline int64_t mma_conv_tiles(const MmaConvArgs& a) {
+  const int64_t per_tile = a.gated ? kMmaConvTile / 2 : kMmaConvTile;
+  return (a.k + per_tile - 1) / per_tile;
+}
 
 struct MmaConvLaunch {
   using Launcher = cudaError_t (*)(const MmaConvArgs&, cudaStream_t);

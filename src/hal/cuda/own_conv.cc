@@ -116,27 +116,42 @@ class DirectConv final : public Kernel {
 };
 
 // The tensor-core convolution (mma_conv.h) with its weights repacked once as T
-// [k_pad][kw][c_pad] (the constant's own bits, no rounding) and the bias as f32.
+// [tiles * 64][kw][c_pad] (the constant's own bits, no rounding) and the bias as f32, in
+// the row order of the kernel's tiles: output channels in order, or for a gated unit 32 of
+// the first half then the same 32 of the second half a tile.
 class MmaConv final : public Kernel {
  public:
-  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias, const std::vector<TensorView>& addends) {
+  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias, const std::vector<TensorView>& addends,
+              bool gated) {
     MmaConvArgs& a = launch_.args;
     set_geometry(c, a);
+    a.gated = gated;
     a.k = int32_t(c.y.sizes[1]);
     a.c_pad = (a.c + kMmaConvTile - 1) / kMmaConvTile * kMmaConvTile;
-    const int64_t k_pad = (a.k + kMmaConvTile - 1) / kMmaConvTile * kMmaConvTile;
     if (weights.dtype() != c.y.dtype || dtype_size(weights.dtype()) != 2) return unsupported("weights of another dtype");
-    // Weights [K, C, 1, kw] (or [K, C, kw]) -> [k_pad][kw][c_pad].
+    const int64_t conv_k = weights.shape()[0], rows = mma_conv_tiles(a) * int64_t(kMmaConvTile);
+    if (conv_k != (gated ? 2 * int64_t(a.k) : a.k)) return internal_error("tensor-core convolution: weights and output");
+    // The conv channel of each tile row, -1 for padding.
+    std::vector<int64_t> channel(size_t(rows), -1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t tile = r / kMmaConvTile, at = r % kMmaConvTile, half = kMmaConvTile / 2;
+      const int64_t o = gated ? tile * half + at % half : r;
+      if (o < a.k) channel[size_t(r)] = gated && at >= half ? o + a.k : o;
+    }
+    // Weights [K, C, 1, kw] (or [K, C, kw]) -> [rows][kw][c_pad].
     const auto* source = reinterpret_cast<const uint16_t*>(weights.bytes());
-    std::vector<uint16_t> w(size_t(k_pad * a.kw * a.c_pad), 0);
-    for (int64_t o = 0; o < a.k; ++o)
+    std::vector<uint16_t> w(size_t(rows * a.kw * a.c_pad), 0);
+    std::vector<float> b(size_t(rows), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = channel[size_t(r)];
+      if (o < 0) continue;
+      if (bias) b[size_t(r)] = float(bias->element_as_double(o));
       for (int64_t ch = 0; ch < a.c; ++ch)
-        for (int64_t j = 0; j < a.kw; ++j)
-          w[size_t((o * a.kw + j) * a.c_pad + ch)] = source[(o * a.c + ch) * a.kw + j];
+        for (int64_t j = 0; j < a.kw; ++j) w[size_t((r * a.kw + j) * a.c_pad + ch)] = source[(o * a.c + ch) * a.kw + j];
+    }
     STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(w))));
     a.weights = weights_.as<void>();
     if (bias) {
-      const std::vector<float> b = bias_as_f32(bias, a.k, k_pad);
       STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
       a.bias = bias_.as<float>();
     }
@@ -152,6 +167,7 @@ class MmaConv final : public Kernel {
   Status run(const QueueContext& queue) override { return run_mma_conv(launch_, stream_of(queue)); }
   std::string implementation() const override {
     const MmaConvArgs& a = launch_.args;
+    if (a.gated) return "strider-cuda:mma-conv+gate";
     return a.epilogue.activation != ConvActivation::kNone || a.addend_count ? "strider-cuda:mma-conv+program"
                                                                              : "strider-cuda:mma-conv";
   }
@@ -179,13 +195,13 @@ bool mma_conv_applies(const ConvSetup& c) {
 }  // namespace
 
 std::optional<KernelPtr> mma_conv_kernel(const ConvSetup& c, const KernelRequest& r,
-                                         const std::vector<TensorView>& addends) {
+                                         const std::vector<TensorView>& addends, bool gated) {
   if (!own_kernels_apply(c, r) || c.group != 1 || !mma_conv_applies(c)) return std::nullopt;
   if (addends.size() > size_t(kMaxMmaConvAddends)) return std::nullopt;
   for (const TensorView& v : addends)
     if (v.dtype != c.y.dtype || !has_layout_of(v, c.y)) return std::nullopt;
   auto kernel = std::make_unique<MmaConv>();
-  if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr, addends).is_ok())
+  if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr, addends, gated).is_ok())
     return std::nullopt;
   return KernelPtr(std::move(kernel));
 }

@@ -42,8 +42,10 @@ std::vector<std::unique_ptr<Kernel>> cudnn_graph_conv_kernels(const ConvSetup& c
 Status upload_krsc_weights(const TensorView& w, const Tensor& constant, DeviceBuffer* out);
 std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r);
 // The tensor-core convolution (mma_conv.h) where it applies; it adds `addends` (views with
-// y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue.
+// y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue. `gated`: a
+// FusedGatedConv's, y holding tanh(a) * sigmoid(b) of the weights' two halves of channels
+// (plus the addends).
 std::optional<std::unique_ptr<Kernel>> mma_conv_kernel(const ConvSetup& c, const KernelRequest& r,
-                                                       const std::vector<TensorView>& addends);
+                                                       const std::vector<TensorView>& addends, bool gated = false);
 
 }  // namespace strider::cuda

@@ -1,0 +1,121 @@
+// Intent tests of passes/fuse_gated_conv.h on builder graphs: a gated stack's unit and a
+// WaveNet layer (with its chomp) become one FusedGatedConv whose program reads the halves
+// as registers 0 and 1; what must stay unfused does. The values are checked on CUDA
+// (tests/cuda/cuda_mma_conv_tests.cc): only CUDA has a kernel for the node.
+#include <gtest/gtest.h>
+
+#include "ops/fused_elementwise.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/fuse_gated_conv.h"
+#include "passes/infer_shapes.h"
+#include "plan_test_util.h"
+
+namespace strider {
+namespace {
+
+using testing::random_f32;
+
+Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
+
+struct Unit {
+  int64_t channels = 8, length = 20, dilation = 1, kernel = 1;
+  bool chomp = false, residual = true, split = true, halves_read_twice = false, strided = false;
+};
+
+// h [1, C, T] -> Conv (2C channels) -> [chomp] -> halves -> tanh(a) * sigmoid(b) [+ h].
+Graph unit_graph(const Unit& u) {
+  GraphBuilder b;
+  const int64_t c = u.channels;
+  ValueId h = b.input("h", DType::kF32, {1, c, u.length});
+  AttributeMap conv;
+  conv.set_ints("dilations", {u.dilation});
+  conv.set_ints("strides", {u.strided ? 2 : 1});
+  const int64_t pad = u.chomp ? u.dilation * (u.kernel - 1) : 0;
+  conv.set_ints("pads", {pad, pad});
+  ValueId z = b.op("Conv", {h, b.constant("w", random_f32({2 * c, c, u.kernel}, 1)), b.constant("b", random_f32({2 * c}, 2))},
+                   conv);
+  if (u.chomp) {
+    z = b.op("Slice", {z, b.constant("starts", i64s({0})), b.constant("ends", i64s({-pad})), b.constant("axes", i64s({2}))});
+  }
+  ValueId a, g;
+  if (u.split) {
+    AttributeMap axis;
+    axis.set_int("axis", 1);
+    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split", i64s({c, c}))}, 2, axis);
+    a = halves[0], g = halves[1];
+  } else {
+    a = b.op("Slice", {z, b.constant("s0", i64s({0})), b.constant("e0", i64s({c})), b.constant("x0", i64s({1}))});
+    g = b.op("Slice", {z, b.constant("s1", i64s({c})), b.constant("e1", i64s({2 * c})), b.constant("x1", i64s({1}))});
+  }
+  ValueId gated = b.op("Mul", {b.op("Tanh", {a}), b.op("Sigmoid", {g})});
+  if (u.residual) gated = b.op("Add", {h, gated});
+  b.output(gated);
+  if (u.halves_read_twice) b.output(b.op("Relu", {a}));
+  return b.build();
+}
+
+// The graph after the passes a CUDA session runs before this one, then fuse_gated_convs.
+Result<int> fuse(Graph& g) {
+  STRIDER_RETURN_IF_ERROR(infer_and_fold(g));
+  STRIDER_RETURN_IF_ERROR(fuse_elementwise(g).status());
+  STRIDER_RETURN_IF_ERROR(fuse_conv_activations(g).status());
+  return fuse_gated_convs(g);
+}
+
+const Node* gated_node(const Graph& g) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).op_type == kFusedGatedConvOp) return &g.node(id);
+  return nullptr;
+}
+
+TEST(GatedConvFusion, AGatedUnitBecomesOneNode) {
+  for (bool split : {true, false}) {
+    SCOPED_TRACE(split ? "Split" : "two Slices");
+    Unit u;
+    u.split = split;
+    Graph g = unit_graph(u);
+    auto fused = fuse(g);
+    ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
+    EXPECT_EQ(*fused, 1);
+    ASSERT_EQ(g.num_nodes(), 1);
+    const Node* node = gated_node(g);
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(*node->attributes.get_string("expression", ""), "Add(x2, Mul(Tanh(x0), Sigmoid(x1)))");
+    EXPECT_EQ(g.value(node->outputs[0]).shape, (Shape{1, 8, 20}));
+    ASSERT_EQ(node->inputs.size(), 4u);
+    EXPECT_EQ(node->inputs[3], node->inputs[0]);  // the residual is the unit's input
+    ASSERT_TRUE(infer_and_fold(g).is_ok());  // the schema agrees with the pass
+  }
+}
+
+TEST(GatedConvFusion, TheChompBecomesLessEndPadding) {
+  Unit u;
+  u.kernel = 2, u.dilation = 4, u.chomp = true, u.residual = false;
+  Graph g = unit_graph(u);
+  auto fused = fuse(g);
+  ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
+  EXPECT_EQ(*fused, 1);
+  const Node* node = gated_node(g);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(*node->attributes.require_ints("pads"), (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(g.value(node->outputs[0]).shape, (Shape{1, 8, 20}));
+  EXPECT_EQ(*node->attributes.get_string("expression", ""), "Mul(Tanh(x0), Sigmoid(x1))");
+}
+
+TEST(GatedConvFusion, WhatMustStayUnfusedDoes) {
+  Unit read_twice;
+  read_twice.halves_read_twice = true;  // a half is also a graph's other reader's input
+  Unit strided;
+  strided.kernel = 2, strided.dilation = 2, strided.chomp = true, strided.strided = true;  // chomp at stride 2
+  strided.residual = false;
+  for (const Unit& u : {read_twice, strided}) {
+    Graph g = unit_graph(u);
+    auto fused = fuse(g);
+    ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();
+    EXPECT_EQ(*fused, 0);
+    EXPECT_EQ(gated_node(g), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace strider
