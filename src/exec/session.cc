@@ -291,7 +291,9 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   }
   if (options.fusion && device.has_kernel(kFusedConvOp))
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
-  if (options.fusion && device.has_kernel(kFusedGatedConvOp)) STRIDER_RETURN_IF_ERROR(fuse_gated_convs(graph).status());
+  if (options.fusion && device.has_kernel(kFusedGatedConvOp))
+    STRIDER_RETURN_IF_ERROR(
+        fuse_gated_convs(graph, [&device](const GatedConvUnit& unit) { return device.fuses_gated_conv(unit); }).status());
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
   if (options.fusion && device.has_kernel(kFusedPointwiseDepthwiseOp))
     STRIDER_RETURN_IF_ERROR(

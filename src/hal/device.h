@@ -23,6 +23,7 @@
 #include "hal/trace_clock.h"
 #include "memory/allocation.h"
 #include "ops/fused_attention.h"
+#include "ops/fused_elementwise.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
 
@@ -106,6 +107,9 @@ class Device {
   // `intermediate_bytes`: a device says yes where its fused kernel, which never stores the
   // intermediate whole, is faster than the two steps at that size.
   virtual bool fuses_pointwise_depthwise(int64_t /*intermediate_bytes*/) const { return false; }
+  // Whether a gated unit's convolution and gate should run as one FusedGatedConv
+  // (passes/fuse_gated_conv.h), where the device has a kernel for it.
+  virtual bool fuses_gated_conv(const GatedConvUnit&) const { return true; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

@@ -37,6 +37,12 @@ inline constexpr std::string_view kFusedConvOp = "FusedConv";
 // input k + 1), each broadcast to the output [N, K, spatial...]. Formed only for devices
 // with a kernel for it (passes/fuse_gated_conv.h).
 inline constexpr std::string_view kFusedGatedConvOp = "FusedGatedConv";
+// What a device decides a gated unit's fusion by (Device::fuses_gated_conv).
+struct GatedConvUnit {
+  DType dtype = DType::kF32;
+  int64_t taps = 1;  // the window's elements
+  int64_t in_channels = 0, gated_channels = 0;  // C and K (the Conv's 2K)
+};
 // A MatMul whose output goes through a program (its epilogue: bias, GELU, a residual add)
 // before anything reads it. Inputs: A, B, then the program's other operands; register 0 is
 // A x B, register k >= 1 is input k + 1, each broadcast to the MatMul's output shape.

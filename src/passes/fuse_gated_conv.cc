@@ -30,8 +30,8 @@ struct GatedConv {
 
 class GatedConvFuser {
  public:
-  explicit GatedConvFuser(Graph& graph)
-      : g_(graph), consumers_(graph.consumers()), outputs_(graph.outputs().begin(), graph.outputs().end()) {}
+  GatedConvFuser(Graph& graph, const std::function<bool(const GatedConvUnit&)>& pays)
+      : g_(graph), pays_(pays), consumers_(graph.consumers()), outputs_(graph.outputs().begin(), graph.outputs().end()) {}
 
   Result<int> run() {
     int fused = 0;
@@ -148,6 +148,15 @@ class GatedConvFuser {
     return attributes;
   }
 
+  bool pays(const GatedConv& gc) const {
+    if (!pays_) return true;
+    const Node& conv = g_.node(gc.conv);
+    const Shape& w = g_.value(conv.inputs[1]).shape;
+    GatedConvUnit unit{g_.value(conv.outputs[0]).dtype, 1, w.size() > 1 ? w[1] : 0, w.empty() ? 0 : w[0] / 2};
+    for (size_t d = 2; d < w.size(); ++d) unit.taps *= w[d];
+    return pays_(unit);
+  }
+
   Result<bool> try_fuse(NodeId id) {
     const Node& gate = g_.node(id);
     if (gate.outputs.size() != 1 || !(gate.domain == kStriderDomain && gate.op_type == kFusedElementwiseOp)) return false;
@@ -163,7 +172,7 @@ class GatedConvFuser {
         if (!attributes) continue;
         const Value& out = g_.value(gate.outputs[0]);
         const Value& half = g_.value(gate.inputs[i]);
-        if (out.shape != half.shape || out.dtype != half.dtype) continue;
+        if (out.shape != half.shape || out.dtype != half.dtype || !pays(*gc)) continue;
         STRIDER_RETURN_IF_ERROR(fuse(id, i, j, program, *h, *gc, std::move(*attributes)));
         return true;
       }
@@ -208,6 +217,7 @@ class GatedConvFuser {
   }
 
   Graph& g_;
+  const std::function<bool(const GatedConvUnit&)>& pays_;
   const std::vector<std::vector<NodeId>> consumers_;
   const std::unordered_set<ValueId> outputs_;
   std::unordered_set<NodeId> removed_;
@@ -216,6 +226,8 @@ class GatedConvFuser {
 
 }  // namespace
 
-Result<int> fuse_gated_convs(Graph& graph) { return GatedConvFuser(graph).run(); }
+Result<int> fuse_gated_convs(Graph& graph, const std::function<bool(const GatedConvUnit&)>& pays) {
+  return GatedConvFuser(graph, pays).run();
+}
 
 }  // namespace strider

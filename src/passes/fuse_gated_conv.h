@@ -18,14 +18,18 @@
 // name.
 //
 // Run after fuse_elementwise and fuse_conv_activations, only for a device with a
-// FusedGatedConv kernel (the session checks). Returns how many units it fused.
+// FusedGatedConv kernel (the session checks), and for each unit only where `pays` says
+// the device is faster fused (Device::fuses_gated_conv). Returns how many units it fused.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
+#include "ops/fused_elementwise.h"
 #include "strider/status.h"
 
 namespace strider {
 
-Result<int> fuse_gated_convs(Graph& graph);
+Result<int> fuse_gated_convs(Graph& graph, const std::function<bool(const GatedConvUnit&)>& pays = nullptr);
 
 }  // namespace strider

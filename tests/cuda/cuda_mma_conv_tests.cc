@@ -141,11 +141,19 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
           ASSERT_TRUE(folded.is_ok() && *folded == 1 && fused.num_nodes() == 1) << "the unit did not fold";
           std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
           auto prepared = prepare_node(fused, inputs, layout, nullptr);
+          // f32 channel slices: no f32 convolution takes them (cuDNN refuses NHWC slices,
+          // the direct kernel channels-last rows); the planner gives such a node packed views.
+          if (t == DType::kF32 && layout == Layout::kAlignedSlice && !prepared.is_ok() &&
+              prepared.status().code() == StatusCode::kUnsupported)
+            continue;
           ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
           const std::string made = prepared->kernel->implementation();
-          const bool tensor_cores = t != DType::kF32 && layout != Layout::kDense && std::string_view(choice) != "library";
-          if (tensor_cores) EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
-          else EXPECT_NE(made.find(" then strider-cuda:fused"), std::string::npos) << made;
+          const bool library = std::string_view(choice) == "library";
+          // (A library convolution may refuse the 16-bit channel slices: then it is the
+          // tensor-core kernel either way.)
+          if (t != DType::kF32 && layout != Layout::kDense && !library) EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
+          if (t == DType::kF32 || layout == Layout::kDense || (library && layout == Layout::kPackedChannelsLast))
+            EXPECT_NE(made.find(" then strider-cuda:fused"), std::string::npos) << made;
           check_node(fused, inputs, layout, &unfused);
         }
   }

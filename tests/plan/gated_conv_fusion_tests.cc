@@ -55,11 +55,11 @@ Graph unit_graph(const Unit& u) {
 }
 
 // The graph after the passes a CUDA session runs before this one, then fuse_gated_convs.
-Result<int> fuse(Graph& g) {
+Result<int> fuse(Graph& g, const std::function<bool(const GatedConvUnit&)>& pays = nullptr) {
   STRIDER_RETURN_IF_ERROR(infer_and_fold(g));
   STRIDER_RETURN_IF_ERROR(fuse_elementwise(g).status());
   STRIDER_RETURN_IF_ERROR(fuse_conv_activations(g).status());
-  return fuse_gated_convs(g);
+  return fuse_gated_convs(g, pays);
 }
 
 const Node* gated_node(const Graph& g) {
@@ -91,6 +91,14 @@ TEST(GatedConvFusion, AGatedUnitBecomesOneNode) {
 TEST(GatedConvFusion, TheChompBecomesLessEndPadding) {
   Unit u;
   u.kernel = 2, u.dilation = 4, u.chomp = true, u.residual = false;
+  Graph declined = unit_graph(u);  // the device is asked, with the unit's shape
+  GatedConvUnit asked;
+  auto none = fuse(declined, [&](const GatedConvUnit& unit) { return asked = unit, false; });
+  ASSERT_TRUE(none.is_ok() && *none == 0);
+  EXPECT_EQ(gated_node(declined), nullptr);
+  EXPECT_EQ(asked.taps, 2);
+  EXPECT_EQ(asked.in_channels, 8);
+  EXPECT_EQ(asked.gated_channels, 8);
   Graph g = unit_graph(u);
   auto fused = fuse(g);
   ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();

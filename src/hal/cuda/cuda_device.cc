@@ -151,14 +151,22 @@ bool CudaDevice::fuses_attention(const AttentionShape& shape) const {
 
 // STRIDER_CUDA_EPILOGUES=off (a testing aid, for measuring what the epilogues save): no
 // FusedConv, FusedGatedConv or FusedMatMul kernel, so the session leaves their programs as
-// separate steps.
+// separate steps; STRIDER_CUDA_GATED_CONV=off: no FusedGatedConv alone.
 bool CudaDevice::has_kernel(std::string_view op_type) const {
   const char* epilogues = std::getenv("STRIDER_CUDA_EPILOGUES");
   if (epilogues && std::string_view(epilogues) == "off" &&
       (op_type == kFusedConvOp || op_type == kFusedGatedConvOp || op_type == kFusedMatMulOp))
     return false;
+  const char* gated = std::getenv("STRIDER_CUDA_GATED_CONV");
+  if (gated && std::string_view(gated) == "off" && op_type == kFusedGatedConvOp) return false;
   return cuda::has_kernel(op_type);
 }
+bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
+  const char* env = std::getenv("STRIDER_CUDA_GATED_CONV");
+  if (env && std::string_view(env) == "everywhere") return true;
+  return (unit.dtype == DType::kBF16 || unit.dtype == DType::kF16) && unit.taps > 1;
+}
+
 std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {
