@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cuda_test_util.h"
+#include "gated_unit.h"
 #include "ops/fused_elementwise.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
@@ -90,30 +91,8 @@ TEST(CudaMmaConv, PointwiseAndFewTapConvolutionsWithEpilogues) {
 
 struct GatedCase {
   const char* name;
-  Shape x;
-  int64_t kernel, dilation;
-  bool chomp, residual;
+  testing_support::GatedUnit unit;
 };
-
-// x -> Conv (2C channels, bias) -> [chomp] -> Split -> tanh(a) * sigmoid(b) [+ x], unfused.
-Graph gated_graph(const GatedCase& c, DType t) {
-  GraphBuilder b(22);
-  const int64_t channels = c.x[1], pad = c.chomp ? c.dilation * (c.kernel - 1) : 0;
-  ValueId x = b.input("x", t, c.x);
-  AttributeMap attrs = ints_attribute("pads", {pad, pad});
-  attrs.set_ints("dilations", {c.dilation});
-  ValueId z = b.op("Conv", {x, b.constant("w", random_tensor(t, {2 * channels, channels, c.kernel}, 2)),
-                            b.constant("bias", random_tensor(t, {2 * channels}, 3))}, attrs);
-  auto i64s = [](std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); };
-  if (c.chomp)
-    z = b.op("Slice", {z, b.constant("starts", i64s({0})), b.constant("ends", i64s({-pad})), b.constant("axes", i64s({2}))});
-  AttributeMap axis;
-  axis.set_int("axis", 1);
-  std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split", i64s({channels, channels}))}, 2, axis);
-  ValueId gated = b.op("Mul", {b.op("Tanh", {halves[0]}), b.op("Sigmoid", {halves[1]})});
-  b.output(c.residual ? b.op("Add", {x, gated}) : gated);
-  return b.build();
-}
 
 // FusedGatedConv (passes/fuse_gated_conv.h): on the channel rows the tensor-core kernel
 // takes it applies the gate to its accumulators (forced here); on channels-first views and
@@ -123,9 +102,9 @@ Graph gated_graph(const GatedCase& c, DType t) {
 TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
   STRIDER_REQUIRE_GPU();
   const std::vector<GatedCase> cases = {
-      {"gated stack's unit", {2, 16, 40}, 1, 1, false, true},
-      {"WaveNet's layer with its chomp", {2, 16, 50}, 2, 4, true, false},
-      {"72 channels: two input steps, three tiles of pairs", {1, 72, 70}, 1, 1, false, true},
+      {"gated stack's unit", {.x = {2, 16, 40}}},
+      {"WaveNet's layer with its chomp", {.x = {2, 16, 50}, .kernel = 2, .dilation = 4, .chomp = true, .residual = false}},
+      {"72 channels: two input steps, three tiles of pairs", {.x = {1, 72, 70}}},
   };
   for (const char* choice : {"strider-cuda:mma-conv", "library"}) {
     setenv("STRIDER_CUDA_KERNEL_CHOICE", choice, 1);
@@ -133,13 +112,14 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
       for (Layout layout : {Layout::kPackedChannelsLast, Layout::kAlignedSlice, Layout::kDense})
         for (const GatedCase& c : cases) {
           SCOPED_TRACE(fmt::format("{} {} {} {}", c.name, dtype_name(t), layout_name(layout), choice));
-          Graph unfused = gated_graph(c, t);
+          Graph unfused = testing_support::gated_unit_graph(
+              c.unit, t, [t](const Shape& shape, uint32_t seed) { return random_tensor(t, shape, seed); });
           ASSERT_TRUE(infer_and_fold(unfused).is_ok());
           Graph fused = unfused;
           ASSERT_TRUE(fuse_elementwise(fused).is_ok());
           auto folded = fuse_gated_convs(fused);
           ASSERT_TRUE(folded.is_ok() && *folded == 1 && fused.num_nodes() == 1) << "the unit did not fold";
-          std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
+          std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.unit.x, 1)}};
           auto prepared = prepare_node(fused, inputs, layout, nullptr);
           // f32 channel slices: no f32 convolution takes them (cuDNN refuses NHWC slices,
           // the direct kernel channels-last rows); the planner gives such a node packed views.

@@ -8,6 +8,7 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
 #include "passes/infer_shapes.h"
+#include "../support/gated_unit.h"
 #include "plan_test_util.h"
 
 namespace strider {
@@ -15,43 +16,10 @@ namespace {
 
 using testing::random_f32;
 
-Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
+using testing_support::GatedUnit;
 
-struct Unit {
-  int64_t channels = 8, length = 20, dilation = 1, kernel = 1;
-  bool chomp = false, residual = true, split = true, halves_read_twice = false, strided = false;
-};
-
-// h [1, C, T] -> Conv (2C channels) -> [chomp] -> halves -> tanh(a) * sigmoid(b) [+ h].
-Graph unit_graph(const Unit& u) {
-  GraphBuilder b;
-  const int64_t c = u.channels;
-  ValueId h = b.input("h", DType::kF32, {1, c, u.length});
-  AttributeMap conv;
-  conv.set_ints("dilations", {u.dilation});
-  conv.set_ints("strides", {u.strided ? 2 : 1});
-  const int64_t pad = u.chomp ? u.dilation * (u.kernel - 1) : 0;
-  conv.set_ints("pads", {pad, pad});
-  ValueId z = b.op("Conv", {h, b.constant("w", random_f32({2 * c, c, u.kernel}, 1)), b.constant("b", random_f32({2 * c}, 2))},
-                   conv);
-  if (u.chomp) {
-    z = b.op("Slice", {z, b.constant("starts", i64s({0})), b.constant("ends", i64s({-pad})), b.constant("axes", i64s({2}))});
-  }
-  ValueId a, g;
-  if (u.split) {
-    AttributeMap axis;
-    axis.set_int("axis", 1);
-    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split", i64s({c, c}))}, 2, axis);
-    a = halves[0], g = halves[1];
-  } else {
-    a = b.op("Slice", {z, b.constant("s0", i64s({0})), b.constant("e0", i64s({c})), b.constant("x0", i64s({1}))});
-    g = b.op("Slice", {z, b.constant("s1", i64s({c})), b.constant("e1", i64s({2 * c})), b.constant("x1", i64s({1}))});
-  }
-  ValueId gated = b.op("Mul", {b.op("Tanh", {a}), b.op("Sigmoid", {g})});
-  if (u.residual) gated = b.op("Add", {h, gated});
-  b.output(gated);
-  if (u.halves_read_twice) b.output(b.op("Relu", {a}));
-  return b.build();
+Graph unit_graph(const GatedUnit& u) {
+  return testing_support::gated_unit_graph(u, DType::kF32, [](const Shape& s, uint32_t seed) { return random_f32(s, seed); });
 }
 
 // The graph after the passes a CUDA session runs before this one, then fuse_gated_convs.
@@ -71,7 +39,7 @@ const Node* gated_node(const Graph& g) {
 TEST(GatedConvFusion, AGatedUnitBecomesOneNode) {
   for (bool split : {true, false}) {
     SCOPED_TRACE(split ? "Split" : "two Slices");
-    Unit u;
+    GatedUnit u;
     u.split = split;
     Graph g = unit_graph(u);
     auto fused = fuse(g);
@@ -89,7 +57,7 @@ TEST(GatedConvFusion, AGatedUnitBecomesOneNode) {
 }
 
 TEST(GatedConvFusion, TheChompBecomesLessEndPadding) {
-  Unit u;
+  GatedUnit u;
   u.kernel = 2, u.dilation = 4, u.chomp = true, u.residual = false;
   Graph declined = unit_graph(u);  // the device is asked, with the unit's shape
   GatedConvUnit asked;
@@ -111,12 +79,12 @@ TEST(GatedConvFusion, TheChompBecomesLessEndPadding) {
 }
 
 TEST(GatedConvFusion, WhatMustStayUnfusedDoes) {
-  Unit read_twice;
+  GatedUnit read_twice;
   read_twice.halves_read_twice = true;  // a half is also a graph's other reader's input
-  Unit strided;
-  strided.kernel = 2, strided.dilation = 2, strided.chomp = true, strided.strided = true;  // chomp at stride 2
+  GatedUnit strided;
+  strided.kernel = 2, strided.dilation = 2, strided.chomp = true, strided.stride = 2;  // chomp at stride 2
   strided.residual = false;
-  for (const Unit& u : {read_twice, strided}) {
+  for (const GatedUnit& u : {read_twice, strided}) {
     Graph g = unit_graph(u);
     auto fused = fuse(g);
     ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();

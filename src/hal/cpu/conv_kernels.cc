@@ -456,8 +456,9 @@ Result<KernelPtr> onednn_conv(const ConvSetup& c, const Tensor* constant_weights
 // Packed operands always get a kernel: oneDNN's, or the naive one for other dtypes.
 }  // namespace
 
-Result<KernelPtr> make_conv(const KernelRequest& r) {
-  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
+// The fastest convolution of these views for `r`'s node (its weights and bias), with the
+// setup's activation.
+Result<KernelPtr> make_conv_of(const ConvSetup& c, const KernelRequest& r) {
   DType dtype = c.y.dtype;
   bool fast_dtype = dtype == DType::kF32 || dtype == DType::kBF16;
   if (fast_dtype && (!is_packed(c.x) || !is_packed(c.y))) {
@@ -493,9 +494,50 @@ Result<KernelPtr> make_conv(const KernelRequest& r) {
   });
 }
 
+Result<KernelPtr> make_conv(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));
+  return make_conv_of(c, r);
+}
+
+// A kernel that owns the scratch its inner kernels pass a value through.
+class WithScratch final : public Kernel {
+ public:
+  WithScratch(KernelScratch scratch, KernelPtr inner) : scratch_(std::move(scratch)), inner_(std::move(inner)) {}
+  Status run(const QueueContext& context) override { return inner_->run(context); }
+  std::string implementation() const override { return inner_->implementation(); }
+
+ private:
+  KernelScratch scratch_;
+  KernelPtr inner_;
+};
+
+// FusedGatedConv (ops/fused_elementwise.h): the convolution's 2K channels into scratch the
+// kernel owns (in y's memory order), then the gate as one program over the two halves. The
+// CPU forms the node for no model (CpuDevice::fuses_gated_conv: never measured to pay);
+// the kernel keeps the node's meaning checked on cpu and sim by the kernel suite.
+Result<KernelPtr> make_gated_conv(const KernelRequest& r) {
+  STRIDER_ASSIGN_OR_RETURN(ConvSetup c, resolve_conv(r));  // c.y: the gate's output, K channels
+  const size_t extra = r.inputs.size() > 3 ? r.inputs.size() - 3 : 0;
+  STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program_of(r.node, 2 + int(extra)));
+  Shape sizes = c.y.sizes;
+  sizes[1] *= 2;
+  KernelScratch scratch = make_kernel_scratch(num_elements(sizes) * dtype_size(c.y.dtype), "gated convolution's channels");
+  ConvSetup full = c;
+  STRIDER_ASSIGN_OR_RETURN(full.y, make_view(*scratch.allocation, 0, c.y.dtype, sizes,
+                                             dense_strides_in_order_of(sizes, c.y.strides), "gated channels"));
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr conv, make_conv_of(full, r));
+  std::vector<TensorView> registers(2);
+  STRIDER_ASSIGN_OR_RETURN(registers[0], slice_view(full.y, 1, 0, c.y.sizes[1], 1));
+  STRIDER_ASSIGN_OR_RETURN(registers[1], slice_view(full.y, 1, c.y.sizes[1], sizes[1], 1));
+  registers.insert(registers.end(), r.inputs.end() - long(extra), r.inputs.end());
+  STRIDER_ASSIGN_OR_RETURN(KernelPtr gate, make_fused_program_kernel(program, c.y, registers));
+  return KernelPtr(new WithScratch(std::move(scratch), make_kernel_then(std::move(conv), std::move(gate))));
+}
+
 void register_conv_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Conv", make_conv, true});
   table.push_back({kFusedConvOp, make_conv, true});
+  table.push_back({kFusedGatedConvOp, make_gated_conv, true});
 }
 
 }  // namespace strider::cpu

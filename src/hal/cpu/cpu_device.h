@@ -34,6 +34,9 @@ class CpuDevice : public Device {
   bool has_kernel(std::string_view op_type) const override;
   bool channels_last_1d() const override { return true; }  // oneDNN's brgconv reads NWC only
   bool fuses_pointwise_depthwise(int64_t intermediate_bytes) const override;
+  // Its FusedGatedConv kernel is the convolution then the gate through scratch: no pass is
+  // saved, so no model's units are fused (the kernel exists for the kernel suite).
+  bool fuses_gated_conv(const GatedConvUnit&) const override { return false; }
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;

@@ -1,0 +1,50 @@
+// FusedGatedConv (passes/fuse_gated_conv.h) on every device and view layout of the
+// catalog: the unit fused by the pass (asked of no device: every unit here is fused),
+// checked against the float64 reference of the unfused unit. The CPU and sim run the
+// convolution into scratch then the gate (they fuse no model's units); CUDA times its
+// tensor-core kernel, which applies the gate to its accumulators, against the same pair.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "gated_unit.h"
+#include "kernel_harness.h"
+#include "kernel_suite.h"
+#include "ops/fused_elementwise.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/fuse_gated_conv.h"
+#include "passes/infer_shapes.h"
+
+namespace strider {
+namespace {
+
+using kernel_test::KernelSuite;
+using testing_support::GatedUnit;
+
+TEST_P(KernelSuite, GatedUnits) {
+  struct Case {
+    const char* name;
+    GatedUnit unit;
+  };
+  const std::vector<Case> cases = {
+      {"gated stack's unit, Split halves", {.x = {2, 8, 12}}},
+      {"two Slices, no residual", {.x = {1, 16, 9}, .residual = false, .split = false}},
+      {"WaveNet's layer with its chomp", {.x = {2, 8, 15}, .kernel = 2, .dilation = 4, .chomp = true, .residual = false}},
+  };
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      Graph unfused = testing_support::gated_unit_graph(
+          c.unit, t, [&](const Shape& shape, uint32_t seed) { return random_tensor(t, shape, seed); });
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      auto folded = fuse_gated_convs(fused);
+      ASSERT_TRUE(folded.is_ok() && *folded == 1 && fused.num_nodes() == 1) << "the unit did not fold";
+      ASSERT_EQ(fused.node(0).op_type, kFusedGatedConvOp);
+      check_graph(std::move(fused), {{"x", random_tensor(t, c.unit.x, 1)}}, &unfused);
+    }
+}
+
+}  // namespace
+}  // namespace strider
