@@ -49,10 +49,35 @@ Result<NodeId> Graph::insert_node(NodeId position, Node node) {
 }
 
 Status Graph::replace_with_appended(NodeId id, NodeId first_appended) {
-  if (id < 0 || id >= first_appended || first_appended > num_nodes())
-    return internal_error(fmt::format("replace node {} by nodes {}.. of {}", id, first_appended, num_nodes()));
-  std::rotate(nodes_.begin() + id + 1, nodes_.begin() + first_appended, nodes_.end());
-  nodes_.erase(nodes_.begin() + id);
+  return replace_with_appended_bodies({{id, first_appended, num_nodes()}});
+}
+
+Status Graph::replace_with_appended_bodies(const std::vector<AppendedBody>& bodies) {
+  if (bodies.empty()) return Status::ok();
+  const NodeId kept_end = bodies.front().first;
+  NodeId next_first = kept_end, previous = kNoNode;
+  for (const AppendedBody& b : bodies) {
+    if (b.replaced <= previous || b.replaced >= kept_end || b.first != next_first || b.end < b.first ||
+        b.end > num_nodes())
+      return internal_error(fmt::format("replace node {} by nodes {}..{} of {} (the appended nodes start at {})",
+                                        b.replaced, b.first, b.end, num_nodes(), kept_end));
+    previous = b.replaced;
+    next_first = b.end;
+  }
+  if (next_first != num_nodes())
+    return internal_error(fmt::format("nodes {}..{} were appended for no node they replace", next_first, num_nodes()));
+  std::vector<Node> ordered;
+  ordered.reserve(size_t(num_nodes() - NodeId(bodies.size())));
+  auto body = bodies.begin();
+  for (NodeId id = 0; id < kept_end; ++id) {
+    if (body != bodies.end() && body->replaced == id) {
+      for (NodeId b = body->first; b < body->end; ++b) ordered.push_back(std::move(nodes_[size_t(b)]));
+      ++body;
+    } else {
+      ordered.push_back(std::move(nodes_[size_t(id)]));
+    }
+  }
+  nodes_ = std::move(ordered);
   relink_producers();
   return Status::ok();
 }

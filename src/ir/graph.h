@@ -63,6 +63,14 @@ struct Node {
 // are escaped and cut (base/printable.h).
 std::string describe_node(const Node& node);
 
+// Nodes appended after the graph's original nodes that replace node `replaced`
+// (Graph::replace_with_appended_bodies).
+struct AppendedBody {
+  NodeId replaced = kNoNode;
+  NodeId first = kNoNode;
+  NodeId end = kNoNode;
+};
+
 class Graph {
  public:
   // Adds a value; names must be unique (an error if `name` exists).
@@ -110,6 +118,11 @@ class Graph {
   // outputs were released with release_outputs): they move to its position, in order, in
   // one pass. They may read only values defined before `id` and each other's outputs.
   Status replace_with_appended(NodeId id, NodeId first_appended);
+  // The same for many nodes in one pass (linear in the graph's size): each body's node
+  // `replaced` goes and nodes [first, end) take its place, in order. Bodies are given in
+  // order of `replaced`, their ranges are consecutive and cover every node appended after
+  // the first body's `first`, and each `replaced` lies before that.
+  Status replace_with_appended_bodies(const std::vector<AppendedBody>& bodies);
   // Detaches node `id` from its outputs (they have no producer until another node writes them).
   void release_outputs(NodeId id);
   // "value 'x' (f32[1, 3])" for messages.

@@ -1,5 +1,8 @@
 // BodyWriter: how passes/expand_functions writes a function body into the graph, one node
-// after another at the position of the node it replaces (internal to src/passes).
+// after another (internal to src/passes). The nodes are appended after the graph's last
+// node; expand_functions then moves every body into the place of the node it replaces in
+// one pass (Graph::replace_with_appended_bodies), so expanding a model whose recurrent
+// layers unroll into thousands of nodes costs linear time, not an O(N) insert a node.
 #pragma once
 
 #include <fmt/format.h>
@@ -15,11 +18,11 @@
 
 namespace strider::expansion {
 
-// Writes the nodes of one function body at a position of the graph, in order.
+// Appends the nodes of one function body to the graph, in order.
 class BodyWriter {
  public:
-  BodyWriter(Graph& graph, const Node& original, NodeId position, MemoryBudget* budget = nullptr)
-      : g_(graph), original_(original), position_(position), budget_(budget),
+  BodyWriter(Graph& graph, const Node& original, MemoryBudget* budget = nullptr)
+      : g_(graph), original_(original), budget_(budget),
         origin_(fmt::format("{} '{}'", original.op_type, printable(original.name))) {}
 
   // Body nodes take the original node's opset, or `opset` if that is higher: a body that
@@ -40,7 +43,7 @@ class BodyWriter {
     node.outputs = {into};
     node.attributes = std::move(attributes);
     node.expanded_from = origin_;
-    STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(node)).status());
+    STRIDER_RETURN_IF_ERROR(g_.add_node(std::move(node)).status());
     return into;
   }
   // Takes a constant's bytes from the session's budget before the body builds it: a mask
@@ -80,7 +83,6 @@ class BodyWriter {
 
   Graph& g_;
   const Node& original_;
-  NodeId position_;
   MemoryBudget* budget_;
   std::string origin_;
   int counter_ = 0;
@@ -100,30 +102,30 @@ inline AttributeMap int_attr(const std::string& name, int64_t v) {
 
 
 // The bodies written in files of their own.
-Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_nll_loss(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_softmax_cross_entropy(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_dynamic_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_conv_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_matmul_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_recurrent(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_max_unpool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_col2im(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_reverse_sequence(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_hardmax(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_lrn(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_lp_pool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_window_function(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
-Status expand_stft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget);
+Status expand_einsum(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_nll_loss(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_softmax_cross_entropy(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_quantize_linear(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_dequantize_linear(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_dynamic_quantize_linear(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_qlinear_matmul(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_qlinear_conv(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_conv_integer(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_matmul_integer(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_recurrent(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_depth_to_space(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_space_to_depth(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_center_crop_pad(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_max_unpool(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_col2im(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_reverse_sequence(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_hardmax(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_lrn(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_lp_pool(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_eye_like(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_window_function(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_conv_transpose(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_dft(Graph& g, const Node& node, MemoryBudget* budget);
+Status expand_stft(Graph& g, const Node& node, MemoryBudget* budget);
 
 }  // namespace strider::expansion

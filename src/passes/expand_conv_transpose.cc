@@ -63,9 +63,9 @@ Result<ValueId> conv_weights(BodyWriter& w, ValueId weights, const Shape& shape,
 
 }  // namespace
 
-Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_conv_transpose(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(ConvTransposeParams p, resolve_conv_transpose(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);  // Unsqueeze, Pad and Slice with their operands as inputs
   const Shape x = g.value(node.inputs[0]).shape, wshape = g.value(node.inputs[1]).shape;  // copies: the body adds values
   const size_t dims = p.kernel.size();
@@ -117,9 +117,9 @@ Status expand_conv_transpose(Graph& g, const Node& node, NodeId position, Memory
 // transposed convolution's. Pads and an output_padding make the output the image's size
 // (the places cover the image up to a remainder below the stride). The ConvTranspose is
 // expanded in turn (expand_functions repeats until nothing is left to expand).
-Status expand_col2im(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_col2im(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(Col2ImParams p, resolve_col2im(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);
   const DType dtype = g.value(node.inputs[0]).dtype;
   const int64_t block = num_elements(p.block), rows = p.channels * block;

@@ -41,9 +41,9 @@ Result<ValueId> transform_last_signal_axis(BodyWriter& w, ValueId y, const DftPa
 
 }  // namespace
 
-Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_dft(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(DftParams p, resolve_dft(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const DType dtype = g.value(node.inputs[0]).dtype;
@@ -67,9 +67,9 @@ Status expand_dft(Graph& g, const Node& node, NodeId position, MemoryBudget* bud
 }
 
 // Frames gathered by a constant index table, windowed, then transformed along axis 2.
-Status expand_stft(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_stft(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(StftParams p, resolve_stft(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);
   const DType dtype = g.value(node.inputs[0]).dtype;
   const int64_t length = p.dft.length;

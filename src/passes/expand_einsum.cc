@@ -95,14 +95,14 @@ Status take_diagonals(BodyWriter& w, int opset, DType dtype, Term& t) {
 
 }  // namespace
 
-Status expand_einsum(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_einsum(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(EinsumParams p, resolve_einsum(NodeInputs(g, node)));
   std::vector<Term> terms;
   for (size_t i = 0; i < p.terms.size(); ++i) terms.push_back({p.terms[i], node.inputs[i], g.value(node.inputs[i]).shape});
   const DType dtype = g.value(node.inputs[0]).dtype;
   const std::string& out = p.output;
   std::map<char, int64_t>& size = p.sizes;
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const int opset = node.opset;
   for (Term& t : terms) STRIDER_RETURN_IF_ERROR(take_diagonals(w, opset, dtype, t));
   auto sizes_of = [&](const std::string& letters) {

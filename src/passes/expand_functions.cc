@@ -123,10 +123,10 @@ Result<ValueId> softmax_of(BodyWriter& w, ValueId s, const AttentionParams& p, D
   return w.op("Cast", {probs}, int_attr("to", onnx_type_code(t)));
 }
 
-Status expand_attention(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_attention(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(AttentionParams p, resolve_attention(NodeInputs(g, node)));
   const DType t = g.value(node.inputs[0]).dtype;
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   ValueId q = node.inputs[0], k = node.inputs[1], v = node.inputs[2];
   if (p.three_d) {
     STRIDER_ASSIGN_OR_RETURN(q, split_heads(w, q, p, p.q_heads, p.q_len, p.head));
@@ -208,9 +208,9 @@ Result<ValueId> rotated(BodyWriter& w, ValueId x, ValueId cos, ValueId sin, cons
   return w.op("Reshape", {pairs, shape});
 }
 
-Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_rotary_embedding(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(RotaryParams p, resolve_rotary_embedding(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   ValueId x = node.inputs[0], cos = node.inputs[1], sin = node.inputs[2];
   if (p.has_positions) {
     STRIDER_ASSIGN_OR_RETURN(cos, w.op("Gather", {cos, node.inputs[3]}, int_attr("axis", 0)));
@@ -241,9 +241,9 @@ Status expand_rotary_embedding(Graph& g, const Node& node, NodeId position, Memo
   return w.op("Reshape", {out, shape}, {}, node.outputs[0]).status();
 }
 
-Status expand_lp_normalization(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_lp_normalization(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(LpNormParams p, resolve_lp_normalization(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const std::string reduce = p.p == 1 ? "ReduceL1" : "ReduceL2";
   AttributeMap keep = int_attr("keepdims", 1);
   ValueId norm = kNoValue;
@@ -265,9 +265,9 @@ Status expand_lp_normalization(Graph& g, const Node& node, NodeId position, Memo
 
 // Equal(index, position) along the new axis, with negative indices counting from depth;
 // an index outside [-depth, depth) matches no position (all values[0]).
-Status expand_one_hot(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_one_hot(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(OneHotParams p, resolve_one_hot(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   STRIDER_ASSIGN_OR_RETURN(ValueId index, w.op("Cast", {node.inputs[0]}, int_attr("to", onnx_type_code(DType::kI64))));
   STRIDER_ASSIGN_OR_RETURN(ValueId zero, w.ints({0}));
   STRIDER_ASSIGN_OR_RETURN(ValueId depth, w.ints({p.depth}));
@@ -291,8 +291,8 @@ Status expand_one_hot(Graph& g, const Node& node, NodeId position, MemoryBudget*
 }
 
 // SwiGLU: Swish(a, alpha) * b (the fusion pass makes it one kernel).
-Status expand_swiglu(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_swiglu(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   AttributeMap swish;
   STRIDER_ASSIGN_OR_RETURN(float alpha, node.attributes.get_float("alpha", 1.0f));
   swish.set_float("alpha", alpha);
@@ -300,7 +300,7 @@ Status expand_swiglu(Graph& g, const Node& node, NodeId position, MemoryBudget* 
   return w.op("Mul", {gate, node.inputs[1]}, {}, node.outputs[0]).status();
 }
 
-using Expander = Status (*)(Graph&, const Node&, NodeId, MemoryBudget*);
+using Expander = Status (*)(Graph&, const Node&, MemoryBudget*);
 struct FunctionOp {
   std::string_view op_type;
   Expander expand;
@@ -354,19 +354,24 @@ Expander expander_for(const Node& node) {
 bool expands_as_function(const Node& node) { return expander_for(node) != nullptr; }
 
 Result<int> expand_functions(Graph& graph, MemoryBudget* budget) {
-  int expanded = 0;
-  for (NodeId id = graph.num_nodes(); id-- > 0;) {
+  // Each body is appended after the graph's nodes while the node it replaces stays in place,
+  // its outputs released for the body to write; then every body moves into its node's place
+  // in one pass. A body reads only values defined before its node and its own.
+  std::vector<AppendedBody> bodies;
+  const NodeId original_count = graph.num_nodes();
+  for (NodeId id = 0; id < original_count; ++id) {
     Expander expand = expander_for(graph.node(id));
     if (expand == nullptr) continue;
     const Node original = graph.node(id);
-    NodeId index = 0;
-    graph.remove_nodes_if([&](const Node&) { return index++ == id; });  // its outputs lose their producer
+    graph.release_outputs(id);
     for (ValueId out : original.outputs)
       if (out != kNoValue) graph.value(out).has_type = graph.value(out).has_shape = false;
-    STRIDER_RETURN_IF_ERROR(expand(graph, original, id, budget));
-    ++expanded;
+    const NodeId first = graph.num_nodes();
+    STRIDER_RETURN_IF_ERROR(expand(graph, original, budget));
+    bodies.push_back({id, first, graph.num_nodes()});
   }
-  return expanded;
+  if (!bodies.empty()) STRIDER_RETURN_IF_ERROR(graph.replace_with_appended_bodies(bodies));
+  return int(bodies.size());
 }
 
 }  // namespace strider

@@ -10,9 +10,9 @@
 namespace strider::expansion {
 
 // DCR: [N, C, H, W] as [N, b, b, C', H, W] -> [N, C', H, b, W, b]; CRD: as [N, C', b, b, H, W].
-Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_depth_to_space(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(BlockParams p, resolve_depth_to_space(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const int64_t b = p.block, c = p.out[1];
   STRIDER_ASSIGN_OR_RETURN(ValueId split_shape, p.crd ? w.ints({x[0], c, b, b, x[2], x[3]}) : w.ints({x[0], b, b, c, x[2], x[3]}));
@@ -24,9 +24,9 @@ Status expand_depth_to_space(Graph& g, const Node& node, NodeId position, Memory
 }
 
 // [N, C, H, W] as [N, C, H', b, W', b] -> [N, b, b, C, H', W'].
-Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_space_to_depth(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(BlockParams p, resolve_space_to_depth(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const int64_t b = p.block;
   STRIDER_ASSIGN_OR_RETURN(ValueId split_shape, w.ints({x[0], x[1], x[2] / b, b, x[3] / b, b}));
@@ -39,9 +39,9 @@ Status expand_space_to_depth(Graph& g, const Node& node, NodeId position, Memory
 // A Slice of the axes that shrink, then a Pad (zeros) of those that grow.
 // MaxUnpool (ops/function_ops.h): a zero tensor the size of the output, flat, with X's
 // values scattered to I's positions (ScatterElements checks each index), reshaped.
-Status expand_max_unpool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_max_unpool(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(MaxUnpoolParams p, resolve_max_unpool(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);
   const DType dtype = g.value(node.inputs[0]).dtype;
   const int64_t total = num_elements(p.unpooled);
@@ -63,9 +63,9 @@ Status expand_max_unpool(Graph& g, const Node& node, NodeId position, MemoryBudg
   return w.op("Pad", {unpooled, pad_sizes}, {}, node.outputs[0]).status();
 }
 
-Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_center_crop_pad(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(CenterCropPadParams p, resolve_center_crop_pad(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   std::vector<int64_t> starts, ends, axes, pads(2 * x.size(), 0);
   bool pad = false;
@@ -95,9 +95,9 @@ Status expand_center_crop_pad(Graph& g, const Node& node, NodeId position, Memor
 
 // GatherElements along time with index t' = len[b] - 1 - t where t < len[b], else t. A
 // length outside [0, T] is the model's error: the gather refuses the index it makes.
-Status expand_reverse_sequence(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_reverse_sequence(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(ReverseSequenceParams p, resolve_reverse_sequence(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // GatherElements
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const int64_t steps = x[size_t(p.time_axis)];

@@ -64,15 +64,15 @@ Status write_nll(BodyWriter& w, const Graph& g, const Node& node, ValueId log_pr
 
 }  // namespace
 
-Status expand_nll_loss(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_nll_loss(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   return write_nll(w, g, node, node.inputs[0], node.outputs[0]);
 }
 
 // LogSoftmax along C, then the NLL of it. Before opset 13 LogSoftmax flattens from its
 // axis on, so there C is moved last (where flattening from it is C alone) and back.
-Status expand_softmax_cross_entropy(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_softmax_cross_entropy(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   const int64_t rank = int64_t(g.value(node.inputs[0]).shape.size());
   ValueId log_prob = kNoValue;
   if (node.opset >= 13 || rank == 2) {

@@ -31,9 +31,9 @@ Result<ValueId> hardmax_along(BodyWriter& w, ValueId x, const Shape& shape, int6
 
 }  // namespace
 
-Status expand_hardmax(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_hardmax(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(HardmaxParams p, resolve_hardmax(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const DType t = g.value(node.inputs[0]).dtype;
   if (!p.coerce) {
@@ -51,9 +51,9 @@ Status expand_hardmax(Graph& g, const Node& node, NodeId position, MemoryBudget*
 
 // x^2 seen as [N, 1, C, d..] and averaged over `size` channels (count_include_pad: the
 // window's sum / size), so alpha / size * sum is alpha * that mean.
-Status expand_lrn(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_lrn(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(LrnParams p, resolve_lrn(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   const DType t = g.value(node.inputs[0]).dtype;
   STRIDER_ASSIGN_OR_RETURN(ValueId squares, w.op("Mul", {node.inputs[0], node.inputs[0]}));
@@ -82,9 +82,9 @@ Status expand_lrn(Graph& g, const Node& node, NodeId position, MemoryBudget* bud
 }
 
 // (AveragePool of |x|^p with padding counted, times the window's taps)^(1/p).
-Status expand_lp_pool(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_lp_pool(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(LpPoolParams p, resolve_lp_pool(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const DType t = g.value(node.inputs[0]).dtype;
   STRIDER_ASSIGN_OR_RETURN(ValueId magnitude, w.op("Abs", {node.inputs[0]}));
   ValueId powered = magnitude;
@@ -107,9 +107,9 @@ Status expand_lp_pool(Graph& g, const Node& node, NodeId position, MemoryBudget*
   return w.op("Pow", {sum, root}, {}, node.outputs[0]).status();
 }
 
-Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_eye_like(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(EyeLikeParams p, resolve_eye_like(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   const Shape x = g.value(node.inputs[0]).shape;  // a copy: the body adds values
   STRIDER_RETURN_IF_ERROR(w.reserve(x[0] * x[1], DType::kI64, "the identity"));
   std::vector<int64_t> eye(size_t(x[0] * x[1]), 0);
@@ -119,9 +119,9 @@ Status expand_eye_like(Graph& g, const Node& node, NodeId position, MemoryBudget
   return w.op("Cast", {ones}, int_attr("to", onnx_type_code(p.dtype)), node.outputs[0]).status();
 }
 
-Status expand_window_function(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_window_function(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(WindowParams p, resolve_window_function(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   STRIDER_RETURN_IF_ERROR(w.reserve(p.size, DType::kF64, "the window"));
   const double span = double(p.periodic ? p.size : p.size - 1);
   std::vector<double> values(static_cast<size_t>(p.size));

@@ -130,7 +130,7 @@ AttributeMap conv_attributes(const Node& node) {
 
 }  // namespace
 
-Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_qlinear_conv(Graph& g, const Node& node, MemoryBudget* budget) {
   const QuantOperands x = operands_of(g, node, 0, 1, 2), wt = operands_of(g, node, 3, 4, 5);
   const QuantOperands y{kNoValue, node.inputs[6], node.inputs[7], g.value(node.outputs[0]).shape, g.value(node.inputs[6]).shape,
                         g.value(node.inputs[6]).dtype};
@@ -139,7 +139,7 @@ Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBu
   pw = matmul_operand(wt.x_shape, wt.scale_shape, g.value(wt.x).dtype, false);
   pw.axis = 0;  // one scale per output channel
   py.quantized = g.value(node.inputs[7]).dtype;
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId xf, dequantized(w, x, px, DType::kF32));
   STRIDER_ASSIGN_OR_RETURN(ValueId wf, dequantized(w, wt, pw, DType::kF32));
@@ -157,8 +157,8 @@ Status expand_qlinear_conv(Graph& g, const Node& node, NodeId position, MemoryBu
 }
 
 // conv(x - x_zp, w - w_zp) in f32 (exact: ops/quantize.h bounds the sums), cast to int32.
-Status expand_conv_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_conv_integer(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId xf, centred(w, g, node.inputs[0], node.input(2), 1));
   STRIDER_ASSIGN_OR_RETURN(ValueId wf, centred(w, g, node.inputs[1], node.input(3), 0));
@@ -168,8 +168,8 @@ Status expand_conv_integer(Graph& g, const Node& node, NodeId position, MemoryBu
 
 // (A - a_zp) @ (B - b_zp) in f32 (exact, as above), cast to int32; a_zp may be one per row
 // of A, b_zp one per column of B.
-Status expand_matmul_integer(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_matmul_integer(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   const int64_t a_rank = int64_t(g.value(node.inputs[0]).shape.size()), b_rank = int64_t(g.value(node.inputs[1]).shape.size());
   STRIDER_ASSIGN_OR_RETURN(ValueId af, centred(w, g, node.inputs[0], node.input(2), a_rank - 2));
@@ -178,18 +178,18 @@ Status expand_matmul_integer(Graph& g, const Node& node, NodeId position, Memory
   return w.op("Cast", {product}, int_attr("to", onnx_type_code(DType::kI32)), node.outputs[0]).status();
 }
 
-Status expand_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_quantize_linear(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(QuantizeParams p, resolve_quantize_linear(NodeInputs(g, node)));
   const QuantOperands o = operands_of(g, node, 0, 1, 2);
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   return quantize_into(w, o.x, o, p, p.real, node.outputs[0]);
 }
 
-Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_dequantize_linear(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(QuantizeParams p, resolve_dequantize_linear(NodeInputs(g, node)));
   const QuantOperands o = operands_of(g, node, 0, 1, 2);
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId y, dequantized(w, o, p, p.real));
   return w.op("Identity", {y}, {}, node.outputs[0]).status();
@@ -197,8 +197,8 @@ Status expand_dequantize_linear(Graph& g, const Node& node, NodeId position, Mem
 
 // scale = (max(x, 0) - min(x, 0)) / 255, zero point = saturate(round(-min / scale)), then
 // QuantizeLinear to uint8 with them.
-Status expand_dynamic_quantize_linear(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
-  BodyWriter w(g, node, position, budget);
+Status expand_dynamic_quantize_linear(Graph& g, const Node& node, MemoryBudget* budget) {
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   const DType t = DType::kF32;
   const AttributeMap all = int_attr("keepdims", 0);
@@ -223,7 +223,7 @@ Status expand_dynamic_quantize_linear(Graph& g, const Node& node, NodeId positio
 }
 
 // Dequantize a and b to f32, MatMul, quantize with y's scale and zero point.
-Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_qlinear_matmul(Graph& g, const Node& node, MemoryBudget* budget) {
   const QuantOperands a = operands_of(g, node, 0, 1, 2), b = operands_of(g, node, 3, 4, 5);
   const QuantOperands y{kNoValue, node.inputs[6], node.inputs[7], g.value(node.outputs[0]).shape, g.value(node.inputs[6]).shape,
                         g.value(node.inputs[6]).dtype};
@@ -231,7 +231,7 @@ Status expand_qlinear_matmul(Graph& g, const Node& node, NodeId position, Memory
   const QuantizeParams pb = matmul_operand(b.x_shape, b.scale_shape, g.value(b.x).dtype, false);
   QuantizeParams py;
   py.quantized = g.value(node.inputs[7]).dtype;
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(11);  // Round, and Clip with bound inputs
   STRIDER_ASSIGN_OR_RETURN(ValueId af, dequantized(w, a, pa, DType::kF32));
   STRIDER_ASSIGN_OR_RETURN(ValueId bf, dequantized(w, b, pb, DType::kF32));

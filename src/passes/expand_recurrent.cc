@@ -276,9 +276,9 @@ Status Unroller::run() {
 
 }  // namespace
 
-Status expand_recurrent(Graph& g, const Node& node, NodeId position, MemoryBudget* budget) {
+Status expand_recurrent(Graph& g, const Node& node, MemoryBudget* budget) {
   STRIDER_ASSIGN_OR_RETURN(RecurrentParams p, resolve_recurrent(NodeInputs(g, node)));
-  BodyWriter w(g, node, position, budget);
+  BodyWriter w(g, node, budget);
   w.at_least_opset(13);  // Slice, Unsqueeze and Split with their inputs
   STRIDER_RETURN_IF_ERROR(w.reserve(p.steps * p.batch * p.hidden * p.directions * 4, g.value(node.inputs[0]).dtype, "the unrolled steps"));
   return Unroller(w, g, node, std::move(p)).run();

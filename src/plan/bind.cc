@@ -12,10 +12,9 @@ Result<std::shared_ptr<const Allocation>> DeviceConstants::get(const std::shared
                                                                const TensorView& view, int64_t size,
                                                                const std::string& label) {
   std::lock_guard lock(mutex_);
-  for (auto it = entries_.begin(); it != entries_.end();)  // forget copies no plan holds
-    it = it->second.device_copy.expired() ? entries_.erase(it) : std::next(it);
   Key key{host.get(), view.dtype, view.strides};
-  if (auto found = entries_.find(key); found != entries_.end()) return found->second.device_copy.lock();
+  if (auto found = entries_.find(key); found != entries_.end())
+    if (std::shared_ptr<const Allocation> held = found->second.device_copy.lock()) return held;  // else upload again
   STRIDER_ASSIGN_OR_RETURN(Allocation * raw, device_->allocate(size, plan_internal::kBufferAlignment, label));
   std::shared_ptr<const Allocation> allocation(raw, [device = device_](const Allocation* a) {
     device->release(const_cast<Allocation*>(a));
@@ -27,6 +26,12 @@ Result<std::shared_ptr<const Allocation>> DeviceConstants::get(const std::shared
   ++uploads_;
   entries_[key] = Entry{host, allocation, size};
   return allocation;
+}
+
+void DeviceConstants::forget_unheld() {
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end();)
+    it = it->second.device_copy.expired() ? entries_.erase(it) : std::next(it);
 }
 
 int64_t DeviceConstants::uploads() const {
@@ -66,6 +71,7 @@ struct Rebase {
 Result<std::vector<Rebase>> rebase_buffers(const Plan& plan, const Graph& graph, const Device& device,
                                            BoundPlan& bound, DeviceConstants& constants, const ExternalMemory* external) {
   std::vector<Rebase> rebases(plan.buffers.size());
+  constants.forget_unheld();
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
     const PlanBuffer& buffer = plan.buffers[b];
     auto caller = external ? external->addresses.find(buffer.root) : std::map<ValueId, std::byte*>::const_iterator();

@@ -115,5 +115,30 @@ TEST(Bind, RebasesEveryViewAndSharesConstants) {
   EXPECT_EQ(constants.live_bytes(), 0) << "the constants go with the last plan that used them";
 }
 
+// A copy whose last plan is gone is uploaded again, also by a get() that no sweep preceded
+// (another session's plan can die between a bind's sweep and its get()).
+TEST(Bind, AConstantWhoseCopiesAreGoneIsUploadedAgain) {
+  auto made = create_device("cpu");
+  ASSERT_TRUE(made.is_ok());
+  std::shared_ptr<Device> device = std::move(made).value();
+  DeviceConstants constants(device);
+  auto host = std::make_shared<const Tensor>(random_f32({3, 5}, 4));
+  TensorView view;
+  view.dtype = DType::kF32;
+  view.sizes = {3, 5};
+  view.strides = {5, 1};
+  auto first = constants.get(host, view, host->byte_size(), "const:w");
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_NE(*first, nullptr);
+  EXPECT_EQ(constants.uploads(), 1);
+  *first = nullptr;  // the last holder goes; no sweep follows
+  auto again = constants.get(host, view, host->byte_size(), "const:w");
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  ASSERT_NE(*again, nullptr) << "the expired entry was handed out";
+  EXPECT_EQ(constants.uploads(), 2);
+  EXPECT_EQ(std::memcmp((*again)->address(), host->bytes(), host->byte_size()), 0);
+  EXPECT_EQ(constants.live_bytes(), host->byte_size());
+}
+
 }  // namespace
 }  // namespace strider

@@ -43,5 +43,69 @@ TEST(Graph, DuplicateNamesAndDoubleProducersAreModelErrors) {
   EXPECT_NE(twice.status().message().find("second"), std::string::npos);
 }
 
+// Appends a one-output node `name` reading `inputs`; returns its output.
+ValueId append(Graph& g, const std::string& name, std::vector<ValueId> inputs) {
+  ValueId out = *g.add_value(name + "_out");
+  Node n;
+  n.name = name;
+  n.op_type = "Relu";
+  n.inputs = std::move(inputs);
+  n.outputs = {out};
+  EXPECT_TRUE(g.add_node(std::move(n)).is_ok());
+  return out;
+}
+
+std::vector<std::string> node_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) names.push_back(g.node(id).name);
+  return names;
+}
+
+// What expand_functions does: bodies appended at the end replace their nodes in one pass.
+TEST(Graph, AppendedBodiesTakeThePlacesOfTheNodesTheyReplace) {
+  Graph g;
+  ValueId x = *g.add_value("x");
+  g.inputs() = {x};
+  ValueId a = append(g, "a", {x});
+  ValueId b = append(g, "b", {a});
+  ValueId c = append(g, "c", {b});
+  append(g, "d", {c});
+  // b becomes b1 -> b2 writing b's output; d becomes d1; a and c stay.
+  g.release_outputs(1);
+  ValueId b1 = append(g, "b1", {a});
+  Node b2;
+  b2.name = "b2";
+  b2.op_type = "Relu";
+  b2.inputs = {b1};
+  b2.outputs = {b};
+  ASSERT_TRUE(g.add_node(b2).is_ok());
+  g.release_outputs(3);
+  append(g, "d1", {c});
+  ASSERT_TRUE(g.replace_with_appended_bodies({{1, 4, 6}, {3, 6, 7}}).is_ok());
+  EXPECT_EQ(node_names(g), (std::vector<std::string>{"a", "b1", "b2", "c", "d1"}));
+  EXPECT_EQ(g.value(b).producer, 2);
+  EXPECT_EQ(g.value(c).producer, 3);
+  EXPECT_EQ(g.value(b1).producer, 1);
+}
+
+TEST(Graph, AppendedBodiesThatDoNotTileTheAppendedNodesAreRefused) {
+  Graph g;
+  ValueId x = *g.add_value("x");
+  ValueId a = append(g, "a", {x});
+  append(g, "b", {a});
+  append(g, "a1", {x});
+  append(g, "b1", {a});
+  const std::vector<std::string> before = node_names(g);
+  for (const std::vector<AppendedBody>& bad : std::vector<std::vector<AppendedBody>>{
+           {{0, 2, 3}},                 // node 3 replaces nothing
+           {{1, 2, 3}, {0, 3, 4}},      // out of order
+           {{0, 2, 3}, {1, 2, 4}},      // overlapping
+           {{2, 2, 4}},                 // an appended node replaced
+           {{0, 2, 3}, {1, 3, 5}}}) {  // past the end
+    EXPECT_EQ(g.replace_with_appended_bodies(bad).code(), StatusCode::kInternal);
+    EXPECT_EQ(node_names(g), before) << "a refused replacement changed the graph";
+  }
+}
+
 }  // namespace
 }  // namespace strider
