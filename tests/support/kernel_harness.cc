@@ -3,11 +3,13 @@
 #include <cctype>
 
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
 
 #include "base/float16.h"
+#include "base/sha256.h"
 #include "ops/op_registry.h"
 #include "reference/reference.h"
 
@@ -299,6 +301,103 @@ Result<PreparedNode> prepare(Device& device, const Graph& graph, std::map<std::s
   return prepared;
 }
 
+// ---- the reference, once per (graph, inputs) -------------------------------------------
+// Every device x layout instance of a suite case (12 on the CPU build) asks the float64
+// reference about the same graph and inputs. Under ASan and the fuzzer's coverage the
+// reference was most of the suite's time (a Winograd case 4.4 s an instance, nearly all of
+// it the reference's convolution), so each process computes it once per distinct pair.
+// The key is the SHA-256 of everything the reference reads: every value's type, shape and
+// constant bytes, every node's op, opset, wiring and attributes, the graph's inputs and
+// outputs, and the given tensors. A graph with a subgraph attribute is not memoized.
+
+class KeyWriter {
+ public:
+  void text(std::string_view s) {
+    number(int64_t(s.size()));
+    bytes_.append(s);
+  }
+  void number(int64_t v) { bytes_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void numbers(const std::vector<int64_t>& v) {
+    number(int64_t(v.size()));
+    for (int64_t x : v) number(x);
+  }
+  void tensor(const Tensor& t) {
+    number(int64_t(t.dtype()));
+    numbers(t.shape());
+    text(std::string_view(reinterpret_cast<const char*>(t.bytes()), t.byte_size()));
+  }
+  // False where the attribute cannot be written (a subgraph).
+  bool attribute(const std::string& name, const Attribute& a) {
+    text(name);
+    number(int64_t(a.kind));
+    number(a.i);
+    bytes_.append(reinterpret_cast<const char*>(&a.f), sizeof a.f);
+    text(a.s);
+    numbers(a.ints);
+    number(int64_t(a.floats.size()));
+    bytes_.append(reinterpret_cast<const char*>(a.floats.data()), a.floats.size() * sizeof(float));
+    number(int64_t(a.strings.size()));
+    for (const std::string& x : a.strings) text(x);
+    number(a.tensor != nullptr);
+    if (a.tensor) tensor(*a.tensor);
+    return a.graph == nullptr;
+  }
+  std::string digest() const { return sha256_hex(std::as_bytes(std::span(bytes_.data(), bytes_.size()))); }
+
+ private:
+  std::string bytes_;
+};
+
+std::optional<std::string> reference_key(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
+  KeyWriter w;
+  for (ValueId id = 0; id < graph.num_values(); ++id) {
+    const Value& v = graph.value(id);
+    w.text(v.name);
+    w.number(v.has_type);
+    w.number(int64_t(v.dtype));
+    w.number(v.has_shape);
+    w.numbers(v.shape);
+    w.number(v.is_constant());
+    if (v.is_constant()) w.tensor(*v.constant);
+  }
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    w.text(n.op_type);
+    w.text(n.domain);
+    w.number(n.opset);
+    w.numbers(std::vector<int64_t>(n.inputs.begin(), n.inputs.end()));
+    w.numbers(std::vector<int64_t>(n.outputs.begin(), n.outputs.end()));
+    w.number(int64_t(n.attributes.all().size()));
+    for (const auto& [name, a] : n.attributes.all())
+      if (!w.attribute(name, a)) return std::nullopt;
+  }
+  w.numbers(std::vector<int64_t>(graph.inputs().begin(), graph.inputs().end()));
+  w.numbers(std::vector<int64_t>(graph.outputs().begin(), graph.outputs().end()));
+  for (const auto& [name, t] : inputs) {
+    w.text(name);
+    w.tensor(t);
+  }
+  return w.digest();
+}
+
+Result<std::shared_ptr<const ReferenceResult>> memoized_reference(const Graph& graph,
+                                                                  const std::map<std::string, Tensor>& inputs) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const ReferenceResult>> memo;
+  const std::optional<std::string> key = reference_key(graph, inputs);
+  if (key) {
+    std::lock_guard lock(mutex);
+    if (auto found = memo.find(*key); found != memo.end()) return found->second;
+  }
+  STRIDER_ASSIGN_OR_RETURN(ReferenceResult result, evaluate_reference(graph, inputs));
+  auto shared = std::make_shared<const ReferenceResult>(std::move(result));
+  if (key) {
+    std::lock_guard lock(mutex);
+    memo.emplace(*key, shared);
+  }
+  return shared;
+}
+
 Status run_on_device_queue(Device& device, Kernel& kernel) {
   Queue& queue = device.queue(device.num_queues() - 1);
   Timepoint done = queue.submit(Command{"kernel under test", [&](const QueueContext& c) { return kernel.run(c); }, {}});
@@ -332,15 +431,15 @@ void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>
     return;
   }
   ASSERT_TRUE(prepared.is_ok()) << what << ": " << prepared.status().to_string();
-  auto expected = evaluate_reference(reference ? *reference : graph, inputs);
+  auto expected = memoized_reference(reference ? *reference : graph, inputs);
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
   Status ran = run_on_device_queue(device, *prepared->kernel);
   ASSERT_TRUE(ran.is_ok()) << what << ": " << ran.to_string();
-  ASSERT_EQ(graph.outputs().size(), expected->outputs.size());
+  ASSERT_EQ(graph.outputs().size(), (*expected)->outputs.size());
   for (size_t i = 0, k = 0; i < prepared->outputs.size(); ++i) {
     if (!prepared->outputs[i]) continue;
     const DeviceBuffer& out = *prepared->outputs[i];
-    const RefTensor& ref = expected->outputs[k++];
+    const RefTensor& ref = (*expected)->outputs[k++];
     std::vector<double> wanted;
     for (int64_t e = 0; e < ref.num_elements(); ++e) wanted.push_back(ref.element_as_double(e));
     Result<Tensor> got = out.read();
