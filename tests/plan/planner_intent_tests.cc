@@ -228,12 +228,42 @@ TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
   auto p = plan_graph(b.build(), nchw());
   Plan broken = copy_to_break(*p.plan);
   ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
-  // Move c's buffer onto a's while both are live.
+  // Move c's buffer onto a's while both are live: exactly, or partly from either side (a
+  // buffer of 256 bytes; offsets stay 64-byte aligned, which verify_plan checks first).
   int a_buffer = p.value("a:0").buffer, c_buffer = p.value("c:0").buffer;
-  broken.buffers[size_t(c_buffer)].offset = broken.buffers[size_t(a_buffer)].offset;
+  ASSERT_EQ(broken.buffers[size_t(a_buffer)].size, 256);
+  const int64_t a_offset = broken.buffers[size_t(a_buffer)].offset + 1024;
+  broken.buffers[size_t(a_buffer)].offset = a_offset;  // room below it
+  broken.buffers[size_t(c_buffer)].offset = a_offset + 1024;
+  Status moved = verify_plan(*p.graph, broken);
+  ASSERT_TRUE(moved.is_ok()) << "apart, the moved buffers overlap nothing: " << moved.to_string();
+  for (int64_t shift : {0, 64, 192, -64, -192}) {
+    broken.buffers[size_t(c_buffer)].offset = a_offset + shift;
+    Status s = verify_plan(*p.graph, broken);
+    ASSERT_FALSE(s.is_ok()) << "c at a's offset " << shift;
+    EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+  }
+}
+
+// Two parts of one in-place Concat are written by different steps into one buffer and
+// are both live until the Concat's reader: moved onto each other's bytes, they are an
+// error (they alias the Concat's value, not each other).
+TEST(VerifyPlan, CatchesTwoLiveWritersOfOneBufferSharingBytes) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {2, 3, 4, 5});
+  ValueId a = b.op("Relu", {x}, {}, "a");
+  ValueId c = b.op("Sigmoid", {x}, {}, "b");
+  ValueId cat = b.op("Concat", {a, c}, int_attribute("axis", 1), "cat");
+  b.output(b.op("MaxPool", {cat}, ints_attribute("kernel_shape", {1, 1}), "out"));
+  auto p = plan_graph(b.build(), nchw());
+  ASSERT_EQ(p.value("b:0").role, ValueRole::kConcatPart);
+  Plan broken = copy_to_break(*p.plan);
+  ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
+  broken.values[size_t(*p.graph->find_value("b:0"))]->view.byte_offset = p.value("a:0").view.byte_offset + 64;
   Status s = verify_plan(*p.graph, broken);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("written by different steps, live together and overlap"), std::string::npos)
+      << s.message();
 }
 
 // The packer's lifetimes are what verify_plan checks, so it recomputes them from the
