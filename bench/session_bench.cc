@@ -1,10 +1,15 @@
 // strider_bench: latency of one run of the seed models on the CPU, by configuration:
-// planner on (nchw / nhwc) or off, 1 or 2 queues, sanitizer off or on. Run:
+// planner on (nchw / nhwc) or off, 1 or 2 queues, sanitizer off or on; and the time to
+// create a session for an LSTM unrolled over T steps (SessionCreation/LSTM/T, with the
+// fitted complexity: it should stay near O(N), N the graph's nodes). Run:
 //   build/bench/strider_bench --benchmark_min_time=0.5
-// Each benchmark reports the median time per run() (inputs uploaded, outputs downloaded).
+// Each run benchmark reports the median time per run() (inputs uploaded, outputs downloaded).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <random>
+
+#include "ir/builder.h"
 
 #include "exec/session_internal.h"
 #include "onnx/importer.h"
@@ -50,6 +55,41 @@ void run_model(benchmark::State& state, const std::string& model, Config config)
   state.counters["kernels"] = stats.kernels;
 }
 
+Tensor random_tensor(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
+  std::vector<float> values(size_t(num_elements(shape)));
+  for (float& v : values) v = dist(rng);
+  return Tensor::from_values<float>(DType::kF32, std::move(shape), values);
+}
+
+// One LSTM layer (hidden 16, input 8, batch 2) over `steps` time steps: the CPU runs it
+// unrolled, about nine nodes a step, so this times passes and planning on a long graph.
+void create_unrolled_lstm(benchmark::State& state) {
+  const int64_t steps = state.range(0), hidden = 16, features = 8;
+  GraphBuilder b(17);
+  ValueId x = b.input("x", DType::kF32, {steps, 2, features});
+  AttributeMap attributes;
+  attributes.set_int("hidden_size", hidden);
+  b.output(b.op("LSTM",
+                {x, b.constant("W", random_tensor({1, 4 * hidden, features}, 1)),
+                 b.constant("R", random_tensor({1, 4 * hidden, hidden}, 2)),
+                 b.constant("B", random_tensor({1, 8 * hidden}, 3))},
+                attributes, "lstm"));
+  const Graph graph = b.build();
+  int64_t planned_steps = 0;
+  for (auto _ : state) {
+    auto session = create_session(graph, SessionOptions{}, PlanOptions{});
+    if (!session.is_ok()) {
+      state.SkipWithError(session.status().to_string().c_str());
+      return;
+    }
+    planned_steps = int64_t(inspect_session(**session).plan->steps.size());
+  }
+  state.counters["steps"] = double(planned_steps);
+  state.SetComplexityN(planned_steps);
+}
+
 void register_all() {
   const Config configs[] = {{"nchw", true, 1, false}, {"nhwc", true, 1, false}, {"nchw", false, 1, false},
                             {"nhwc", true, 2, false}, {"nhwc", true, 1, true}};
@@ -65,6 +105,11 @@ void register_all() {
             return sorted[sorted.size() / 2];
           });
     }
+  benchmark::RegisterBenchmark("SessionCreation/LSTM", create_unrolled_lstm)
+      ->RangeMultiplier(4)
+      ->Range(64, 1024)
+      ->Unit(benchmark::kMillisecond)
+      ->Complexity();
 }
 
 }  // namespace

@@ -85,13 +85,19 @@ int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse) {
 }
 
 int64_t live_bytes_lower_bound(const std::vector<PlanBuffer>& buffers, int num_steps) {
-  int64_t peak = 0;
-  for (int step = 0; step < num_steps; ++step) {
-    int64_t live = 0;
-    for (const PlanBuffer& b : buffers)
-      if (b.kind == StorageKind::kArena && b.first_step <= step && step <= b.last_step) live += align_up(b.size);
-    peak = std::max(peak, live);
+  // The bytes live at each step as a difference array: a buffer adds its size at its
+  // first step and takes it away after its last (summing every buffer at every step was
+  // 0.1 s of an unrolled 1024-step LSTM's session).
+  if (num_steps <= 0) return 0;
+  std::vector<int64_t> change(size_t(num_steps) + 1, 0);
+  for (const PlanBuffer& b : buffers) {
+    const int first = std::max(b.first_step, 0), last = std::min(b.last_step, num_steps - 1);
+    if (b.kind != StorageKind::kArena || first > last) continue;
+    change[size_t(first)] += align_up(b.size);
+    change[size_t(last) + 1] -= align_up(b.size);
   }
+  int64_t peak = 0, live = 0;
+  for (int step = 0; step < num_steps; ++step) peak = std::max(peak, live += change[size_t(step)]);
   return peak;
 }
 
