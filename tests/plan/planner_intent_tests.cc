@@ -36,17 +36,23 @@ TEST(PlannerIntent, SplitOutputsAreViewsWithOffsets) {
   EXPECT_EQ(p.plan->stats.copies, 0);
 }
 
-TEST(PlannerIntent, ConcatPartsAreWrittenInPlace) {
+// Relu 'a' and Sigmoid 'b' of one input, concatenated over channels, then pooled.
+Graph concat_of_two_parts() {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {2, 3, 4, 5});
   ValueId a = b.op("Relu", {x}, {}, "a");
   ValueId c = b.op("Sigmoid", {x}, {}, "b");
   ValueId cat = b.op("Concat", {a, c}, int_attribute("axis", 1), "cat");
   b.output(b.op("MaxPool", {cat}, ints_attribute("kernel_shape", {1, 1}), "out"));  // makes them images
+  return b.build();
+}
+
+TEST(PlannerIntent, ConcatPartsAreWrittenInPlace) {
+  const Graph graph = concat_of_two_parts();
   for (LayoutChoice layout : {LayoutChoice::kNchw, LayoutChoice::kNhwc}) {
     PlanOptions options = verified();
     options.layout = layout;
-    auto p = plan_graph(b.graph(), options);
+    auto p = plan_graph(graph, options);
     EXPECT_EQ(p.value("a:0").role, ValueRole::kConcatPart);
     EXPECT_EQ(p.value("b:0").role, ValueRole::kConcatPart);
     EXPECT_EQ(p.step("cat").kind, StepKind::kView);
@@ -249,13 +255,7 @@ TEST(VerifyPlan, CatchesTwoLiveBuffersSharingBytes) {
 // are both live until the Concat's reader: moved onto each other's bytes, they are an
 // error (they alias the Concat's value, not each other).
 TEST(VerifyPlan, CatchesTwoLiveWritersOfOneBufferSharingBytes) {
-  GraphBuilder b;
-  ValueId x = b.input("x", DType::kF32, {2, 3, 4, 5});
-  ValueId a = b.op("Relu", {x}, {}, "a");
-  ValueId c = b.op("Sigmoid", {x}, {}, "b");
-  ValueId cat = b.op("Concat", {a, c}, int_attribute("axis", 1), "cat");
-  b.output(b.op("MaxPool", {cat}, ints_attribute("kernel_shape", {1, 1}), "out"));
-  auto p = plan_graph(b.build(), nchw());
+  auto p = plan_graph(concat_of_two_parts(), nchw());
   ASSERT_EQ(p.value("b:0").role, ValueRole::kConcatPart);
   Plan broken = copy_to_break(*p.plan);
   ASSERT_TRUE(verify_plan(*p.graph, broken).is_ok());
