@@ -177,6 +177,11 @@ STRIDER_HOST_DEVICE double fmod(double a, double b) { return ::fmod(a, b); }
 // std::min / std::max exactly (NaN handling follows them).
 template <class C> STRIDER_HOST_DEVICE C min(C a, C b) { return b < a ? b : a; }
 template <class C> STRIDER_HOST_DEVICE C max(C a, C b) { return a < b ? b : a; }
+// x < 0, false for unsigned C without comparing (nvcc warns of the pointless comparison).
+template <class C> STRIDER_HOST_DEVICE bool is_negative(C x) {
+  if constexpr (std::is_unsigned_v<C>) return false;
+  else return x < C(0);
+}
 // +-infinity: neither NaN nor finite (inf - inf is NaN, x - x of a finite x is 0).
 template <class C> STRIDER_HOST_DEVICE bool is_infinite(C x) { return x == x && !(x - x == x - x); }
 // log(1 + e^x), exact for large x where e^x would overflow.
@@ -205,7 +210,7 @@ STRIDER_BINARY(Mul, wrapping_mul(a, b))
 // ONNX Min/Max propagate a NaN in the first operand.
 STRIDER_BINARY(Min, (a != a || a < b ? a : b))
 STRIDER_BINARY(Max, (a != a || a > b ? a : b))
-STRIDER_BINARY(PRelu, (a < C(0) ? wrapping_mul(b, a) : a))
+STRIDER_BINARY(PRelu, (scalar::is_negative(a) ? wrapping_mul(b, a) : a))
 
 struct Div {
   ElementwiseParams p;
@@ -231,7 +236,7 @@ struct Mod {
     } else {
       r = scalar::fmod(a, b);
     }
-    if (p.alpha == 0 && r != C(0) && ((r < C(0)) != (b < C(0)))) r = C(r + b);
+    if (p.alpha == 0 && r != C(0) && (scalar::is_negative(r) != scalar::is_negative(b))) r = C(r + b);
     return r;
   }
 };
@@ -274,10 +279,10 @@ struct BitShift {
 };
 
 STRIDER_UNARY(Neg, wrapping_neg(x))
-STRIDER_UNARY(Abs, (x < C(0) ? wrapping_neg(x) : x))
+STRIDER_UNARY(Abs, (scalar::is_negative(x) ? wrapping_neg(x) : x))
 STRIDER_UNARY(Relu, (x > C(0) ? x : C(0)))
 // NaN and +-0 pass through.
-STRIDER_UNARY(Sign, (x > C(0) ? C(1) : (x < C(0) ? C(-1) : x)))
+STRIDER_UNARY(Sign, (x > C(0) ? C(1) : (scalar::is_negative(x) ? C(-1) : x)))
 // A real number as integer type C, defined for every value: truncated toward zero (NaN as 0),
 // saturated to int64, then wrapped to C's width, as the reference narrows integer results.
 template <class C>
