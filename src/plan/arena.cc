@@ -7,6 +7,7 @@
 // bytes. Reuse is therefore never limited to equal sizes: a dead buffer's bytes can hold
 // any mix of later, smaller ones.
 #include <algorithm>
+#include <map>
 
 #include "plan/planner_state.h"
 
@@ -39,10 +40,6 @@ void compute_lifetimes(PlannerState& s) {
 
 namespace {
 
-bool lifetimes_overlap(const PlanBuffer& a, const PlanBuffer& b) {
-  return a.first_step <= b.last_step && b.first_step <= a.last_step;
-}
-
 // The offset of the smallest gap that holds `size` bytes among `taken` ([begin, end)
 // ranges), or the end of the highest one.
 int64_t best_fit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t size) {
@@ -59,27 +56,66 @@ int64_t best_fit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t size) {
   return best >= 0 ? best : cursor;
 }
 
+// The placed buffers whose lifetimes overlap a query's: those alive at its first step
+// (a segment tree over the steps lists each buffer at the O(log S) nodes that tile its
+// lifetime, and the leaf's path to the root holds exactly the buffers alive there) and
+// those that begin after it, up to its last step (ordered by first step). Scanning every
+// placed buffer instead made packing O(B^2): 14% of an unrolled 1024-step LSTM's session.
+class PlacedLifetimes {
+ public:
+  explicit PlacedLifetimes(int steps) : steps_(std::max(steps, 1)), nodes_(2 * size_t(steps_)) {}
+  void add(size_t buffer, int first, int last) {
+    if (first > last) return;  // never live: overlaps nothing
+    for (int lo = first + steps_, hi = last + steps_ + 1; lo < hi; lo /= 2, hi /= 2) {
+      if (lo & 1) nodes_[size_t(lo++)].push_back(buffer);
+      if (hi & 1) nodes_[size_t(--hi)].push_back(buffer);
+    }
+    by_first_.emplace(first, buffer);
+  }
+  template <typename Visit>
+  void for_each_overlapping(int first, int last, Visit&& visit) const {
+    if (first > last) return;
+    for (int node = first + steps_; node >= 1; node /= 2)
+      for (size_t buffer : nodes_[size_t(node)]) visit(buffer);
+    for (auto it = by_first_.upper_bound(first); it != by_first_.end() && it->first <= last; ++it) visit(it->second);
+  }
+
+ private:
+  int steps_;
+  std::vector<std::vector<size_t>> nodes_;
+  std::multimap<int, size_t> by_first_;
+};
+
 }  // namespace
 
 int64_t pack_arena(std::vector<PlanBuffer>& buffers, bool reuse) {
   std::vector<size_t> order;
+  int steps = 0;
   for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].kind == StorageKind::kArena) order.push_back(i);
+    if (buffers[i].kind == StorageKind::kArena) {
+      order.push_back(i);
+      steps = std::max({steps, buffers[i].first_step + 1, buffers[i].last_step + 1});
+    }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (buffers[a].size != buffers[b].size) return buffers[a].size > buffers[b].size;
     return buffers[a].first_step < buffers[b].first_step;
   });
   int64_t arena = 0;
   std::vector<size_t> placed;
+  PlacedLifetimes lifetimes(steps);
   for (size_t i : order) {
     PlanBuffer& b = buffers[i];
     std::vector<std::pair<int64_t, int64_t>> taken;
-    for (size_t j : placed)
-      if (!reuse || lifetimes_overlap(buffers[j], b))
-        taken.emplace_back(buffers[j].offset, buffers[j].offset + align_up(buffers[j].size));
+    auto take = [&](size_t j) { taken.emplace_back(buffers[j].offset, buffers[j].offset + align_up(buffers[j].size)); };
+    if (reuse) {
+      lifetimes.for_each_overlapping(b.first_step, b.last_step, take);
+    } else {
+      for (size_t j : placed) take(j);
+    }
     b.offset = best_fit(std::move(taken), align_up(b.size));
     arena = std::max(arena, b.offset + align_up(b.size));
     placed.push_back(i);
+    lifetimes.add(i, b.first_step, b.last_step);
   }
   return arena;
 }
