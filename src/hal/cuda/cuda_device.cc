@@ -167,6 +167,11 @@ bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
   return (unit.dtype == DType::kBF16 || unit.dtype == DType::kF16) && unit.taps > 1;
 }
 
+bool CudaDevice::fuses_conv_into_concat(DType dtype) const {
+  const char* env = std::getenv("STRIDER_CUDA_CONV_INTO_CONCAT");
+  return env && std::string_view(env) == "on" && (dtype == DType::kBF16 || dtype == DType::kF16);
+}
+
 std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {
