@@ -10,6 +10,7 @@
 
 #include "base/float16.h"
 #include "base/sha256.h"
+#include "base/small_types.h"
 #include "ops/op_registry.h"
 #include "reference/reference.h"
 
@@ -33,6 +34,10 @@ void set_element(Tensor& t, int64_t i, double v) {
     case DType::kU16: t.data<uint16_t>()[i] = uint16_t(v); break;
     case DType::kU32: t.data<uint32_t>()[i] = uint32_t(v); break;
     case DType::kU64: t.data<uint64_t>()[i] = uint64_t(v); break;
+    default:  // the float8 / float4 / 4- and 2-bit types, one byte an element (base/small_types.h)
+      if (!is_small_type(t.dtype())) ADD_FAILURE() << "the kernel harness has no test values for " << dtype_name(t.dtype());
+      else t.data<uint8_t>()[i] = small_type_from_double(v, t.dtype());
+      break;
   }
 }
 

@@ -235,9 +235,14 @@ Result<KernelPtr> make_small_type_cast(const KernelRequest& r, bool saturate) {
       });
     });
   }
+  // From a 4- or 2-bit integer the value is an integer: cast as one, so that a negative one
+  // wraps into an unsigned type as every integer cast does (through the double it saturated
+  // to 0: i4 -1 to u8 gave 0, not 255).
+  const bool integer = is_integral(from);
   return dispatch_dtype(to, [&]<typename TOut>() -> Result<KernelPtr> {
-    return make_map_kernel<TOut, uint8_t>("Cast", out, {in}, [from](uint8_t x) {
-      return CastTo<TOut>{}(small_type_to_double(x, from));
+    return make_map_kernel<TOut, uint8_t>("Cast", out, {in}, [from, integer](uint8_t x) {
+      const double v = small_type_to_double(x, from);
+      return integer ? CastTo<TOut>{}(int64_t(v)) : CastTo<TOut>{}(v);
     });
   });
 }
