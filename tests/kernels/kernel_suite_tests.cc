@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <tuple>
 
@@ -327,6 +328,23 @@ TEST_P(KernelSuite, CastAndCastLikeBetweenEveryPairOfDtypes) {
       GraphBuilder like(19);
       like.output(like.op("CastLike", {like.input("a", from, {3, 5}), like.input("t", to, {1})}));
       check(like, {{"a", a}, {"t", kernel_test::converted(Tensor::from_values<double>(DType::kF64, {1}, std::vector<double>{2.0}), to)}});
+    }
+}
+
+// Integers beyond 2^53 into 4- and 2-bit integers: the low bits decide (wrapping), which a
+// cast through a double would round away.
+TEST_P(KernelSuite, CastOfWideIntegersToFewBitsWraps) {
+  if (on_cuda()) GTEST_SKIP() << "CUDA has no 4- or 2-bit types";
+  const std::vector<int64_t> wide = {(int64_t(1) << 60) + 5, -(int64_t(1) << 58) - 3, (int64_t(1) << 62) + 9, 7,
+                                     -8, (int64_t(1) << 55) + 11};
+  for (DType from : {DType::kI64, DType::kU64})
+    for (DType to : {DType::kI4, DType::kU4, DType::kI2, DType::kU2}) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+      Tensor a(from, {2, 3});
+      for (size_t i = 0; i < wide.size(); ++i) std::memcpy(a.bytes() + i * 8, &wide[i], 8);
+      GraphBuilder cast(19);
+      cast.output(cast.op("Cast", {cast.input("a", from, {2, 3})}, int_attribute("to", onnx_type_code(to))));
+      check(cast, {{"a", a}});
     }
 }
 

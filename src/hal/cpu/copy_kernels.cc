@@ -228,9 +228,14 @@ Result<KernelPtr> make_small_type_cast(const KernelRequest& r, bool saturate) {
   const TensorView& out = r.outputs[0];
   const DType from = in.dtype, to = out.dtype;
   if (is_small_type(to)) {
+    // Integer to 4- or 2-bit integer wraps: only the low byte counts, taken before the
+    // double (which drops the low bits of integers beyond 2^53).
+    const bool wrap = is_integral(from) && is_integral(to);
     return dispatch_dtype(from, [&]<typename TIn>() -> Result<KernelPtr> {
-      return make_map_kernel<uint8_t, TIn>("Cast", out, {in}, [from, to, saturate](ComputeType<TIn> x) {
-        const double v = is_small_type(from) ? small_type_to_double(uint8_t(x), from) : double(x);
+      return make_map_kernel<uint8_t, TIn>("Cast", out, {in}, [from, to, saturate, wrap](ComputeType<TIn> x) {
+        double v = is_small_type(from) ? small_type_to_double(uint8_t(x), from) : double(x);
+        if constexpr (std::is_integral_v<ComputeType<TIn>>)
+          if (wrap) v = double((is_small_type(from) ? int64_t(v) : int64_t(x)) & 0xff);
         return small_type_from_double(v, to, saturate);
       });
     });
