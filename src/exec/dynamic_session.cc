@@ -193,6 +193,7 @@ Result<std::vector<std::unique_ptr<DynamicSession>>> DynamicSession::load_instan
       impl->resources->constants = model.resources->constants;
       impl->resources->host_constants = model.resources->host_constants;
       impl->resources->bf16_constants = model.resources->bf16_constants;
+      impl->resources->merged_weights = model.resources->merged_weights;
       STRIDER_RETURN_IF_ERROR(impl->plan_like(model));
       return std::unique_ptr<DynamicSession>(new DynamicSession(std::move(impl)));
     });

@@ -20,6 +20,7 @@
 #include "onnx/importer.h"
 #include "passes/expand_functions.h"
 #include "passes/fuse_attention.h"
+#include "passes/merge_sibling_matmuls.h"
 #include "passes/split_rotary.h"
 #include "passes/fuse_conv_chain.h"
 #include "passes/fuse_normalization.h"
@@ -279,8 +280,16 @@ Status prepare_graph(Graph& graph, MemoryBudget* budget, NodeId* split) {
 }
 
 // Precision, then the fusions the device has kernels for (and, for attention, is faster with).
-Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device, LoweredConstants& bf16_constants) {
+// Siblings merge first, so that a merged product is what takes its epilogue.
+Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device& device, SessionResources& resources) {
+  LoweredConstants& bf16_constants = *resources.bf16_constants;
   if (options.dtype == DType::kBF16) STRIDER_RETURN_IF_ERROR(lower_to_bf16(graph, &bf16_constants));
+  if (options.fusion && device.merges_sibling_matmuls())
+    STRIDER_RETURN_IF_ERROR(merge_sibling_matmuls(graph, resources.merged_weights.get(),
+                                                  [&bf16_constants](const std::shared_ptr<const Tensor>& t) {
+                                                    return bf16_constants.source_of(t);
+                                                  })
+                                .status());
   if (options.fusion && device.has_kernel("RMSNormalization")) STRIDER_RETURN_IF_ERROR(fuse_rms_norm(graph).status());
   if (options.fusion && device.has_kernel(kFusedAttentionOp))
     STRIDER_RETURN_IF_ERROR(
@@ -366,7 +375,7 @@ Result<std::unique_ptr<Session>> create_session_unguarded(Graph graph, const Ses
     return split_session(std::move(impl), graph, {split, why}, plan_options);
   }
   Graph unfused = graph;
-  STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources->bf16_constants));
+  STRIDER_RETURN_IF_ERROR(lower_and_fuse(graph, options, *impl->device, *resources));
   if (Split declined = first_declined(unfused, graph, *impl->device); declined.at != kNoNode)
     return split_session(std::move(impl), unfused, declined, plan_options);
   RefusedNode refused;

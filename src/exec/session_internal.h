@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "plan/bind.h"
 #include "passes/lower_precision.h"
+#include "passes/merge_sibling_matmuls.h"
 #include "plan/planner.h"
 #include "strider/dynamic_session.h"
 #include "strider/session.h"
@@ -26,6 +27,8 @@ struct SessionResources {
   std::unordered_set<const Tensor*> host_constants;
   // bf16 sessions: the weights' bf16 copies, one per weight for every plan.
   std::shared_ptr<LoweredConstants> bf16_constants = std::make_shared<LoweredConstants>();
+  // Sibling MatMuls' weights side by side (passes/merge_sibling_matmuls.h), one per group for every plan.
+  std::shared_ptr<MergedWeights> merged_weights = std::make_shared<MergedWeights>();
 };
 // A device and an empty constant store for `options` (its device, queues, storage mode, memory).
 Result<std::shared_ptr<SessionResources>> make_session_resources(const SessionOptions& options);

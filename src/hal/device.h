@@ -111,6 +111,10 @@ class Device {
   // Whether a gated unit's convolution and gate should run as one FusedGatedConv
   // (passes/fuse_gated_conv.h), where the device has a kernel for it.
   virtual bool fuses_gated_conv(const GatedConvUnit&) const { return true; }
+  // Whether MatMuls that read one activation with constant weights should run as one
+  // product and a Split (passes/merge_sibling_matmuls.h): fewer kernels where each costs a
+  // launch, but each sibling loses an epilogue that reads another one's product.
+  virtual bool merges_sibling_matmuls() const { return true; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

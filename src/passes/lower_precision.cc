@@ -87,6 +87,13 @@ Result<std::shared_ptr<const Tensor>> LoweredConstants::lowered(const std::share
   return made;
 }
 
+std::shared_ptr<const Tensor> LoweredConstants::source_of(const std::shared_ptr<const Tensor>& lowered) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [address, entry] : entries_)  // a few weights of a model are asked about, once per plan
+    if (entry.lowered.lock() == lowered) return entry.source.lock();
+  return nullptr;
+}
+
 int64_t LoweredConstants::conversions() const {
   std::lock_guard lock(mutex_);
   return conversions_;

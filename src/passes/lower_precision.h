@@ -25,6 +25,8 @@ class LoweredConstants {
  public:
   Result<std::shared_ptr<const Tensor>> lowered(const std::shared_ptr<const Tensor>& source);
   int64_t conversions() const;  // how many copies were made (a test hook)
+  // The f32 tensor `lowered` was made from, while both live; null for any other tensor.
+  std::shared_ptr<const Tensor> source_of(const std::shared_ptr<const Tensor>& lowered) const;
 
  private:
   struct Entry {

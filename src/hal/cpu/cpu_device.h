@@ -37,6 +37,10 @@ class CpuDevice : public Device {
   // Its FusedGatedConv kernel is the convolution then the gate through scratch: no pass is
   // saved, so no model's units are fused (the kernel exists for the kernel suite).
   bool fuses_gated_conv(const GatedConvUnit&) const override { return false; }
+  // No: oneDNN applies Llama's gate as a post-op of the gate's product that reads the up
+  // product (binary_mul), which the merged product gives up for a pass of its own; merged,
+  // the b32 decoder was 5% slower, and Whisper's Q and V no faster (bench/RESULTS.md).
+  bool merges_sibling_matmuls() const override { return false; }
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;
