@@ -172,6 +172,11 @@ bool CudaDevice::fuses_conv_into_concat(DType dtype) const {
   return env && std::string_view(env) == "on" && (dtype == DType::kBF16 || dtype == DType::kF16);
 }
 
+bool CudaDevice::merges_sibling_matmuls() const {
+  const char* env = std::getenv("STRIDER_CUDA_MERGE_SIBLINGS");
+  return !(env && std::string_view(env) == "off");
+}
+
 std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }
 
 Result<std::unique_ptr<Kernel>> CudaDevice::create_kernel(const KernelRequest& request) {

@@ -62,6 +62,10 @@ class CudaDevice final : public Device {
   // node only added its buffer), f32 units too. So: 16-bit units of more than one tap.
   // STRIDER_CUDA_GATED_CONV=everywhere fuses every unit (a testing aid), =off none.
   bool fuses_gated_conv(const GatedConvUnit& unit) const override;
+  // Yes: a merged group is one cuBLASLt product where there were several (and for Llama's
+  // gate and up, one map after it where the gate's product had its map in place). Not yet
+  // measured on a GPU; STRIDER_CUDA_MERGE_SIBLINGS=off keeps them apart (an A/B aid).
+  bool merges_sibling_matmuls() const override;
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;
   bool computes_on_host() const override { return false; }
