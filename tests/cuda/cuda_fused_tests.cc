@@ -204,8 +204,9 @@ TEST_P(CudaFused, BiasGeluTanhAfterAMatMul) {
       ASSERT_TRUE(program.is_ok());
       std::optional<std::vector<int>> order = cuda::compiled_form_order(*program);
       ASSERT_EQ(order.has_value(), !near_miss) << describe_fused_program(*program);
-      if (order)
+      if (order) {
         EXPECT_EQ(describe_fused_program(cuda::with_operand_order(*program, *order)), cuda::kBiasGeluTanhExpression);
+      }
       // Dense only: cuBLASLt refuses the other layouts' outputs, which the planner packs.
       check_node(fused, {{"a", random_tensor(dtype(), {2, 6, 8}, 41)}, {"w", random_tensor(dtype(), {8, 24}, 42)},
                          {"bias", random_tensor(dtype(), {24}, 43)}},
@@ -321,8 +322,9 @@ TEST(CudaCudnnGraphConv, ActivationsRunInsideTheConvolution) {
     std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
     auto prepared = prepare_node(fused, inputs, Layout::kPackedChannelsLast, nullptr);
     ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
-    if (std::string_view(c.activation) != "ReLU6")
+    if (std::string_view(c.activation) != "ReLU6") {
       EXPECT_TRUE(prepared->kernel->implementation().starts_with("cudnn-graph:")) << prepared->kernel->implementation();
+    }
     check_node(fused, inputs, Layout::kPackedChannelsLast, &unfused);
   }
   unsetenv("STRIDER_CUDA_KERNEL_CHOICE");

@@ -142,9 +142,12 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
           const bool library = std::string_view(choice) == "library";
           // (A library convolution may refuse the 16-bit channel slices: then it is the
           // tensor-core kernel either way.)
-          if (t != DType::kF32 && layout != Layout::kDense && !library) EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
-          if (t == DType::kF32 || layout == Layout::kDense || (library && layout == Layout::kPackedChannelsLast))
+          if (t != DType::kF32 && layout != Layout::kDense && !library) {
+            EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
+          }
+          if (t == DType::kF32 || layout == Layout::kDense || (library && layout == Layout::kPackedChannelsLast)) {
             EXPECT_NE(made.find(" then strider-cuda:fused"), std::string::npos) << made;
+          }
           check_node(fused, inputs, layout, &unfused);
         }
   }

@@ -56,7 +56,9 @@ TEST_P(TappedRun, EveryStepOutputMatchesTheReferenceAndOutputsMatchRun) {
   for (const TappedValue& t : *taps) {
     values.push_back({t.value, t.node, t.op_type, doubles(t.tensor)});
     compared += expected.count(t.value) != 0;
-    if (t.value == (*session)->outputs()[0].name) EXPECT_EQ(doubles(t.tensor), doubles((*outputs)[0]));
+    if (t.value == (*session)->outputs()[0].name) {
+      EXPECT_EQ(doubles(t.tensor), doubles((*outputs)[0]));
+    }
   }
   EXPECT_GE(compared, 6);  // the convs (SiLUs and residual adds fused into them), the concat
   auto bad = first_divergence(values, expected, default_tolerance(DType::kF32));

@@ -70,8 +70,9 @@ TEST_P(TraceRun, EveryCommandOnceInWaitOrder) {
       traced_nodes.insert(e.label.substr(e.label.find('\'')));
     queues.insert(e.queue);
     // A queue runs its commands in order, one at a time.
-    if (auto before = last_on_queue.find(e.queue); before != last_on_queue.end())
+    if (auto before = last_on_queue.find(e.queue); before != last_on_queue.end()) {
       EXPECT_GE(e.start_ms, before->second->end_ms);
+    }
     last_on_queue[e.queue] = &e;
     for (size_t from : e.waited_for) {  // a wait across queues: the awaited command had ended
       ASSERT_LT(from, i);

@@ -106,8 +106,9 @@ TEST(AttentionPlan, LlamaReadsKeyHeadsAndWritesRotaryHalvesInPlace) {
     const Node& node = g.node(step.node);
     EXPECT_NE(node.op_type, "Expand") << node.name;
     EXPECT_NE(node.op_type, "Neg") << node.name;
-    if (node.op_type == "Reshape" || node.op_type == "Concat")
+    if (node.op_type == "Reshape" || node.op_type == "Concat") {
       EXPECT_EQ(step.kind, StepKind::kView) << node.name << " is a " << step_kind_name(step.kind);
+    }
     if (node.op_type == "FusedElementwise" && node.name.find("rotary_half") != std::string::npos) ++halves;
     if (node.op_type != "FusedAttention") continue;
     ++fused;

@@ -106,7 +106,9 @@ TEST(Bind, RebasesEveryViewAndSharesConstants) {
   // Step operands are the values' bound views.
   for (const PlanStep& step : first->plan.steps)
     for (size_t i = 0; i < step.inputs.size(); ++i)
-      if (step.inputs[i].allocation) EXPECT_EQ(step.inputs[i].allocation, first->plan.view(g.node(step.node).inputs[i]).allocation);
+      if (step.inputs[i].allocation) {
+        EXPECT_EQ(step.inputs[i].allocation, first->plan.view(g.node(step.node).inputs[i]).allocation);
+      }
   const int64_t live = constants.live_bytes();
   EXPECT_GT(live, 0);
   *first = BoundPlan();

@@ -239,7 +239,9 @@ TEST(Fusion, Bf16SessionsCastInputsAndOutputsInTheGraph) {
     if (node.op_type == "Cast")
       casts.push_back(lowered.value(node.inputs[0]).name + "->" + lowered.value(node.outputs[0]).name + ":" +
                       std::string(dtype_name(lowered.value(node.outputs[0]).dtype)));
-    if (node.op_type == "Tanh") EXPECT_EQ(lowered.value(node.inputs[0]).dtype, DType::kBF16);
+    if (node.op_type == "Tanh") {
+      EXPECT_EQ(lowered.value(node.inputs[0]).dtype, DType::kBF16);
+    }
   }
   const std::string y_name = lowered.value(lowered.outputs()[0]).name, z_name = lowered.value(lowered.outputs()[1]).name;
   EXPECT_EQ(casts, (std::vector<std::string>{"x->x/bf16:bf16", y_name + "/bf16->" + y_name + ":f32",
@@ -376,7 +378,9 @@ TEST(Fusion, AConvFeedingAConcatStaysUnfusedWhereTheDeviceAsks) {
     ASSERT_TRUE(n.is_ok());
     EXPECT_EQ(*n, into_concat ? 2 : 1);
     for (NodeId id = 0; id < fused.num_nodes(); ++id)
-      if (fused.node(id).name == "into_concat") EXPECT_EQ(fused.node(id).op_type, into_concat ? "FusedConv" : "Conv");
+      if (fused.node(id).name == "into_concat") {
+        EXPECT_EQ(fused.node(id).op_type, into_concat ? "FusedConv" : "Conv");
+      }
   }
 }
 

@@ -73,7 +73,9 @@ void expect_merged_matches_reference(const Graph& built, const Graph& merged, DT
     EXPECT_TRUE(c.passed) << "output " << i << ": " << c.reason;
   }
   for (const PlanStep& step : p.plan->steps) {
-    if (parts_are_views && p.graph->node(step.node).op_type == "Split") EXPECT_EQ(step.kind, StepKind::kView);
+    if (parts_are_views && p.graph->node(step.node).op_type == "Split") {
+      EXPECT_EQ(step.kind, StepKind::kView);
+    }
   }
 }
 

@@ -341,9 +341,11 @@ class AttentionKernel final : public Kernel {
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = s.row.data() + r * a_.v_head;
       const int64_t at = base[kAttnViewOut] + (first + r) * a_.row_stride[kAttnViewOut];
-      if (std::is_same_v<T, float> && a_.col_stride[kAttnViewOut] == 1 && !s.invalid[size_t(r)]) {
-        std::memcpy(out + at, row, size_t(a_.v_head) * sizeof(float));
-        continue;
+      if constexpr (std::is_same_v<T, float>) {
+        if (a_.col_stride[kAttnViewOut] == 1 && !s.invalid[size_t(r)]) {
+          std::memcpy(out + at, row, size_t(a_.v_head) * sizeof(float));
+          continue;
+        }
       }
       for (int64_t e = 0; e < a_.v_head; ++e)
         out[at + e * a_.col_stride[kAttnViewOut]] = store<T>(s.invalid[size_t(r)] ? invalid_value : row[e]);

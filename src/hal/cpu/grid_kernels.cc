@@ -69,7 +69,8 @@ class GridSampleKernel final : public Kernel {
  private:
   // The sum over the taps of axes a.. of weight products times X.
   double sample(const T* at, const std::array<grid_sample::AxisTaps, 3>& taps, int a, double weight) const {
-    if (a == p_.spatial_rank) return weight * double(load(*at));
+    // (spatial_rank is at most 3: the bound is said again for the compiler, which unrolls this.)
+    if (a == p_.spatial_rank || a >= int(taps.size())) return weight * double(load(*at));
     const grid_sample::AxisTaps& t = taps[size_t(a)];
     double sum = 0;
     for (int k = 0; k < t.count; ++k) {
