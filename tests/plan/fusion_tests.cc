@@ -70,14 +70,7 @@ void expect_matches_reference(const Graph& graph, const testing::PlannedGraph& p
   ASSERT_TRUE(outputs.is_ok()) << outputs.status().to_string();
   auto expected = evaluate_reference(graph, reference_inputs);
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    std::vector<double> actual, reference;
-    for (int64_t k = 0; k < (*outputs)[i].num_elements(); ++k) actual.push_back((*outputs)[i].element_as_double(k));
-    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k)
-      reference.push_back(expected->outputs[i].element_as_double(k));
-    Comparison c = compare_values(actual, reference, default_tolerance(dtype), false);
-    EXPECT_TRUE(c.passed) << "output " << i << ": " << c.reason;
-  }
+  testing::expect_outputs_near(*outputs, expected->outputs, default_tolerance(dtype));
 }
 
 TEST(Fusion, SiluBecomesOneKernelThatRunsInPlace) {

@@ -81,6 +81,21 @@ inline PlannedGraph plan_in_session(Graph graph, PlanOptions options, const Sess
   return planned;
 }
 
+// Each of `actual` against the same output of `reference` (the float64 reference's outputs,
+// or another run's) within `tolerance`, values in order.
+template <typename Reference>
+void expect_outputs_near(const std::vector<Tensor>& actual, const std::vector<Reference>& reference,
+                         const Tolerance& tolerance, const std::string& what = "") {
+  ASSERT_EQ(actual.size(), reference.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    std::vector<double> a, e;
+    for (int64_t k = 0; k < actual[i].num_elements(); ++k) a.push_back(actual[i].element_as_double(k));
+    for (int64_t k = 0; k < reference[i].num_elements(); ++k) e.push_back(reference[i].element_as_double(k));
+    Comparison c = compare_values(a, e, tolerance, false);
+    EXPECT_TRUE(c.passed) << what << " output " << i << ": " << c.reason;
+  }
+}
+
 // Runs the one-input graph `g` planned in a session on `input` and checks its first output
 // against the float64 reference within `dtype`'s tolerance (shapes equal).
 inline void expect_session_matches_reference(const Graph& g, const SessionOptions& options, const Tensor& input,
@@ -92,11 +107,8 @@ inline void expect_session_matches_reference(const Graph& g, const SessionOption
   auto expected = evaluate_reference(g, {{g.value(g.inputs()[0]).name, input}});
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
   ASSERT_EQ((*actual)[0].shape(), expected->outputs[0].shape);
-  std::vector<double> a, e;
-  for (int64_t k = 0; k < (*actual)[0].num_elements(); ++k) a.push_back((*actual)[0].element_as_double(k));
-  for (int64_t k = 0; k < expected->outputs[0].num_elements(); ++k) e.push_back(expected->outputs[0].element_as_double(k));
-  Comparison cmp = compare_values(a, e, default_tolerance(dtype), false);
-  EXPECT_TRUE(cmp.passed) << cmp.reason;
+  expect_outputs_near(std::vector<Tensor>{(*actual)[0]}, std::vector<RefTensor>{expected->outputs[0]},
+                      default_tolerance(dtype));
 }
 
 inline Tensor random_f32(const Shape& shape, uint32_t seed) {

@@ -70,13 +70,7 @@ void expect_unrolled_matches_reference(const Case& c) {
   auto expected = evaluate_reference(g, inputs);
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
   ASSERT_EQ(actual->size(), size_t(outputs));
-  for (size_t i = 0; i < actual->size(); ++i) {
-    std::vector<double> a, e;
-    for (int64_t k = 0; k < (*actual)[i].num_elements(); ++k) a.push_back((*actual)[i].element_as_double(k));
-    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k) e.push_back(expected->outputs[i].element_as_double(k));
-    Comparison cmp = compare_values(a, e, default_tolerance(DType::kF32), false);
-    EXPECT_TRUE(cmp.passed) << c.op << " output " << i << ": " << cmp.reason;
-  }
+  testing::expect_outputs_near(*actual, expected->outputs, default_tolerance(DType::kF32), c.op);
 }
 
 TEST(Recurrent, BidirectionalLstmWithLengthsStatesAndPeepholes) {

@@ -63,15 +63,7 @@ void expect_merged_matches_reference(const Graph& built, const Graph& merged, DT
   ASSERT_TRUE(outputs.is_ok()) << outputs.status().to_string();
   auto expected = evaluate_reference(built, {{"x", seen}});
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
-  ASSERT_EQ(outputs->size(), expected->outputs.size());
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    std::vector<double> actual, reference;
-    for (int64_t k = 0; k < (*outputs)[i].num_elements(); ++k) actual.push_back((*outputs)[i].element_as_double(k));
-    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k)
-      reference.push_back(expected->outputs[i].element_as_double(k));
-    Comparison c = compare_values(actual, reference, default_tolerance(dtype), false);
-    EXPECT_TRUE(c.passed) << "output " << i << ": " << c.reason;
-  }
+  testing::expect_outputs_near(*outputs, expected->outputs, default_tolerance(dtype));
   for (const PlanStep& step : p.plan->steps) {
     if (parts_are_views && p.graph->node(step.node).op_type == "Split") {
       EXPECT_EQ(step.kind, StepKind::kView);
@@ -156,13 +148,7 @@ TEST(SiblingMatMuls, OnlyConstantTwoDimensionalWeightsAfterTheActivationJoin) {
   ASSERT_TRUE(outputs.is_ok()) << outputs.status().to_string();
   auto expected = evaluate_reference(built, {{"x", xs}, {"w", ws}});
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    std::vector<double> actual, reference;
-    for (int64_t k = 0; k < (*outputs)[i].num_elements(); ++k) actual.push_back((*outputs)[i].element_as_double(k));
-    for (int64_t k = 0; k < expected->outputs[i].num_elements(); ++k)
-      reference.push_back(expected->outputs[i].element_as_double(k));
-    EXPECT_TRUE(compare_values(actual, reference, default_tolerance(DType::kF32), false).passed) << "output " << i;
-  }
+  testing::expect_outputs_near(*outputs, expected->outputs, default_tolerance(DType::kF32));
 }
 
 // A bf16 model's plans (a DynamicSession's shapes) lower their weights anew each time; the
@@ -218,11 +204,7 @@ TEST(SiblingMatMuls, ZooModelsComputeWhatTheyDidUnmerged) {
       ASSERT_TRUE(out.is_ok()) << out.status().to_string();
       results.push_back(std::move(*out));
     }
-    std::vector<double> a, b;
-    for (int64_t k = 0; k < results[0][0].num_elements(); ++k) a.push_back(results[0][0].element_as_double(k));
-    for (int64_t k = 0; k < results[1][0].num_elements(); ++k) b.push_back(results[1][0].element_as_double(k));
-    Comparison c = compare_values(b, a, default_tolerance(DType::kF32), false);
-    EXPECT_TRUE(c.passed) << c.reason;
+    testing::expect_outputs_near(results[1], results[0], default_tolerance(DType::kF32), model);
   }
 }
 
