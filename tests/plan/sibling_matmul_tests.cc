@@ -1,8 +1,8 @@
 // Intent tests of passes/merge_sibling_matmuls.h: which MatMuls merge, what the merged graph
 // computes (against the float64 reference of the graph as built, f32 and bf16), that the
 // parts are views of the one product, and that the joined weights are made once for the
-// plans of one model. The CPU device does not merge (Device::merges_sibling_matmuls), so
-// each test runs the pass itself and plans what it wrote.
+// plans of one model. The CPU device does not merge (Device::merges_sibling_matmuls; sim
+// and CUDA do), so most tests run the pass themselves and plan what it wrote on the CPU.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -205,6 +205,23 @@ TEST(SiblingMatMuls, ZooModelsComputeWhatTheyDidUnmerged) {
       results.push_back(std::move(*out));
     }
     testing::expect_outputs_near(results[1], results[0], default_tolerance(DType::kF32), model);
+  }
+}
+
+// The devices' choice: sim merges as CUDA does (so CI checks the GPU's graphs on it), the
+// CPU keeps the siblings apart.
+TEST(SiblingMatMuls, SimSessionsMergeAndCpuSessionsDoNot) {
+  auto imported = import_model_file((fs::path(STRIDER_SOURCE_DIR) / "models/zoo/WhisperEncoder_op17/model.onnx").string());
+  ASSERT_TRUE(imported.is_ok()) << imported.status().to_string();
+  for (const char* device : {"sim", "cpu"}) {
+    SessionOptions options;
+    options.device = device;
+    auto session = create_session(*imported, options);
+    ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+    const Graph& g = *inspect_session(**session).graph;
+    int merged = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) merged += g.node(id).name.find("/siblings_MatMul") != std::string::npos;
+    EXPECT_EQ(merged, std::string(device) == "sim" ? 2 : 0) << device;
   }
 }
 

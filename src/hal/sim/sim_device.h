@@ -26,6 +26,9 @@ class SimDevice final : public cpu::CpuDevice {
   void release(Allocation* allocation, std::span<const Timepoint> last_uses) override;
   Status synchronize() override;
   bool poisons_memory() const override { return true; }
+  // As CUDA does (the CPU does not): so CI's sim runs, two queues and the sanitizer, check
+  // the merged graphs the GPU runs.
+  bool merges_sibling_matmuls() const override { return true; }
   std::string declines(const Graph& graph, const Node& node) const override;
 
   // Runs every pending command (see above). Errors: the first a command returned, or a
