@@ -299,7 +299,7 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
     STRIDER_RETURN_IF_ERROR(fuse_elementwise(graph).status());
   }
   if (options.fusion && device.has_kernel(kFusedConvOp))
-    STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat(options.dtype)).status());
+    STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
   if (options.fusion && device.has_kernel(kFusedGatedConvOp))
     STRIDER_RETURN_IF_ERROR(
         fuse_gated_convs(graph, [&device](const GatedConvUnit& unit) { return device.fuses_gated_conv(unit); }).status());

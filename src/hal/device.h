@@ -97,12 +97,11 @@ class Device {
   // this device: its fused kernel is faster there than the unfused kernels (having the
   // kernel is not enough; on a GPU it depends on how many blocks the sizes give).
   virtual bool fuses_attention(const AttentionShape&) const { return true; }
-  // Whether a convolution (of a `dtype` session) whose activation writes a Concat's part
-  // should be folded into a FusedConv there: oneDNN writes such slices itself; cuDNN
-  // refuses channels-last slices, so on CUDA the fused node would go dense and be copied, a
-  // pass more than the unfused activation writing the slice, unless the tensor-core kernel
-  // takes it.
-  virtual bool fuses_conv_into_concat(DType /*dtype*/) const { return true; }
+  // Whether a convolution whose activation writes a Concat's part should be folded into a
+  // FusedConv there: oneDNN writes such slices itself; cuDNN refuses channels-last slices,
+  // so on CUDA the fused node would go dense and be copied, a pass more than the unfused
+  // activation writing the slice.
+  virtual bool fuses_conv_into_concat() const { return true; }
   // Whether a pointwise convolution should be folded into the depthwise one that alone
   // reads its output (FusedPointwiseDepthwise, ops/conv_chain.h), the intermediate being
   // `intermediate_bytes`: a device says yes where its fused kernel, which never stores the

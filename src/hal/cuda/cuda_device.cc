@@ -167,11 +167,6 @@ bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
   return (unit.dtype == DType::kBF16 || unit.dtype == DType::kF16) && unit.taps > 1;
 }
 
-bool CudaDevice::fuses_conv_into_concat(DType dtype) const {
-  const char* env = std::getenv("STRIDER_CUDA_CONV_INTO_CONCAT");
-  return env && std::string_view(env) == "on" && (dtype == DType::kBF16 || dtype == DType::kF16);
-}
-
 bool CudaDevice::merges_sibling_matmuls() const {
   const char* env = std::getenv("STRIDER_CUDA_MERGE_SIBLINGS");
   return !(env && std::string_view(env) == "off");

@@ -51,11 +51,7 @@ class CudaDevice final : public Device {
   // faster at batch 32: BERT s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no
   // attention fused; =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
-  // Off unless STRIDER_CUDA_CONV_INTO_CONCAT=on (bf16 / f16 sessions then): the tensor-core
-  // convolution (mma_conv.h, windows of up to 9 taps) writes channels-last slices with the
-  // activation applied, YOLOv8n's C2f convolutions among them; not yet measured on a GPU
-  // (session 26 had none), so the unfused activation still writes the slice by default.
-  bool fuses_conv_into_concat(DType dtype) const override;
+  bool fuses_conv_into_concat() const override { return false; }
   // Measured on an H100 (session 24, bf16): fused, WaveNet's two-tap units ran 9% faster at
   // batch 32 (the tensor-core kernel applies the gate); the gated stack's 1x1 units ran 7%
   // slower (cuBLASLt's product then the gate map beat the tensor-core kernel, so the fused

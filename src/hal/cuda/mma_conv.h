@@ -1,9 +1,8 @@
 // A convolution of strider's own on tensor cores for bf16 and f16 channels-last
-// activations whose window has at most kMaxMmaConvTaps taps: pointwise (1x1) convolutions
-// of 2-D and 1-D nets (MobileNetV2's expansions and projections, gated stacks, WaveNet's
-// residual and skip convolutions), 1-D convolutions of a few taps with any stride, padding
-// and dilation (WaveNet's dilated layers) and 3x3 ones (YOLOv8n's, many of which write a
-// concat's channel slice, a view cuDNN's fused graph engines are never given). On an H100 these ran as cuBLASLt + a cuDNN bias + a map
+// activations whose window is one row of taps: pointwise (1x1) convolutions of 2-D and 1-D
+// nets (MobileNetV2's expansions and projections, gated stacks, WaveNet's residual and skip
+// convolutions) and 1-D convolutions of a few taps with any stride, padding and dilation
+// (WaveNet's dilated layers). On an H100 these ran as cuBLASLt + a cuDNN bias + a map
 // (three passes, 250-700 GB/s) or in the direct kernel on CUDA cores (110 GB/s, 5 TFLOP/s);
 // they are a GEMM of pixels x input channels by input channels x output channels per tap.
 //
@@ -13,9 +12,9 @@
 //   is too (16-byte rows, read in chunks); y's are any (stored in 16-byte chunks where
 //   they allow). Any pixel strides (channel slices of a concat, padded rows); only y's
 //   elements are written.
-// - The window: kh x kw <= kMaxMmaConvTaps taps, any stride, padding and dilation. Taps
-//   outside the input read zeros.
-// - weights: device memory owned by the caller, T [ceil(K / 64) * 64][kh * kw][c_pad] (c_pad = C
+// - The window: kh = 1, stride_h = 1, pad_h = 0 (so OH = H); along the width any stride,
+//   padding and dilation, kw <= kMaxMmaConvTaps. Taps outside the input read zeros.
+// - weights: device memory owned by the caller, T [ceil(K / 64) * 64][kw][c_pad] (c_pad = C
 //   rounded up to 64), zero beyond K and C; bias f32 [ceil(K / 64) * 64] or null.
 // - Accumulation is f32; then bias, the epilogue's activation, and up to two addends (views
 //   with y's strides, a residual) are applied in f32 and the sum rounded to T once.
@@ -37,13 +36,13 @@
 namespace strider::cuda {
 
 inline constexpr int kMmaConvTile = 64;  // pixels, output channels and input channels a step
-inline constexpr int kMaxMmaConvTaps = 9;
+inline constexpr int kMaxMmaConvTaps = 8;
 inline constexpr int kMaxMmaConvAddends = 2;
 
 struct MmaConvArgs {
   void* y = nullptr;
   const void* x = nullptr;
-  const void* weights = nullptr;  // T [mma_conv_tiles * 64][kh * kw][c_pad]
+  const void* weights = nullptr;  // T [mma_conv_tiles * 64][kw][c_pad]
   const float* bias = nullptr;    // [mma_conv_tiles * 64] or null
   const void* addends[kMaxMmaConvAddends] = {};
   int32_t addend_count = 0;
@@ -51,11 +50,10 @@ struct MmaConvArgs {
   int32_t k = 0;  // y's channels (half the convolution's when gated)
   bool gated = false;
   int32_t kw = 1, stride_w = 1, pad_w = 0, dilation_w = 1;
-  int32_t kh = 1, stride_h = 1, pad_h = 0, dilation_h = 1;
+  int32_t kh = 1, stride_h = 1, pad_h = 0, dilation_h = 1;  // the height's window: 1, 1, 0 (checked)
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
   FastDivisor div_ow, div_oh;
   int64_t pixels = 0;  // N * OH * OW
-  int64_t grid_pixel_tiles = 0;  // blocks along the pixels (prepare_mma_conv: those resident at once)
   // y's strides (of dims above 1), its address, the addends' and K in whole 16-byte chunks:
   // eight channels in one store.
   bool chunk_stores = false;

@@ -138,17 +138,16 @@ class MmaConv final : public Kernel {
       const int64_t o = gated ? tile * half + at % half : r;
       if (o < a.k) channel[size_t(r)] = gated && at >= half ? o + a.k : o;
     }
-    // Weights [K, C, kh, kw] (or [K, C, kw]) -> [rows][kh * kw][c_pad].
+    // Weights [K, C, 1, kw] (or [K, C, kw]) -> [rows][kw][c_pad].
     const auto* source = reinterpret_cast<const uint16_t*>(weights.bytes());
-    const int64_t taps = int64_t(a.kh) * a.kw;
-    std::vector<uint16_t> w(size_t(rows * taps * a.c_pad), 0);
+    std::vector<uint16_t> w(size_t(rows * a.kw * a.c_pad), 0);
     std::vector<float> b(size_t(rows), 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t o = channel[size_t(r)];
       if (o < 0) continue;
       if (bias) b[size_t(r)] = float(bias->element_as_double(o));
       for (int64_t ch = 0; ch < a.c; ++ch)
-        for (int64_t j = 0; j < taps; ++j) w[size_t((r * taps + j) * a.c_pad + ch)] = source[(o * a.c + ch) * taps + j];
+        for (int64_t j = 0; j < a.kw; ++j) w[size_t((r * a.kw + j) * a.c_pad + ch)] = source[(o * a.c + ch) * a.kw + j];
     }
     STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(w))));
     a.weights = weights_.as<void>();
@@ -179,7 +178,7 @@ class MmaConv final : public Kernel {
 };
 
 // Whether x and y are the 16-byte channel rows the tensor-core kernel takes, with a window
-// of at most kMaxMmaConvTaps taps (mma_conv.h's contract).
+// of one row of taps (mma_conv.h's contract).
 bool mma_conv_applies(const ConvSetup& c) {
   if (c.y.dtype != DType::kBF16 && c.y.dtype != DType::kF16) return false;
   const TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
@@ -187,9 +186,10 @@ bool mma_conv_applies(const ConvSetup& c) {
   for (size_t i = 0; i < 4; ++i) xn[i] = x.sizes[i], xs[i] = x.strides[i], yn[i] = y.sizes[i], ys[i] = y.strides[i];
   if (!mma_conv_rows(xn, xs, x.byte_offset / dtype_size(x.dtype), 8) || !mma_conv_rows(yn, ys, 0, 1)) return false;
   if ((reinterpret_cast<uintptr_t>(x.allocation->address()) + uintptr_t(x.byte_offset)) % 16 != 0) return false;
-  int64_t taps = 1;
-  for (int64_t k : c.window.kernel) taps *= k;
-  return x.sizes[1] % 8 == 0 && taps <= kMaxMmaConvTaps;
+  const WindowGeometry& g = c.window;
+  if (g.kernel.size() == 2 && (g.kernel[0] != 1 || g.strides[0] != 1 || g.pads_begin[0] != 0 || g.pads_end[0] != 0))
+    return false;
+  return x.sizes[1] % 8 == 0 && g.kernel.back() <= kMaxMmaConvTaps;
 }
 
 }  // namespace
