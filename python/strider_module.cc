@@ -286,7 +286,10 @@ cli::ModelOptions model_options(const std::string& model, const py::dict& o) {
   if (o.contains("shapes"))
     for (const auto& [name, dims] : o["shapes"].cast<std::map<std::string, std::vector<int64_t>>>()) {
       std::string spec = name + ":";
-      for (size_t d = 0; d < dims.size(); ++d) spec += (d ? "x" : "") + std::to_string(dims[d]);
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (d) spec += 'x';  // (not `"x" + to_string(..)`: GCC 12 warns falsely on that)
+        spec += std::to_string(dims[d]);
+      }
       m.shapes.push_back(spec);
     }
   return m;

@@ -40,7 +40,10 @@ namespace {
 
 std::string dims(std::span<const int64_t> values) {
   std::string s = "[";
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) s += ',';  // (not `"," + to_string(..)`: GCC 12 warns falsely on that, -Wrestrict)
+    s += std::to_string(values[i]);
+  }
   return s + "]";
 }
 
