@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "passes/node_inserter.h"
+
 namespace strider {
 
 Result<std::shared_ptr<const Tensor>> MergedWeights::joined(const std::vector<std::shared_ptr<const Tensor>>& parts,
@@ -132,7 +134,7 @@ class SiblingFinder {
 class MergedWriter {
  public:
   MergedWriter(Graph& g, const Node& first, NodeId position, MergedWeights* cache, const ConstantOrigin& origin)
-      : g_(g), first_(first), position_(position), cache_(cache), origin_(origin) {}
+      : g_(g), insert_(g, first, position, "siblings"), opset_(first.opset), cache_(cache), origin_(origin) {}
 
   Status write(const SiblingGroup& group) {
     int64_t total = 0;
@@ -142,14 +144,15 @@ class MergedWriter {
       widths.push_back(s.width);
     }
     const Value& x = g_.value(group.x);
+    const DType dtype = x.dtype;
     const int64_t depth = x.shape.back();
     STRIDER_ASSIGN_OR_RETURN(ValueId weight, joined_constant(group, &Sibling::weight, depth, {depth, total}));
     Shape product_shape = g_.value(group.members[0].result).shape;
     product_shape.back() = total;
-    STRIDER_ASSIGN_OR_RETURN(ValueId joined, node("MatMul", {group.x, weight}, product_shape));
+    STRIDER_ASSIGN_OR_RETURN(ValueId joined, insert_.node("MatMul", {group.x, weight}, dtype, product_shape));
     if (group.members[0].bias != kNoValue) {
       STRIDER_ASSIGN_OR_RETURN(ValueId bias, joined_constant(group, &Sibling::bias, 1, {total}));
-      STRIDER_ASSIGN_OR_RETURN(joined, node("Add", {joined, bias}, product_shape));
+      STRIDER_ASSIGN_OR_RETURN(joined, insert_.node("Add", {joined, bias}, dtype, product_shape));
     }
     return split(group, joined, widths);
   }
@@ -159,16 +162,16 @@ class MergedWriter {
     AttributeMap attributes;
     attributes.set_int("axis", -1);
     std::vector<ValueId> inputs = {joined};
-    if (first_.opset >= 13) {
-      STRIDER_ASSIGN_OR_RETURN(ValueId sizes, constant(std::make_shared<const Tensor>(Tensor::from_values<int64_t>(
-                                                           DType::kI64, {int64_t(widths.size())}, widths))));
+    if (opset_ >= 13) {
+      STRIDER_ASSIGN_OR_RETURN(ValueId sizes, insert_.constant(std::make_shared<const Tensor>(Tensor::from_values<int64_t>(
+                                                  DType::kI64, {int64_t(widths.size())}, widths))));
       inputs.push_back(sizes);
     } else {
       attributes.set_ints("split", widths);
     }
-    Node n = new_node("Split", std::move(inputs), std::move(attributes));
-    for (const Sibling& s : group.members) n.outputs.push_back(s.result);
-    return g_.insert_node(position_++, std::move(n)).status();
+    std::vector<ValueId> parts;
+    for (const Sibling& s : group.members) parts.push_back(s.result);
+    return insert_.node_into("Split", std::move(inputs), std::move(parts), std::move(attributes));
   }
 
   // The members' weights (or biases) side by side, as a new constant of shape `shape`.
@@ -182,55 +185,14 @@ class MergedWriter {
     MergedWeights uncached;
     MergedWeights& cache = cache_ ? *cache_ : uncached;
     STRIDER_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, cache.joined(parts, origins, rows, std::move(shape)));
-    return constant(std::move(tensor));
-  }
-
-  Result<ValueId> constant(std::shared_ptr<const Tensor> tensor) {
-    STRIDER_ASSIGN_OR_RETURN(ValueId id, g_.add_value(fresh("constant")));
-    Value& v = g_.value(id);
-    v.has_type = v.has_shape = true;
-    v.dtype = tensor->dtype();
-    v.shape = tensor->shape();
-    v.constant = std::move(tensor);
-    return id;
-  }
-
-  Result<ValueId> node(const std::string& op, std::vector<ValueId> inputs, const Shape& shape) {
-    STRIDER_ASSIGN_OR_RETURN(ValueId out, g_.add_value(fresh(op + "_output")));
-    Value& v = g_.value(out);
-    v.has_type = v.has_shape = true;
-    v.dtype = g_.value(inputs[0]).dtype;
-    v.shape = shape;
-    Node n = new_node(op, std::move(inputs), {});
-    n.outputs = {out};
-    STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(n)).status());
-    return out;
-  }
-
-  Node new_node(const std::string& op, std::vector<ValueId> inputs, AttributeMap attributes) {
-    Node n;
-    n.name = fresh(op);
-    n.op_type = op;
-    n.opset = first_.opset;
-    n.inputs = std::move(inputs);
-    n.attributes = std::move(attributes);
-    n.expanded_from = first_.expanded_from;
-    return n;
-  }
-
-  std::string fresh(const std::string& what) {
-    for (;; ++counter_) {
-      std::string name = fmt::format("{}/siblings_{}_{}", first_.name, what, counter_);
-      if (!g_.find_value(name)) return name;
-    }
+    return insert_.constant(std::move(tensor));
   }
 
   Graph& g_;
-  Node first_;
-  NodeId position_;
+  rewriting::NodeInserter insert_;
+  int opset_;
   MergedWeights* cache_;
   const ConstantOrigin& origin_;
-  int counter_ = 0;
 };
 
 // The parts' constants that nothing reads any more let go of their tensors, so that a

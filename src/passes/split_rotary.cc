@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_set>
 
+#include "passes/node_inserter.h"
+
 namespace strider {
 namespace {
 
@@ -130,7 +132,7 @@ class RotaryMatcher {
 // Writes the two halves and their Concat at `position`, the Concat into `out`.
 class HalvesWriter {
  public:
-  HalvesWriter(Graph& g, const Node& sum, NodeId position) : g_(g), sum_(sum), position_(position) {}
+  HalvesWriter(Graph& g, const Node& sum, NodeId position) : g_(g), insert_(g, sum, position, "rotary_half") {}
 
   Status write(const Rotary& r, ValueId out) {
     const Value& x = g_.value(r.x);
@@ -143,15 +145,19 @@ class HalvesWriter {
     STRIDER_ASSIGN_OR_RETURN(ValueId second, sum_of_products("Add", r.x2, cos2, r.x1, sin2));
     AttributeMap axis;
     axis.set_int("axis", -1);
-    return node("Concat", {first, second}, kNoValue, std::move(axis), out).status();
+    return insert_.node_into("Concat", {first, second}, {out}, std::move(axis));
   }
 
  private:
   // a * b + c * d (or -, `op`), each product rounded, as the pattern computes it.
   Result<ValueId> sum_of_products(const char* op, ValueId a, ValueId b, ValueId c, ValueId d) {
-    STRIDER_ASSIGN_OR_RETURN(ValueId ab, node("Mul", {a, b}, a));
-    STRIDER_ASSIGN_OR_RETURN(ValueId cd, node("Mul", {c, d}, a));
-    return node(op, {ab, cd}, a);
+    STRIDER_ASSIGN_OR_RETURN(ValueId ab, typed_as(a, "Mul", {a, b}));
+    STRIDER_ASSIGN_OR_RETURN(ValueId cd, typed_as(a, "Mul", {c, d}));
+    return typed_as(a, op, {ab, cd});
+  }
+  Result<ValueId> typed_as(ValueId like, const std::string& op, std::vector<ValueId> inputs) {
+    const Value& v = g_.value(like);
+    return insert_.node(op, std::move(inputs), v.dtype, v.shape);
   }
   // Columns [start, end) of `v`'s last axis, or `v` itself where that axis is 1 wide.
   Result<ValueId> half_of(ValueId v, int64_t start, int64_t end) {
@@ -160,51 +166,15 @@ class HalvesWriter {
     shape.back() = end - start;
     std::vector<ValueId> ins = {v};
     for (int64_t c : {start, end, int64_t(-1)}) {
-      STRIDER_ASSIGN_OR_RETURN(ValueId k, g_.add_value(fresh("constant")));
-      Value& kv = g_.value(k);
-      kv.has_type = kv.has_shape = true;
-      kv.dtype = DType::kI64;
-      kv.shape = {1};
-      kv.constant = std::make_shared<const Tensor>(Tensor::from_values<int64_t>(DType::kI64, {1}, std::vector<int64_t>{c}));
+      STRIDER_ASSIGN_OR_RETURN(ValueId k, insert_.constant(std::make_shared<const Tensor>(Tensor::from_values<int64_t>(
+                                              DType::kI64, {1}, std::vector<int64_t>{c}))));
       ins.push_back(k);
     }
-    return node("Slice", std::move(ins), kNoValue, {}, kNoValue, shape);
-  }
-
-  // A node of one output: `into`, or a new value typed as `like` (or with `shape`).
-  Result<ValueId> node(const std::string& op, std::vector<ValueId> inputs, ValueId like, AttributeMap attributes = {},
-                       ValueId into = kNoValue, Shape shape = {}) {
-    if (into == kNoValue) {
-      STRIDER_ASSIGN_OR_RETURN(into, g_.add_value(fresh(op + "_output")));
-      Value& v = g_.value(into);
-      const Value& model = g_.value(like == kNoValue ? inputs[0] : like);
-      v.has_type = v.has_shape = true;
-      v.dtype = model.dtype;
-      v.shape = like == kNoValue ? shape : model.shape;
-    }
-    Node n;
-    n.name = fresh(op);
-    n.op_type = op;
-    n.opset = sum_.opset;
-    n.inputs = std::move(inputs);
-    n.outputs = {into};
-    n.attributes = std::move(attributes);
-    n.expanded_from = sum_.expanded_from;
-    STRIDER_RETURN_IF_ERROR(g_.insert_node(position_++, std::move(n)).status());
-    return into;
-  }
-
-  std::string fresh(const std::string& what) {
-    for (;; ++counter_) {
-      std::string name = fmt::format("{}/rotary_half_{}_{}", sum_.name, what, counter_);
-      if (!g_.find_value(name)) return name;
-    }
+    return insert_.node("Slice", std::move(ins), g_.value(v).dtype, shape);
   }
 
   Graph& g_;
-  Node sum_;
-  NodeId position_;
-  int counter_ = 0;
+  rewriting::NodeInserter insert_;
 };
 
 }  // namespace
