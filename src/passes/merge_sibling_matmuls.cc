@@ -13,7 +13,8 @@ namespace strider {
 Result<std::shared_ptr<const Tensor>> MergedWeights::joined(const std::vector<std::shared_ptr<const Tensor>>& parts,
                                                             const std::vector<std::shared_ptr<const Tensor>>& origins,
                                                             int64_t rows, Shape shape) {
-  if (parts.empty() || parts.size() != origins.size()) return internal_error("joined: parts and origins differ");
+  if (parts.empty() || parts.size() != origins.size() || rows <= 0)
+    return internal_error("joined: no parts, no rows, or parts and origins differ");
   std::vector<const Tensor*> key;
   for (const auto& o : origins) key.push_back(o.get());
   std::lock_guard lock(mutex_);
@@ -96,7 +97,7 @@ class SiblingFinder {
     const Value& y = g_.value(n.outputs[0]);
     const bool floating = xv.dtype == DType::kF32 || xv.dtype == DType::kBF16 || xv.dtype == DType::kF16;
     if (!floating || !w.is_constant() || w.dtype != xv.dtype || w.constant->dtype() != xv.dtype || w.shape.size() != 2 ||
-        xv.shape.empty() || w.shape[0] != xv.shape.back() || y.dtype != xv.dtype || y.shape.empty() ||
+        xv.shape.empty() || xv.shape.back() <= 0 || w.shape[0] != xv.shape.back() || y.dtype != xv.dtype || y.shape.empty() ||
         y.shape.back() != w.shape[1] || w.shape[1] <= 0)
       return std::nullopt;
     Sibling s{reader, kNoNode, n.inputs[1], kNoValue, n.outputs[0], w.shape[1]};

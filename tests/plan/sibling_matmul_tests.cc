@@ -151,6 +151,25 @@ TEST(SiblingMatMuls, OnlyConstantTwoDimensionalWeightsAfterTheActivationJoin) {
   testing::expect_outputs_near(*outputs, expected->outputs, default_tolerance(DType::kF32));
 }
 
+// Empty products (K = 0: every output an empty sum, 0) stay apart: there is nothing to join.
+TEST(SiblingMatMuls, EmptyDepthStaysApartAndRunsOnSim) {
+  GraphBuilder b;
+  ValueId x = b.op("Neg", {b.input("x", DType::kF32, {3, 0})}, {}, "neg");
+  b.output(b.op("MatMul", {x, b.constant("w0", Tensor(DType::kF32, {0, 4}))}, {}, "proj0"));
+  b.output(b.op("MatMul", {x, b.constant("w1", Tensor(DType::kF32, {0, 2}))}, {}, "proj1"));
+  const Graph built = b.build();
+  Graph g = inferred(built);
+  ASSERT_EQ(*merge_sibling_matmuls(g), 0);
+  SessionOptions options;
+  options.device = "sim";
+  auto session = create_session(built, options);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  auto out = (*session)->run({Tensor(DType::kF32, {3, 0})});
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  for (const Tensor& t : *out)
+    for (int64_t k = 0; k < t.num_elements(); ++k) EXPECT_EQ(t.element_as_double(k), 0.0);
+}
+
 // A bf16 model's plans (a DynamicSession's shapes) lower their weights anew each time; the
 // joined weights are keyed by the f32 weights the lowered ones came from, so each is made once.
 TEST(SiblingMatMuls, TheJoinedWeightsAreMadeOncePerModel) {
