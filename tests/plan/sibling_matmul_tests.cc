@@ -21,8 +21,9 @@ using testing::random_f32;
 // x = Neg(input) [2, 5, 16], read by MatMuls of widths `widths`; `biased[k]` adds a bias
 // [width] to product k (as Add(bias, product) for odd k, the other order for even ones);
 // each result goes through its own Tanh to an output.
-Graph siblings_graph(const std::vector<int64_t>& widths, const std::vector<bool>& biased, bool product_is_output = false) {
-  GraphBuilder b;
+Graph siblings_graph(const std::vector<int64_t>& widths, const std::vector<bool>& biased, bool product_is_output = false,
+                     int opset = 17) {
+  GraphBuilder b(opset);
   ValueId x = b.op("Neg", {b.input("x", DType::kF32, {2, 5, 16})}, {}, "neg");
   for (size_t k = 0; k < widths.size(); ++k) {
     const std::string n = std::to_string(k);
@@ -149,6 +150,19 @@ TEST(SiblingMatMuls, OnlyConstantTwoDimensionalWeightsAfterTheActivationJoin) {
   auto expected = evaluate_reference(built, {{"x", xs}, {"w", ws}});
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
   testing::expect_outputs_near(*outputs, expected->outputs, default_tolerance(DType::kF32));
+}
+
+// Before opset 13 Split takes its sizes as an attribute.
+TEST(SiblingMatMuls, AnOpset11ModelSplitsByAttribute) {
+  const Graph built = siblings_graph({8, 4}, {true, true}, false, 11);
+  Graph g = inferred(built);
+  ASSERT_EQ(*merge_sibling_matmuls(g), 1);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op_type != "Split") continue;
+    EXPECT_EQ(g.node(id).inputs.size(), 1u);
+    EXPECT_EQ(*g.node(id).attributes.get_ints("split", {}), (std::vector<int64_t>{8, 4}));
+  }
+  expect_merged_matches_reference(built, g, DType::kF32);
 }
 
 // Empty products (K = 0: every output an empty sum, 0) stay apart: there is nothing to join.
