@@ -155,12 +155,15 @@ TEST_P(KernelSuite, ConvGroupedPaddedStrided) {
 // (STRIDER_CUDA_KERNEL_CHOICE, hal/cuda/timed_choice.h), since the timed choice may keep
 // cuDNN for shapes this small; windows of 3x3 (unrolled) and others, strides, asymmetric
 // pads, dilation, with and without bias, 2-D and 1-D; runtime weights go to cuDNN.
+// Channels in multiples of 4, f32 and bf16: the CUDA kernel's 4-channel vector form (the
+// first own candidate) where the layout's channel runs are aligned (the catalog's aligned
+// slice), and its scalar form forced by name everywhere.
 TEST_P(KernelSuite, DepthwiseConvolutions) {
-  kernel_test::ScopedEnvironment own("STRIDER_CUDA_KERNEL_CHOICE", "own");
   struct Case {
     Shape x, w;
     std::vector<int64_t> pads, strides, dilations;
     bool bias, constant;
+    DType dtype = DType::kF32;
   };
   const std::vector<Case> cases = {
       {{2, 6, 9, 8}, {6, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
@@ -172,20 +175,27 @@ TEST_P(KernelSuite, DepthwiseConvolutions) {
       {{1, 5, 7, 7}, {5, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
       {{1, 5, 9, 11}, {5, 1, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}, false, true},
       {{2, 4, 10, 6}, {4, 1, 3, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, true, true},
+      {{2, 8, 9, 10}, {8, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true, true},
+      {{1, 12, 11, 9}, {12, 1, 3, 3}, {0, 1, 2, 1}, {2, 2}, {1, 1}, true, true},
+      {{2, 8, 9, 13}, {8, 1, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}, true, true, DType::kBF16},
+      {{1, 16, 10, 7}, {16, 1, 3, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, false, true, DType::kBF16},
   };
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    SCOPED_TRACE("case " + std::to_string(i));
-    GraphBuilder b;
+  for (size_t k = 0; k < 2 * cases.size(); ++k) {
+    const char* choice = k < cases.size() ? "own" : "strider-cuda:depthwise-conv";
+    kernel_test::ScopedEnvironment forced("STRIDER_CUDA_KERNEL_CHOICE", choice);
+    const Case& c = cases[k % cases.size()];
+    SCOPED_TRACE(fmt::format("case {} {}", k % cases.size(), choice));
+    const DType t = c.dtype;
+    GraphBuilder b(t == DType::kF32 ? 17 : 22);  // Conv takes bf16 from opset 22
     AttributeMap attrs = ints_attribute("pads", c.pads);
     attrs.set_ints("strides", c.strides);
     attrs.set_ints("dilations", c.dilations);
     attrs.set_int("group", c.x[1]);
-    std::map<std::string, Tensor> inputs = {{"x", x(c.x)}};
-    std::vector<ValueId> operands = {b.input("x", DType::kF32, c.x)};
+    std::map<std::string, Tensor> inputs = {{"x", kernel_test::converted(x(c.x), t)}};
+    std::vector<ValueId> operands = {b.input("x", t, c.x)};
     if (c.constant) {
-      operands.push_back(b.constant("w", x(c.w, 2)));
-      if (c.bias) operands.push_back(b.constant("bias", x({c.x[1]}, 3)));
+      operands.push_back(b.constant("w", kernel_test::converted(x(c.w, 2), t)));
+      if (c.bias) operands.push_back(b.constant("bias", kernel_test::converted(x({c.x[1]}, 3), t)));
     } else {
       operands.push_back(b.input("w", DType::kF32, c.w));
       inputs.insert({"w", x(c.w, 2)});
@@ -264,6 +274,26 @@ TEST_P(KernelSuite, Pooling) {
     SCOPED_TRACE(op);
     check(g, {{"x", x({1, 2, 4, 5})}});
   }
+  // Max pools without indices over channels in multiples of 4, f32 and bf16: on CUDA the
+  // 4-channel vector form where the layout's channel runs are aligned (YOLOv8n's SPPF 5x5;
+  // strides, dilation and windows wholly in the padding), the scalar one elsewhere.
+  struct Vector {
+    Shape x;
+    std::vector<int64_t> kernel, pads, strides, dilations;
+    DType dtype;
+  };
+  for (const Vector& v : std::vector<Vector>{{{2, 8, 7, 6}, {5, 5}, {2, 2, 2, 2}, {1, 1}, {1, 1}, DType::kF32},
+                                             {{1, 16, 9, 7}, {3, 2}, {1, 0, 4, 1}, {2, 2}, {2, 1}, DType::kBF16},
+                                             {{2, 8, 6, 6}, {5, 5}, {2, 2, 2, 2}, {1, 1}, {1, 1}, DType::kBF16}}) {
+    SCOPED_TRACE(dtype_name(v.dtype));
+    GraphBuilder g(v.dtype == DType::kF32 ? 17 : 22);
+    AttributeMap pool = ints_attribute("kernel_shape", v.kernel);
+    pool.set_ints("pads", v.pads);
+    pool.set_ints("strides", v.strides);
+    pool.set_ints("dilations", v.dilations);
+    g.output(g.op("MaxPool", {g.input("x", v.dtype, v.x)}, pool));
+    check(g, {{"x", kernel_test::converted(x(v.x, 5), v.dtype)}});
+  }
   GraphBuilder bytes;  // int8: the empty windows must give -128 (-inf would not convert)
   AttributeMap bp = ints_attribute("kernel_shape", {2, 2});
   bp.set_ints("pads", {0, 0, 4, 4});
@@ -275,6 +305,16 @@ TEST_P(KernelSuite, DataMovement) {
   GraphBuilder c;
   c.output(c.op("Concat", {c.input("a", DType::kF32, {2, 3, 4}), c.input("b", DType::kF32, {2, 5, 4})}, int_attribute("axis", 1)));
   check(c, {{"a", x({2, 3, 4})}, {"b", x({2, 5, 4}, 2)}});
+  // Channel parts in multiples of 4 (f32) and 8 (bf16): in the channels-last layouts each
+  // part's copy runs along its channels, in 16-byte words where both sides are aligned.
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t unit = t == DType::kF32 ? 4 : 8;
+    const Shape a_shape = {2, 2 * unit, 3, 5}, b_shape = {2, unit, 3, 5};
+    GraphBuilder g(t == DType::kF32 ? 17 : 22);
+    g.output(g.op("Concat", {g.input("a", t, a_shape), g.input("b", t, b_shape)}, int_attribute("axis", 1)));
+    check(g, {{"a", kernel_test::converted(x(a_shape), t)}, {"b", kernel_test::converted(x(b_shape, 2), t)}});
+  }
   GraphBuilder s;
   auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64_tensor({2, 4}))}, 2, int_attribute("axis", 1));
   s.output(parts[0]);

@@ -17,21 +17,27 @@ namespace strider::cuda {
 using KernelPtr = std::unique_ptr<Kernel>;
 namespace {
 
+// Copies prepared once (copy.h: the dims in the destination's order, the widest word).
 class CopyKernel final : public Kernel {
  public:
-  CopyKernel(std::string name, std::vector<std::pair<TensorView, TensorView>> copies) : name_(std::move(name)) {
-    for (auto& [dst, src] : copies)
-      if (!same_view(dst, src)) copies_.emplace_back(std::move(dst), std::move(src));
+  static Result<KernelPtr> make(std::string name, const std::vector<std::pair<TensorView, TensorView>>& copies) {
+    auto kernel = std::make_unique<CopyKernel>();
+    kernel->name_ = std::move(name);
+    for (const auto& [dst, src] : copies) {
+      if (same_view(dst, src)) continue;
+      STRIDER_RETURN_IF_ERROR(prepare_copy(dst, src, &kernel->copies_.emplace_back()));
+    }
+    return KernelPtr(std::move(kernel));
   }
   Status run(const QueueContext& context) override {
-    for (const auto& [dst, src] : copies_) STRIDER_RETURN_IF_ERROR(launch_copy(dst, src, stream_of(context)));
+    for (const CopyLaunch& copy : copies_) STRIDER_RETURN_IF_ERROR(run_copy(copy, stream_of(context)));
     return Status::ok();
   }
   std::string implementation() const override { return "strider-cuda:copy:" + name_; }
 
  private:
   std::string name_;
-  std::vector<std::pair<TensorView, TensorView>> copies_;
+  std::vector<CopyLaunch> copies_;
 };
 
 // A reshape between views neither of which can be seen in the other's sizes (a transposed
@@ -48,15 +54,15 @@ class ReshapeCopyKernel final : public Kernel {
   TensorView dst_, src_;
 };
 
-KernelPtr single_copy(const KernelRequest& r, TensorView src) {
-  return KernelPtr(new CopyKernel(r.node.op_type, {{r.outputs[0], std::move(src)}}));
+Result<KernelPtr> single_copy(const KernelRequest& r, TensorView src) {
+  return CopyKernel::make(r.node.op_type, {{r.outputs[0], std::move(src)}});
 }
 
 // Materialize: the same elements in row-major order, into bytes of the output's own.
 Result<KernelPtr> make_materialize(const KernelRequest& r, const CudaContext&) {
   if (auto src = reshape_view(r.inputs[0], r.outputs[0].sizes)) return single_copy(r, *src);
   if (auto dst = reshape_view(r.outputs[0], r.inputs[0].sizes))
-    return KernelPtr(new CopyKernel(r.node.op_type, {{*dst, r.inputs[0]}}));
+    return CopyKernel::make(r.node.op_type, {{*dst, r.inputs[0]}});
   return KernelPtr(new ReshapeCopyKernel(r.node.op_type, r.outputs[0], r.inputs[0]));
 }
 
@@ -72,7 +78,7 @@ Result<KernelPtr> make_view_copy(const KernelRequest& r, const CudaContext& cont
     if (!src) return make_materialize(r, context);
     copies.emplace_back(r.outputs[i], std::move(*src));
   }
-  return KernelPtr(new CopyKernel(r.node.op_type, std::move(copies)));
+  return CopyKernel::make(r.node.op_type, copies);
 }
 
 Result<KernelPtr> make_concat(const KernelRequest& r, const CudaContext&) {
@@ -82,7 +88,7 @@ Result<KernelPtr> make_concat(const KernelRequest& r, const CudaContext&) {
     STRIDER_ASSIGN_OR_RETURN(TensorView part, concat_part_view(node, i, r.outputs[0]));
     copies.emplace_back(std::move(part), r.inputs[i]);
   }
-  return KernelPtr(new CopyKernel("Concat", std::move(copies)));
+  return CopyKernel::make("Concat", copies);
 }
 
 class GatherKernel final : public Kernel {

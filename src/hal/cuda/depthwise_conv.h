@@ -31,6 +31,7 @@ struct DepthwiseArgs {
   int64_t xs[4] = {}, ys[4] = {};  // element strides of (n, c, h, w)
   bool channels_inner = false;     // y's channel stride is 1: threads run along channels
   int32_t tile_w = 1;              // outputs of one row a thread computes (set by prepare)
+  int32_t lanes = 1;               // channels a thread computes (set by prepare: 4 where vectors fit)
   FastDivisor d0, d1, d2;          // the three inner dims of the thread order
   int64_t count = 0;               // threads: output elements / tile_w, rounded up per row
   ConvEpilogue epilogue;           // applied to each output before it is stored
@@ -44,7 +45,10 @@ struct DepthwiseLaunch {
 
 // Picks the instantiation for `dtype` (f32, bf16, f16; UNSUPPORTED otherwise) and the
 // thread order; args' shape, strides and pointers must be set. Fewer than 2^31 outputs.
-Status prepare_depthwise(DType dtype, DepthwiseLaunch* launch);
+// `vector`: the 4-channel form where the views allow it (args.lanes says whether it did).
+// Neither form wins everywhere (the vector one has a quarter of the threads: slower on
+// MobileNetV2 at batch 1, faster at 32), so own_conv.cc offers both to the timed choice.
+Status prepare_depthwise(DType dtype, bool vector, DepthwiseLaunch* launch);
 Status run_depthwise(const DepthwiseLaunch& launch, cudaStream_t stream);
 
 }  // namespace strider::cuda

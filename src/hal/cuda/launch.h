@@ -352,6 +352,7 @@ struct PoolArgs {
   bool count_include_pad = false;
   bool column_major_indices = false;
   bool channels_last = false;  // output elements are numbered N, spatial..., C (coalesced NHWC writes)
+  bool lanes = false;          // the 2-D channels-last max pool of 4 channels a thread (pool.cu)
 };
 
 struct PoolLaunch {
@@ -462,6 +463,40 @@ __device__ __forceinline__ Compute<T> load(const void* base, int64_t offset) {
 template <typename T>
 __device__ __forceinline__ void store(void* base, int64_t offset, Compute<T> v) {
   static_cast<Bits<T>*>(base)[offset] = to_bits<T>(v);
+}
+
+// kLanes neighbouring channels of a channels-last view as one load or store (the own
+// depthwise convolution and max pool): 16 bytes of f32, 8 of bf16 or f16, so a warp moves
+// 256-512 contiguous bytes where a scalar form's warp moved 64 bytes of 16-bit channels.
+// The address must be aligned to the vector.
+constexpr int kLanes = 4;
+template <typename T> struct LaneVector;
+template <> struct LaneVector<float> { using type = float4; };
+template <> struct LaneVector<__nv_bfloat16> { using type = uint2; };
+template <> struct LaneVector<__half> { using type = uint2; };
+
+template <typename T>
+__device__ __forceinline__ void load_lanes(const Bits<T>* p, float (&v)[kLanes]) {
+  const typename LaneVector<T>::type raw = *reinterpret_cast<const typename LaneVector<T>::type*>(p);
+  if constexpr (std::is_same_v<T, float>) {
+    v[0] = raw.x, v[1] = raw.y, v[2] = raw.z, v[3] = raw.w;
+  } else {
+    const Bits<T>* bits = reinterpret_cast<const Bits<T>*>(&raw);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) v[l] = to_compute<T>(bits[l]);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void store_lanes(Bits<T>* p, const float (&v)[kLanes]) {
+  typename LaneVector<T>::type raw;
+  if constexpr (std::is_same_v<T, float>) {
+    raw = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    Bits<T>* bits = reinterpret_cast<Bits<T>*>(&raw);
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) bits[l] = to_bits<T>(v[l]);
+  }
+  *reinterpret_cast<typename LaneVector<T>::type*>(p) = raw;
 }
 
 // Quotient and remainder of n < 2^31 by a FastDivisor.

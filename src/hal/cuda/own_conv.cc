@@ -55,7 +55,7 @@ std::vector<float> bias_as_f32(const Tensor* bias, int64_t channels, int64_t pad
 
 class DepthwiseConv final : public Kernel {
  public:
-  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias) {
+  Status init(const ConvSetup& c, const Tensor& weights, const Tensor* bias, bool vector) {
     DepthwiseArgs& a = launch_.args;
     set_geometry(c, a);
     a.channels_inner = c.y.strides[1] == 1 && a.c > 1;
@@ -71,11 +71,13 @@ class DepthwiseConv final : public Kernel {
       STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
       a.bias = bias_.as<float>();
     }
-    return prepare_depthwise(c.y.dtype, &launch_);
+    return prepare_depthwise(c.y.dtype, vector, &launch_);
   }
+  bool vector() const { return launch_.args.lanes > 1; }
   Status run(const QueueContext& queue) override { return run_depthwise(launch_, stream_of(queue)); }
   std::string implementation() const override {
-    return launch_.args.epilogue.activation != ConvActivation::kNone ? "strider-cuda:depthwise-conv+program" : "strider-cuda:depthwise-conv";
+    return std::string(vector() ? "strider-cuda:vector-depthwise-conv" : "strider-cuda:depthwise-conv") +
+           (launch_.args.epilogue.activation != ConvActivation::kNone ? "+program" : "");
   }
 
  private:
@@ -206,14 +208,19 @@ std::optional<KernelPtr> mma_conv_kernel(const ConvSetup& c, const KernelRequest
   return KernelPtr(std::move(kernel));
 }
 
-std::optional<KernelPtr> depthwise_conv_kernel(const ConvSetup& c, const KernelRequest& r) {
+std::vector<KernelPtr> depthwise_conv_kernels(const ConvSetup& c, const KernelRequest& r) {
+  std::vector<KernelPtr> forms;
   const int64_t channels = c.x.sizes[1];
   if (!own_kernels_apply(c, r) || c.group != channels || c.group < 2 || c.y.sizes[1] != channels || c.w.sizes[1] != 1)
-    return std::nullopt;
-  auto kernel = std::make_unique<DepthwiseConv>();
-  if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr).is_ok())
-    return std::nullopt;
-  return KernelPtr(std::move(kernel));
+    return forms;
+  for (bool vector : {true, false}) {
+    auto kernel = std::make_unique<DepthwiseConv>();
+    if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr, vector).is_ok() ||
+        kernel->vector() != vector)
+      continue;
+    forms.push_back(std::move(kernel));
+  }
+  return forms;
 }
 
 std::optional<KernelPtr> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r) {

@@ -31,7 +31,9 @@ struct ConvSetup {
 // cuDNN and the own kernels want at least 4 dims: a 1-D convolution gets a unit height.
 inline TensorView at_least_4d(const TensorView& v) { return v.rank() >= 4 ? v : insert_unit_dim(v, 2); }
 
-std::optional<std::unique_ptr<Kernel>> depthwise_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+// The depthwise kernel's 4-channel vector form (first, where the views allow it) and its
+// scalar form; empty where neither applies.
+std::vector<std::unique_ptr<Kernel>> depthwise_conv_kernels(const ConvSetup& c, const KernelRequest& r);
 // cuDNN operation graphs of conv -> bias -> the setup's activation, one kernel per engine
 // that builds and stays inside its output view (cudnn_graph_conv.cc says where they apply);
 // empty where none does.

@@ -102,10 +102,76 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
   }
 }
 
+// A 2-D max pool without indices over channels-last views whose channel runs are
+// kLanes-aligned (YOLOv8n's SPPF: pool_kernel's 64-bit window walk over 16-bit scalars ran
+// at 1% of the memory ceiling): kLanes channels of one output a thread, one vector load a
+// tap, 32-bit indices. The same selection as pool_kernel's, lane by lane: the first tap
+// inside the input, then any strictly greater one (so a NaN is kept only where it comes
+// first), and the lowest value for a window wholly in the padding.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) max_pool_2d_lanes(const PoolArgs a) {
+  const int64_t i = global_thread();
+  if (i >= a.count / kLanes) return;
+  // (n, oh, ow, channel group), channels innermost; a.out[0] == 1 (2-D).
+  const FastDivisor& groups = a.channels_div;  // channels / kLanes (prepare_pool)
+  uint32_t rest = uint32_t(i);
+  uint32_t q = fast_divide(rest, groups);
+  const int c = int(rest - q * groups.divisor) * kLanes;
+  rest = q, q = fast_divide(rest, a.out_div[2]);
+  const int ow = int(rest - q * a.out_div[2].divisor);
+  rest = q, q = fast_divide(rest, a.out_div[1]);
+  const int oh = int(rest - q * a.out_div[1].divisor), n = int(q);
+  const int h0 = oh * int(a.stride[1]) - int(a.pad_begin[1]), w0 = ow * int(a.stride[2]) - int(a.pad_begin[2]);
+  const Bits<T>* x = static_cast<const Bits<T>*>(a.x) + n * a.x_strides[0] + c;
+  float acc[kLanes];
+  bool any = false;
+  for (int r = 0; r < int(a.kernel[1]); ++r) {
+    const int ih = h0 + r * int(a.dilation[1]);
+    if (ih < 0 || ih >= int(a.in[1])) continue;
+    for (int s = 0; s < int(a.kernel[2]); ++s) {
+      const int iw = w0 + s * int(a.dilation[2]);
+      if (iw < 0 || iw >= int(a.in[2])) continue;
+      float v[kLanes];
+      load_lanes<T>(x + ih * a.x_strides[3] + iw * a.x_strides[4], v);
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l)
+        if (!any || v[l] > acc[l]) acc[l] = v[l];
+      any = true;
+    }
+  }
+  if (!any)
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) acc[l] = -::cuda::std::numeric_limits<float>::infinity();
+  store_lanes<T>(static_cast<Bits<T>*>(a.y) + n * a.y_strides[0] + c + oh * a.y_strides[3] + ow * a.y_strides[4], acc);
+}
+
 template <typename T, bool kMax>
 cudaError_t launch_pool(const PoolArgs& a, cudaStream_t stream) {
+  if constexpr (kMax && (std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>)) {
+    if (a.lanes) {
+      const int64_t threads = a.count / kLanes;
+      max_pool_2d_lanes<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a);
+      return cudaGetLastError();
+    }
+  }
   pool_kernel<T, kMax><<<grid_for(a.count, kThreads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
+}
+
+// max_pool_2d_lanes' condition: a 2-D max pool without indices in f32, bf16 or f16 over
+// channels-last views whose every kLanes-channel run is vector-aligned (sizes, strides,
+// addresses), with 32-bit positions.
+bool max_pool_lanes_apply(const PoolSpec& s, const PoolArgs& a) {
+  const DType t = s.x.dtype;
+  if (!s.max || s.indices.allocation || s.kernel.size() != 2 || (t != DType::kF32 && t != DType::kBF16 && t != DType::kF16))
+    return false;
+  if (!a.channels_last || s.x.strides[1] != 1 || s.y.strides[1] != 1 || a.channels % kLanes != 0) return false;
+  for (size_t d : {size_t(0), size_t(3), size_t(4)})
+    if (a.x_strides[d] % kLanes != 0 || a.y_strides[d] % kLanes != 0 || a.x_strides[d] < 0 || a.y_strides[d] < 0) return false;
+  const uintptr_t vector_bytes = uintptr_t(kLanes * dtype_size(t));
+  if (reinterpret_cast<uintptr_t>(a.x) % vector_bytes != 0 || reinterpret_cast<uintptr_t>(a.y) % vector_bytes != 0) return false;
+  const int64_t limit = int64_t(INT32_MAX) / 4;  // positions, strides and products stay in 32 bits
+  return a.count < limit && s.x.num_elements() < limit && a.in[1] < limit && a.in[2] < limit;
 }
 
 Status select_launcher(const PoolSpec& s, PoolLaunch* l) {
@@ -168,6 +234,8 @@ Status prepare_pool(const PoolSpec& s, PoolLaunch* l) {
   a.column_major_indices = s.column_major_indices;
   const int64_t innermost = s.y.strides.back() < 0 ? -s.y.strides.back() : s.y.strides.back();
   a.channels_last = s.y.sizes[1] > 1 && (s.y.strides[1] == 1 || s.y.strides[1] == -1) && innermost > 1;
+  a.lanes = max_pool_lanes_apply(s, a);
+  if (a.lanes) a.channels_div = make_fast_divisor(a.channels / kLanes);  // the lanes kernel counts channel groups
   return select_launcher(s, l);
 }
 
