@@ -315,6 +315,15 @@ TEST_P(KernelSuite, DataMovement) {
     g.output(g.op("Concat", {g.input("a", t, a_shape), g.input("b", t, b_shape)}, int_attribute("axis", 1)));
     check(g, {{"a", kernel_test::converted(x(a_shape), t)}, {"b", kernel_test::converted(x(b_shape, 2), t)}});
   }
+  // Transposes of planes of several 32x32 tiles, partial ones at both edges: on CUDA, where
+  // the output runs along one dim and the input along another, the tiled transposing copy.
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Shape shape = {2, 37, 45};
+    GraphBuilder g(t == DType::kF32 ? 17 : 22);
+    g.output(g.op("Transpose", {g.input("a", t, shape)}, ints_attribute("perm", {0, 2, 1})));
+    check(g, {{"a", kernel_test::converted(x(shape, 3), t)}});
+  }
   GraphBuilder s;
   auto parts = s.ops("Split", {s.input("a", DType::kF32, {2, 6, 4}), s.constant("sizes", i64_tensor({2, 4}))}, 2, int_attribute("axis", 1));
   s.output(parts[0]);

@@ -40,6 +40,81 @@ __global__ void copy_kernel_wide(StridedIndexer<2> ix, Word* dst, const Word* sr
   }
 }
 
+// The transposing copy (CopyLaunch::Path::kTranspose): a block moves a 32x32 tile of the
+// (across, inner) plane of one position of the other dims; loads run along `across`
+// (src's unit stride), stores along `inner` (dst's), through a padded shared tile.
+constexpr int kTile = 32, kTileRows = 8;
+struct TransposeIndex {
+  int32_t rest_rank = 0;  // the other dims, outermost first
+  FastDivisor rest[kMaxDims];
+  int64_t rest_dst[kMaxDims] = {}, rest_src[kMaxDims] = {};
+  uint32_t batch = 1;     // positions of the other dims
+  int32_t inner_size = 0, across_size = 0;
+  int64_t inner_src = 0, across_dst = 0;  // the strides that are not 1
+};
+
+template <typename Word>
+__global__ void __launch_bounds__(kTile * kTileRows) transpose_copy_kernel(TransposeIndex t, Word* dst, const Word* src) {
+  __shared__ Word tile[kTile][kTile + 1];
+  const int inner0 = blockIdx.x * kTile, across0 = blockIdx.y * kTile;
+  for (uint32_t b = blockIdx.z; b < t.batch; b += gridDim.z) {
+    int64_t d = 0, s = 0;
+    uint32_t rest = b;
+    for (int k = t.rest_rank - 1; k >= 0; --k) {
+      const uint32_t q = device::fast_divide(rest, t.rest[k]), index = rest - q * t.rest[k].divisor;
+      d += int64_t(index) * t.rest_dst[k], s += int64_t(index) * t.rest_src[k];
+      rest = q;
+    }
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      const int inner = inner0 + k, across = across0 + int(threadIdx.x);
+      if (inner < t.inner_size && across < t.across_size) tile[k][threadIdx.x] = src[s + inner * t.inner_src + across];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      const int across = across0 + k, inner = inner0 + int(threadIdx.x);
+      if (inner < t.inner_size && across < t.across_size) dst[d + across * t.across_dst + inner] = tile[threadIdx.x][k];
+    }
+    __syncthreads();  // the tile is refilled for the next position
+  }
+}
+
+template <typename Word>
+void launch_transpose(const CopyLaunch& l, cudaStream_t stream) {
+  TransposeIndex t;
+  for (int d = 0; d < l.rank; ++d) {
+    if (d == l.inner || d == l.across) continue;
+    t.rest[t.rest_rank] = make_fast_divisor(l.sizes[d]);
+    t.rest_dst[t.rest_rank] = l.dst_strides[d], t.rest_src[t.rest_rank] = l.src_strides[d];
+    t.batch *= uint32_t(l.sizes[d]);
+    ++t.rest_rank;
+  }
+  t.inner_size = int32_t(l.sizes[l.inner]), t.across_size = int32_t(l.sizes[l.across]);
+  t.inner_src = l.src_strides[l.inner], t.across_dst = l.dst_strides[l.across];
+  const dim3 grid(unsigned((t.inner_size + kTile - 1) / kTile), unsigned((t.across_size + kTile - 1) / kTile),
+                  unsigned(std::min<uint32_t>(t.batch, 65535)));
+  transpose_copy_kernel<Word><<<grid, dim3(kTile, kTileRows), 0, stream>>>(t, static_cast<Word*>(l.dst),
+                                                                           static_cast<const Word*>(l.src));
+}
+
+// The transposing path's condition on the collapsed dims (word = element): dst's innermost
+// dim has unit stride in dst only, another has it in src only, both are at least a few
+// tiles' worth, and the tile grid and the other positions fit the launch's 32-bit counts.
+bool transpose_applies(CopyLaunch& l) {
+  const int inner = l.rank - 1;
+  if (l.rank < 2 || l.dst_strides[inner] != 1 || l.src_strides[inner] == 1) return false;
+  int across = -1;
+  for (int d = 0; d < inner; ++d)
+    if (l.src_strides[d] == 1 && l.dst_strides[d] != 1) across = d;
+  if (across < 0 || l.sizes[inner] < 8 || l.sizes[across] < 8) return false;
+  int64_t batch = 1;
+  for (int d = 0; d < l.rank; ++d)
+    if (d != inner && d != across) batch *= l.sizes[d];
+  const int64_t tiles_across = (l.sizes[across] + kTile - 1) / kTile;
+  if (l.sizes[inner] >= int64_t(INT32_MAX) - kTile || tiles_across > 65535 || batch >= int64_t(INT32_MAX)) return false;
+  l.inner = inner, l.across = across;
+  return true;
+}
+
 template <typename Word>
 void launch_strided(const CopyLaunch& l, cudaStream_t stream) {
   Word* dst = static_cast<Word*>(l.dst);
@@ -138,6 +213,7 @@ Status prepare_copy(const TensorView& dst, const TensorView& src, CopyLaunch* l)
     l->src_strides[d] = widened ? 1 : c.strides[1][d] / (d == inner ? 1 : per_word);
     l->count *= l->sizes[d];
   }
+  if (word == element_bytes && transpose_applies(*l)) l->path = CopyLaunch::Path::kTranspose;
   return Status::ok();
 }
 
@@ -147,12 +223,14 @@ Status run_copy(const CopyLaunch& l, cudaStream_t stream) {
     cudaError_t error = cudaMemcpyAsync(l.dst, l.src, size_t(l.bytes), cudaMemcpyDeviceToDevice, stream);
     return error == cudaSuccess ? Status::ok() : device_error(std::string("copy: ") + cudaGetErrorString(error));
   }
+  const bool transpose = l.path == CopyLaunch::Path::kTranspose;
+  auto launch = [&]<typename Word>() { transpose ? launch_transpose<Word>(l, stream) : launch_strided<Word>(l, stream); };
   switch (l.word_bytes) {
-    case 1: launch_strided<uint8_t>(l, stream); break;
-    case 2: launch_strided<uint16_t>(l, stream); break;
-    case 4: launch_strided<uint32_t>(l, stream); break;
-    case 8: launch_strided<uint64_t>(l, stream); break;
-    case 16: launch_strided<uint4>(l, stream); break;
+    case 1: launch.template operator()<uint8_t>(); break;
+    case 2: launch.template operator()<uint16_t>(); break;
+    case 4: launch.template operator()<uint32_t>(); break;
+    case 8: launch.template operator()<uint64_t>(); break;
+    case 16: launch.template operator()<uint4>(); break;
     default: return internal_error("copy of " + std::to_string(l.word_bytes) + "-byte words");
   }
   return launch_status("copy");
