@@ -58,14 +58,27 @@ __global__ void __launch_bounds__(kThreads) depthwise_kernel(const DepthwiseArgs
 // one row a thread, so each input of a window row is loaded once for all of them (6 loads
 // a row for 4 outputs at S = 1, instead of 12) and the 9 weights stay in registers.
 constexpr int kTileW = 4;
+
+// A tiled thread's outputs: image n, first channel c (of `lanes` channels), row oh, first
+// column ow0, and where its window's first tap lies in the input (h0, w0; width stride S).
+struct TileStart {
+  int n, c, oh, ow0, h0, w0;
+};
+template <int S>
+__device__ __forceinline__ TileStart tile_start(const DepthwiseArgs& a, int64_t i, int lanes) {
+  TileStart t;
+  coordinates(a, uint32_t(i), t.n, t.c, t.oh, t.ow0);
+  t.c *= lanes;
+  t.h0 = t.oh * a.stride_h - a.pad_h, t.w0 = t.ow0 * S - a.pad_w;
+  return t;
+}
+
 template <typename T, int S>
 __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseArgs a) {
   constexpr int kSpan = (kTileW - 1) * S + 3;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.count) return;
-  int n, c, oh, ow0;
-  coordinates(a, uint32_t(i), n, c, oh, ow0);
-  const int h0 = oh * a.stride_h - a.pad_h, w0 = ow0 * S - a.pad_w;
+  const auto [n, c, oh, ow0, h0, w0] = tile_start<S>(a, i, 1);
   const Bits<T>* x = static_cast<const Bits<T>*>(a.x) + n * a.xs[0] + c * a.xs[1];
   float wt[9];
 #pragma unroll
@@ -105,10 +118,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_lanes(const DepthwiseA
   constexpr int kSpan = (kTileW - 1) * S + 3;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.count) return;
-  int n, c, oh, ow0;
-  coordinates(a, uint32_t(i), n, c, oh, ow0);
-  c *= kLanes;
-  const int h0 = oh * a.stride_h - a.pad_h, w0 = ow0 * S - a.pad_w;
+  const auto [n, c, oh, ow0, h0, w0] = tile_start<S>(a, i, kLanes);
   const Bits<T>* x = static_cast<const Bits<T>*>(a.x) + n * a.xs[0] + c;
   float wt[9][kLanes];
 #pragma unroll
