@@ -3,6 +3,10 @@
 // nested data, the binary extension's offsets, and each malformed request's message.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 
@@ -136,6 +140,110 @@ TEST(KserveProtocol, ResponsesCarryJsonOrBinaryOutputsAsAsked) {
   EXPECT_EQ(y[1], -2.0f);
   request.outputs = {{"nope", false}};
   EXPECT_EQ(make_infer_response("m", "2", request, outputs, values).status().message(), "output 'nope' is not an output of the model");
+}
+
+// A POSIX shared-memory object of `bytes` bytes, filled with seeded random bytes, unlinked
+// when the test ends (the registry's mappings keep it alive while registered).
+class SharedObject {
+ public:
+  explicit SharedObject(size_t bytes) : key_("/strider-test-" + std::to_string(getpid())) {
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, off_t(bytes)), 0);
+    data_ = static_cast<std::byte*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);
+    bytes_ = bytes;
+    std::mt19937 rng(11);
+    for (size_t i = 0; i < bytes; ++i) data_[i] = std::byte(rng());
+  }
+  ~SharedObject() {
+    munmap(data_, bytes_);
+    shm_unlink(key_.c_str());
+  }
+  const std::string& key() const { return key_; }
+  std::byte* at(size_t offset) { return data_ + offset; }
+
+ private:
+  std::string key_;
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Triton's system shared-memory extension: an input read from a registered range (the
+// region starting inside a page, the input at an offset in it), an output written into
+// one, and each way a client can get it wrong named.
+TEST(KserveProtocol, SharedMemoryRangesCarryInputsAndOutputs) {
+  SharedObject object(5000);
+  SharedMemoryRegistry regions;
+  ASSERT_TRUE(regions.register_region("r", object.key(), 3000, 1000).is_ok());
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2, 2);
+  float x[6];
+  for (float& f : x) f = u(rng);
+  std::memcpy(object.at(3000 + 16), x, sizeof x);
+  auto with_shm_x = [](json x_params) {
+    json body = three_inputs({});
+    body["inputs"][0].erase("data");
+    body["inputs"][0]["parameters"] = x_params;
+    body["outputs"] = {{{"name", "y"}, {"parameters", {{"shared_memory_region", "r"}, {"shared_memory_byte_size", 24},
+                                                        {"shared_memory_offset", 100}}}}};
+    return body.dump();
+  };
+  const json good = {{"shared_memory_region", "r"}, {"shared_memory_byte_size", 24}, {"shared_memory_offset", 16}};
+  Result<InferRequest> r = parse_infer_request(with_shm_x(good), std::nullopt, model_inputs(), &regions);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(std::memcmp(r->inputs.at("x").data<float>(), x, sizeof x), 0);
+  ASSERT_TRUE(r->outputs[0].shared_memory.has_value());
+
+  // The output lands at the region's offset 100; the response names it and carries no data.
+  std::vector<ValueInfo> outputs = {{"y", DType::kF32, {2, 3}, {}}};
+  std::vector<Tensor> values = {Tensor::from_values<float>(DType::kF32, {2, 3}, std::vector<float>(x, x + 6))};
+  std::byte before[4];
+  std::memcpy(before, object.at(3000 + 100 + 24), 4);
+  Result<InferResponse> response = make_infer_response("m", "1", *r, outputs, values);
+  ASSERT_TRUE(response.is_ok()) << response.status().to_string();
+  EXPECT_EQ(std::memcmp(object.at(3000 + 100), x, sizeof x), 0);
+  EXPECT_EQ(std::memcmp(object.at(3000 + 100 + 24), before, 4), 0) << "a byte past the output was written";
+  const json head = json::parse(response->body);
+  EXPECT_EQ(head["outputs"][0]["parameters"]["shared_memory_region"], "r");
+  EXPECT_EQ(head["outputs"][0]["parameters"]["shared_memory_byte_size"], 24);
+  EXPECT_FALSE(head["outputs"][0].contains("data"));
+
+  // An output larger than its range: an error, and nothing written.
+  r->outputs[0].shared_memory->byte_size = 20;
+  std::memcpy(object.at(3000 + 100), before, 4);
+  EXPECT_EQ(make_infer_response("m", "1", *r, outputs, values).status().message(),
+            "output 'y' of 24 bytes does not fit the 20 bytes of shared memory region 'r' asked for");
+  EXPECT_EQ(std::memcmp(object.at(3000 + 100), before, 4), 0);
+
+  auto error = [&](json params, const SharedMemoryRegistry* with = nullptr) {
+    Result<InferRequest> bad = parse_infer_request(with_shm_x(params), std::nullopt, model_inputs(), with);
+    return bad.is_ok() ? "parsed" : bad.status().message();
+  };
+  json p = good;
+  EXPECT_EQ(error(p), "input 'x': this server takes no shared memory");
+  p["shared_memory_byte_size"] = 20;
+  EXPECT_EQ(error(p, &regions), "input 'x': shared_memory_byte_size 20 for shape [2, 3] of FP32 (24 bytes)");
+  p = good, p["shared_memory_offset"] = 980;
+  EXPECT_EQ(error(p, &regions), "input 'x': bytes [980, 1004) of shared memory region 'r' lie past its 1000 bytes");
+  p = good, p["shared_memory_region"] = "q";
+  EXPECT_EQ(error(p, &regions), "input 'x': no shared memory region 'q' is registered");
+  p = good, p.erase("shared_memory_byte_size");
+  EXPECT_EQ(error(p, &regions), "input 'x': shared_memory_byte_size must be given as a non-negative integer");
+
+  // Registration's own errors, the status, and a request after the region is gone.
+  EXPECT_EQ(regions.register_region("r", object.key(), 0, 8).message(), "shared memory region 'r' is already registered");
+  EXPECT_EQ(regions.register_region("s", "no-slash", 0, 8).message(),
+            "shared memory region 's': key 'no-slash' is not a shared-memory object name (\"/name\")");
+  EXPECT_EQ(regions.register_region("s", object.key(), 4990, 11).message(),
+            "shared memory region 's': bytes [4990, 5001) lie past the end of '" + object.key() + "' (5000 bytes)");
+  EXPECT_EQ(regions.register_region("s", "/strider-test-none", 0, 8).code(), StatusCode::kNotFound);
+  Result<json> status = regions.status(std::nullopt);
+  ASSERT_TRUE(status.is_ok());
+  EXPECT_EQ(*status, json::parse(R"([{"name": "r", "key": ")" + object.key() + R"(", "offset": 3000, "byte_size": 1000}])"));
+  ASSERT_TRUE(regions.unregister("r").is_ok());
+  EXPECT_EQ(regions.unregister("r").code(), StatusCode::kNotFound);
+  EXPECT_EQ(error(good, &regions), "input 'x': no shared memory region 'r' is registered");
 }
 
 }  // namespace

@@ -150,6 +150,43 @@ def check_inference(url, work):
     return x
 
 
+def check_shared_memory(url, work, x):
+    """Triton's system shared-memory extension: the image read from a registered POSIX
+    shared-memory object and the output written into it, equal to `strider run`."""
+    from multiprocessing import shared_memory
+    expected = strider_run(CNN, {"x": x}, work)[0]
+    output = requests.get(url + "/v2/models/cnn").json()["outputs"][0]["name"]
+    shm = shared_memory.SharedMemory(create=True, size=64 + x.nbytes + expected.nbytes)
+    base = url + "/v2/systemsharedmemory"
+    try:
+        key = "/" + shm.name
+        shm.buf[64:64 + x.nbytes] = x.tobytes()
+        r = requests.post(base + "/region/io/register", data=json.dumps({"key": key, "offset": 0, "byte_size": shm.size}))
+        check(r.status_code == 200, "register a shared memory region: " + r.text[:200])
+        check(requests.get(base + "/status").json() == [{"name": "io", "key": key, "offset": 0, "byte_size": shm.size}],
+              "shared memory status lists the region")
+        at = 64 + x.nbytes
+        body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                            "parameters": {"shared_memory_region": "io", "shared_memory_byte_size": x.nbytes,
+                                           "shared_memory_offset": 64}}],
+                "outputs": [{"name": output, "parameters": {"shared_memory_region": "io", "shared_memory_offset": at,
+                                                            "shared_memory_byte_size": expected.nbytes}}]}
+        r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
+        out = r.json()["outputs"][0] if r.status_code == 200 else {}
+        got = np.frombuffer(bytes(shm.buf[at:at + expected.nbytes]), dtype=np.float32).reshape(expected.shape)
+        check(r.status_code == 200 and "data" not in out and out["parameters"]["shared_memory_byte_size"] == expected.nbytes
+              and np.array_equal(got, expected), "cnn shared-memory infer == strider run: " + r.text[:200])
+        check(requests.post(base + "/region/io/unregister").status_code == 200, "unregister the region")
+        r = requests.post(url + "/v2/models/cnn/infer", data=json.dumps(body))
+        check(r.status_code == 400 and "no shared memory region 'io'" in r.json()["error"], "infer after unregister: 400 " + r.text[:160])
+        check(requests.get(base + "/region/io/status").status_code == 400, "status of an unknown region: 400")
+        r = requests.post(base + "/region/bad/register", data=json.dumps({"key": "/strider-no-such-object", "byte_size": 8}))
+        check(r.status_code == 400 and "no shared-memory object" in r.json()["error"], "register a missing object: 400")
+    finally:
+        shm.close()
+        shm.unlink()
+
+
 def check_bad_requests(url, x):
     infer = url + "/v2/models/cnn/infer"
     small_binary = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 16, 16], "datatype": "FP32",
@@ -403,6 +440,7 @@ def main():
     try:
         check_metadata(url)
         x = check_inference(url, work)
+        check_shared_memory(url, work, x)
         check_bad_requests(url, x)
         check_concurrency(url)
         check_statistics(url)

@@ -161,7 +161,7 @@ std::optional<size_t> parse_size(const std::string& text) {
 }
 
 // POST .../infer: the whole request, answered with the outputs or the error.
-HttpReply infer(ServedModel& model, const HttpRequest& req) {
+HttpReply infer(ServedModel& model, const HttpRequest& req, const SharedMemoryRegistry& regions) {
   const int64_t start = steady_now_ns();
   auto fail = [&](int status, const std::string& message) {
     model.record(false, start);
@@ -173,7 +173,7 @@ HttpReply infer(ServedModel& model, const HttpRequest& req) {
     header_length = parse_size(*req.header_length);
     if (!header_length) return fail(400, "Inference-Header-Content-Length is not a byte count");
   }
-  Result<InferRequest> request = parse_infer_request(req.body, header_length, model.inputs());
+  Result<InferRequest> request = parse_infer_request(req.body, header_length, model.inputs(), &regions);
   if (!request.is_ok()) return fail(400, request.status().message());
   RequestLimits limits;
   limits.cancelled = req.client_gone;
@@ -204,6 +204,36 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
+// /v2/systemsharedmemory[/region/{name}]/{status|register|unregister} (shared_memory.h).
+HttpReply shared_memory_route(SharedMemoryRegistry& regions, const HttpRequest& req, const std::vector<std::string>& parts) {
+  const bool one = parts.size() == 5 && parts[2] == "region";
+  if (!one && parts.size() != 3) return error_reply(404, fmt::format("no route for {} {}", req.method, req.path));
+  const std::string action = parts.back();
+  const std::optional<std::string> name = one ? std::optional<std::string>(parts[3]) : std::nullopt;
+  if (req.method == "GET" && action == "status") {
+    Result<json> status = regions.status(name);
+    return status.is_ok() ? json_reply(200, *status) : error_reply(http_status(status.status()), status.status().message());
+  }
+  if (req.method != "POST") return error_reply(404, fmt::format("no route for {} {}", req.method, req.path));
+  Status done = Status::ok();
+  if (action == "unregister" && !name) {
+    regions.unregister_all();
+  } else if (action == "unregister") {
+    done = regions.unregister(*name);
+  } else if (action == "register" && name) {
+    const json body = json::parse(req.body, nullptr, false);
+    const bool sizes = body.is_object() && body.contains("byte_size") && body["byte_size"].is_number_unsigned() &&
+                       (!body.contains("offset") || body["offset"].is_number_unsigned());
+    if (!sizes || !body.contains("key") || !body["key"].is_string())
+      return error_reply(400, "register takes {\"key\": string, \"offset\": bytes, \"byte_size\": bytes}");
+    done = regions.register_region(*name, body["key"].get<std::string>(), body.value("offset", uint64_t(0)),
+                                   body["byte_size"].get<uint64_t>());
+  } else {
+    return error_reply(404, fmt::format("no route for {} {}", req.method, req.path));
+  }
+  return done.is_ok() ? HttpReply{200, "application/json", "", {}} : error_reply(http_status(done), done.message());
+}
+
 // /v2/models/{m}[/versions/{v}][/action]: the model's routes.
 HttpReply model_route(ModelRepository& repository, const HttpRequest& req, const std::vector<std::string>& parts) {
   ServedModel* model = repository.find(parts[2]);
@@ -218,7 +248,7 @@ HttpReply model_route(ModelRepository& repository, const HttpRequest& req, const
   const std::string action = parts.size() > at ? parts[at] : "";
   const bool get = req.method == "GET";
   if (parts.size() > at + 1) return error_reply(404, fmt::format("no route for {} {}", req.method, req.path));
-  if (req.method == "POST" && action == "infer") return infer(*model, req);
+  if (req.method == "POST" && action == "infer") return infer(*model, req, repository.shared_memory());
   if (get && action == "ready") return HttpReply{model->ready() ? 200 : 503, "application/json", "", {}};
   if (get && action == "stats" && at == 3) return json_reply(200, {{"model_stats", {model_statistics(*model)}}});
   const bool metadata = get && (action.empty() || (action == "config" && at == 3));
@@ -237,11 +267,12 @@ HttpReply server_route(ModelRepository& repository, const HttpRequest& req) {
   }
   if (get && parts.size() == 1)
     return json_reply(200, {{"name", "strider"}, {"version", server_version()},
-                            {"extensions", {"binary_tensor_data", "statistics", "model_configuration"}}});
+                            {"extensions", {"binary_tensor_data", "statistics", "model_configuration", "system_shared_memory"}}});
   if (get && parts.size() == 3 && parts[1] == "health") {
     if (parts[2] == "live") return HttpReply{200, "application/json", "", {}};
     if (parts[2] == "ready") return HttpReply{repository.ready() ? 200 : 503, "application/json", "", {}};
   }
+  if (parts.size() >= 3 && parts[1] == "systemsharedmemory") return shared_memory_route(repository.shared_memory(), req, parts);
   if (parts.size() >= 3 && parts[1] == "models") {
     if (get && parts.size() == 3 && parts[2] == "stats") {
       json stats = json::array();

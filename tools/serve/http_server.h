@@ -10,6 +10,7 @@
 //   GET  /v2/models/{m}/config            Triton's model configuration
 //   GET  /v2/models/stats, /v2/models/{m}/stats   Triton's statistics extension
 //   GET  /metrics                         Prometheus text, Triton's metric names
+//   /v2/systemsharedmemory/...            Triton's system shared memory (shared_memory.h)
 //
 // Errors are the protocol's {"error": "..."}: 400 for a bad request (malformed JSON, an
 // unknown input, a wrong shape or datatype), 404 for an unknown model, version or path,

@@ -108,9 +108,29 @@ Result<Tensor> tensor_from_json(const json& data, DType dtype, const Shape& shap
   return tensor;
 }
 
-// One entry of "inputs": its tensor from JSON data or the next bytes of `binary`.
+// The range an input's or output's parameters name: shared_memory_region (a string),
+// shared_memory_byte_size (required) and shared_memory_offset (default 0).
+Result<SharedMemorySlice> shared_memory_slice(const json& params, const SharedMemoryRegistry* regions, const std::string& what) {
+  const json& region = params["shared_memory_region"];
+  if (!region.is_string()) return invalid_argument(what + ": shared_memory_region must be a string");
+  if (!params.contains("shared_memory_byte_size") || !params["shared_memory_byte_size"].is_number_unsigned())
+    return invalid_argument(what + ": shared_memory_byte_size must be given as a non-negative integer");
+  uint64_t offset = 0;
+  if (params.contains("shared_memory_offset")) {
+    if (!params["shared_memory_offset"].is_number_unsigned())
+      return invalid_argument(what + ": shared_memory_offset must be a non-negative integer");
+    offset = params["shared_memory_offset"].get<uint64_t>();
+  }
+  if (!regions) return invalid_argument(what + ": this server takes no shared memory");
+  Result<SharedMemorySlice> slice = regions->slice(region.get<std::string>(), offset, params["shared_memory_byte_size"].get<uint64_t>());
+  if (!slice.is_ok()) return invalid_argument(what + ": " + slice.status().message());
+  return slice;
+}
+
+// One entry of "inputs": its tensor from JSON data, the next bytes of `binary` or a
+// shared-memory range.
 Status parse_input(const json& entry, const std::vector<ValueInfo>& model_inputs, std::string_view binary,
-                   size_t* binary_offset, InferRequest* request) {
+                   size_t* binary_offset, const SharedMemoryRegistry* regions, InferRequest* request) {
   if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
     return invalid_argument("every entry of 'inputs' needs a 'name'");
   const std::string name = entry["name"].get<std::string>();
@@ -121,14 +141,22 @@ Status parse_input(const json& entry, const std::vector<ValueInfo>& model_inputs
   if (!entry.contains("shape")) return invalid_argument(fmt::format("input '{}': 'shape' is missing", name));
   int64_t elements = 0;
   STRIDER_ASSIGN_OR_RETURN(Shape shape, parse_shape(entry["shape"], name, &elements));
-  const json* size = nullptr;
-  if (entry.contains("parameters") && entry["parameters"].is_object() && entry["parameters"].contains("binary_data_size"))
-    size = &entry["parameters"]["binary_data_size"];
+  const uint64_t expected_bytes = uint64_t(elements) * uint64_t(dtype_size(info->dtype));
+  const json* params = entry.contains("parameters") && entry["parameters"].is_object() ? &entry["parameters"] : nullptr;
+  if (params && params->contains("shared_memory_region")) {
+    STRIDER_ASSIGN_OR_RETURN(SharedMemorySlice slice, shared_memory_slice(*params, regions, "input '" + name + "'"));
+    if (slice.byte_size != expected_bytes)
+      return invalid_argument(fmt::format("input '{}': shared_memory_byte_size {} for shape {} of {} ({} bytes)", name,
+                                          slice.byte_size, shape_to_string(shape), datatype, expected_bytes));
+    STRIDER_ASSIGN_OR_RETURN(request->inputs[name], Tensor::from_bytes(info->dtype, shape, slice.bytes()));
+    return Status::ok();
+  }
+  const json* size = params && params->contains("binary_data_size") ? &(*params)["binary_data_size"] : nullptr;
   if (size) {
     if (!size->is_number_unsigned())
       return invalid_argument(fmt::format("input '{}': binary_data_size must be a non-negative integer", name));
     const uint64_t bytes = size->get<uint64_t>();
-    if (bytes != uint64_t(elements) * uint64_t(dtype_size(info->dtype)))
+    if (bytes != expected_bytes)
       return invalid_argument(fmt::format("input '{}': binary_data_size {} for shape {} of {} ({} bytes)", name, bytes,
                                           shape_to_string(shape), datatype, elements * dtype_size(info->dtype)));
     if (bytes > binary.size() - *binary_offset)
@@ -151,12 +179,18 @@ bool binary_flag(const json& object, const char* key) {
          object["parameters"][key].get<bool>();
 }
 
-Status parse_outputs(const json& outputs, InferRequest* request) {
+Status parse_outputs(const json& outputs, const SharedMemoryRegistry* regions, InferRequest* request) {
   if (!outputs.is_array()) return invalid_argument("'outputs' must be an array");
   for (const json& o : outputs) {
     if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
       return invalid_argument("every entry of 'outputs' needs a 'name'");
-    request->outputs.push_back({o["name"].get<std::string>(), binary_flag(o, "binary_data")});
+    RequestedOutput& wanted = request->outputs.emplace_back();
+    wanted.name = o["name"].get<std::string>();
+    wanted.binary = binary_flag(o, "binary_data");
+    if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("shared_memory_region")) {
+      STRIDER_ASSIGN_OR_RETURN(wanted.shared_memory,
+                               shared_memory_slice(o["parameters"], regions, "output '" + wanted.name + "'"));
+    }
   }
   return Status::ok();
 }
@@ -231,7 +265,7 @@ std::string triton_config_datatype(DType dtype) {
 }
 
 Result<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
-                                         const std::vector<ValueInfo>& model_inputs) {
+                                         const std::vector<ValueInfo>& model_inputs, const SharedMemoryRegistry* regions) {
   if (header_length && *header_length > body.size())
     return invalid_argument(fmt::format("Inference-Header-Content-Length {} is more than the body's {} bytes",
                                         *header_length, body.size()));
@@ -248,11 +282,11 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<si
   if (!request.contains("inputs") || !request["inputs"].is_array())
     return invalid_argument("the request needs an 'inputs' array");
   size_t offset = 0;
-  for (const json& entry : request["inputs"]) STRIDER_RETURN_IF_ERROR(parse_input(entry, model_inputs, binary, &offset, &result));
+  for (const json& entry : request["inputs"]) STRIDER_RETURN_IF_ERROR(parse_input(entry, model_inputs, binary, &offset, regions, &result));
   if (offset != binary.size())
     return invalid_argument(fmt::format("{} bytes of binary data follow the header that no input claims", binary.size() - offset));
   STRIDER_RETURN_IF_ERROR(check_every_input_given(result, model_inputs));
-  if (request.contains("outputs")) STRIDER_RETURN_IF_ERROR(parse_outputs(request["outputs"], &result));
+  if (request.contains("outputs")) STRIDER_RETURN_IF_ERROR(parse_outputs(request["outputs"], regions, &result));
   result.binary_outputs = binary_flag(request, "binary_data_output");
   if (request.contains("parameters") && request["parameters"].is_object() && request["parameters"].contains("timeout")) {
     const json& timeout = request["parameters"]["timeout"];
@@ -269,11 +303,24 @@ Result<InferResponse> make_infer_response(const std::string& model_name, const s
   json response = {{"model_name", model_name}, {"model_version", version}, {"outputs", json::array()}};
   if (!request.id.empty()) response["id"] = request.id;
   std::string binary;
+  // Every shared-memory output must fit before any is written.
+  for (size_t k = 0; k < request.outputs.size(); ++k) {
+    const std::optional<SharedMemorySlice>& target = request.outputs[k].shared_memory;
+    const Tensor& t = outputs[chosen[k]];
+    if (target && uint64_t(t.byte_size()) > target->byte_size)
+      return invalid_argument(fmt::format("output '{}' of {} bytes does not fit the {} bytes of shared memory region '{}' asked for",
+                                          request.outputs[k].name, t.byte_size(), target->byte_size, target->region_name));
+  }
   for (size_t k = 0; k < chosen.size(); ++k) {
     const Tensor& t = outputs[chosen[k]];
     const bool as_binary = request.outputs.empty() ? request.binary_outputs : request.outputs[k].binary || request.binary_outputs;
     json entry = {{"name", model_outputs[chosen[k]].name}, {"datatype", kserve_datatype(t.dtype())}, {"shape", t.shape()}};
-    if (as_binary) {
+    const std::optional<SharedMemorySlice>* target = request.outputs.empty() ? nullptr : &request.outputs[k].shared_memory;
+    if (target && *target) {
+      std::memcpy((*target)->bytes().data(), t.bytes(), size_t(t.byte_size()));
+      entry["parameters"] = {{"shared_memory_region", (*target)->region_name}, {"shared_memory_byte_size", t.byte_size()}};
+      if ((*target)->offset != 0) entry["parameters"]["shared_memory_offset"] = (*target)->offset;
+    } else if (as_binary) {
       entry["parameters"] = {{"binary_data_size", t.byte_size()}};
       binary.append(reinterpret_cast<const char*>(t.bytes()), t.byte_size());
     } else {

@@ -25,6 +25,7 @@
 #include "strider/session.h"
 #include "strider/status.h"
 #include "strider/tensor.h"
+#include "shared_memory.h"
 
 namespace strider::serve {
 
@@ -38,6 +39,7 @@ std::string triton_config_datatype(DType dtype);
 struct RequestedOutput {
   std::string name;
   bool binary = false;  // parameters.binary_data: raw bytes after the JSON header
+  std::optional<SharedMemorySlice> shared_memory;  // parameters.shared_memory_region: written there
 };
 
 struct InferRequest {
@@ -49,8 +51,11 @@ struct InferRequest {
 };
 
 // `header_length`: the Inference-Header-Content-Length header's value when the request has one.
+// `regions`: the server's shared-memory regions (shared_memory.h), for inputs and outputs
+// that name one; null: such a request is INVALID_ARGUMENT.
 Result<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
-                                         const std::vector<ValueInfo>& model_inputs);
+                                         const std::vector<ValueInfo>& model_inputs,
+                                         const SharedMemoryRegistry* regions = nullptr);
 
 struct InferResponse {
   std::string body;
@@ -62,7 +67,8 @@ struct InferResponse {
 Result<std::vector<size_t>> selected_outputs(const InferRequest& request, const std::vector<ValueInfo>& model_outputs);
 
 // The response to `request` with the run's outputs (in `model_outputs` order). An output
-// the request named that the model lacks is INVALID_ARGUMENT.
+// the request named that the model lacks, or one larger than the shared-memory range it
+// asked to be written to, is INVALID_ARGUMENT (nothing is written to any range then).
 Result<InferResponse> make_infer_response(const std::string& model_name, const std::string& version,
                                           const InferRequest& request, const std::vector<ValueInfo>& model_outputs,
                                           const std::vector<Tensor>& outputs);

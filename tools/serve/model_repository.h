@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared_memory.h"
 #include "batcher.h"
 #include "strider/dynamic_session.h"
 
@@ -146,9 +147,12 @@ class ModelRepository {
   const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
   // Loading is over and at least one model is ready.
   bool ready() const;
+  // The clients' shared-memory regions, one registry for every front end (shared_memory.h).
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
 
  private:
   std::vector<std::unique_ptr<ServedModel>> models_;
+  SharedMemoryRegistry shared_memory_;
 };
 
 }  // namespace strider::serve
