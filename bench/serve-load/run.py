@@ -8,13 +8,15 @@ batched and differ in their devices instead, and the table compares them (issue 
 against two); --instances-per-device sets K for both.
 
 Each request is one image (batch 1) sent with the binary tensor data extension, so the
-client's JSON work does not dominate. Every configuration runs a fixed number of requests;
+client's JSON work does not dominate; or with --transport shm, by shm_load.py's clients
+through Triton's system shared-memory extension (each client's image and outputs in a
+region of its own: the request carries no tensor bytes). Every configuration runs a fixed number of requests;
 any non-200 answer or transport error is counted and printed. Client and server share the
 machine: on a 2-core CPU the client takes part of it.
 
   bench/serve-load/run.py --strider build/strider [--models c2f,mobilenetv2] [--device cpu]
       [--clients 1,8,64] [--requests 400] [--max-batch 8] [--delay-us 0] [--soak-s 180]
-      [--devices "cuda:0;cuda:0,1"] [--instances-per-device K]
+      [--devices "cuda:0;cuda:0,1"] [--instances-per-device K] [--transport binary|shm]
       [--model-dir DIR]   (exported by export.py when missing)
 """
 import argparse
@@ -29,6 +31,8 @@ import threading
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {"c2f": (1, 16, 40, 40), "mobilenetv2": (1, 3, 224, 224)}
@@ -91,6 +95,22 @@ def hey(url, model, body, head_length, clients, requests=None, seconds=None):
             "ok": codes.get(200, 0)}
 
 
+def load(args, url, model, body, head_length, clients, requests=None, seconds=None):
+    """One configuration's figures, by `hey` with the binary extension or by shm_load.py."""
+    if args.transport == "binary":
+        return hey(url, model, body, head_length, clients, requests, seconds)
+    import urllib.request
+    import shm_load
+    meta = json.loads(urllib.request.urlopen("%s/v2/models/%s" % (url, model), timeout=10).read())
+    widths = {"FP32": 4, "FP16": 2, "BF16": 2, "INT64": 8, "INT32": 4, "BOOL": 1}
+    outputs = [(o["name"], widths[o["datatype"]] * int(np.prod([1 if d < 0 else d for d in o["shape"]])))
+               for o in meta["outputs"]]
+    x = np.random.default_rng(3).standard_normal(SHAPES[model]).astype(np.float32)
+    if seconds:  # a soak: about what the binary transport moved in that time, in rounds
+        requests = max(requests or 0, clients * 200)
+    return shm_load.run(url, model, x, outputs, clients, requests)
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
@@ -107,7 +127,7 @@ def soak(args, model_dir, model, work):
             done.wait(5)
     t = threading.Thread(target=sample)
     t.start()
-    r = hey(url, model, body, head, 16, seconds=args.soak_s)
+    r = load(args, url, model, body, head, 16, seconds=args.soak_s)
     if r["errors"]:
         print("soak: %d requests failed" % r["errors"])
     done.set()
@@ -163,6 +183,8 @@ def main():
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--devices", help='two device lists "A;B": both servers batched, A against B')
     p.add_argument("--instances-per-device", type=int, default=1)
+    p.add_argument("--transport", choices=["binary", "shm"], default="binary",
+                   help="binary: hey with the binary tensor extension; shm: shm_load.py's shared-memory clients")
     args = p.parse_args()
     models = args.models.split(",")
     if not all(os.path.exists(os.path.join(args.model_dir, m, "1", "model.onnx")) for m in models):
@@ -182,13 +204,13 @@ def main():
     for m in models:
         body, head = request_body(m, work)
         for label, (server, url) in servers.items():
-            hey(url, m, body, head, 4, requests=40)  # warm the connections and plans
+            load(args, url, m, body, head, 4, requests=40)  # warm the connections and plans
         for c in [int(c) for c in args.clients.split(",")]:
             runs = {label: [] for label, _, _ in configs}
             before = batch_figures(servers[batched_label][1], m)
             for _ in range(args.rounds):
                 for label, (server, url) in servers.items():
-                    runs[label].append(hey(url, m, body, head, c, requests=max(args.requests, 4 * c)))
+                    runs[label].append(load(args, url, m, body, head, c, requests=max(args.requests, 4 * c)))
             for label, device, batching in configs:
                 r = {k: float(np.median([x[k] for x in runs[label]])) for k in ("rate", "p50", "p99")}
                 r["errors"] = sum(x["errors"] for x in runs[label])
