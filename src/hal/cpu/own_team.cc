@@ -17,6 +17,18 @@ namespace {
 // How long an idle team thread polls before it sleeps: about one futex wake-up on these VMs.
 constexpr auto kIdlePoll = std::chrono::microseconds(300);
 
+// The team whose master handed out parts last: an idle team thread polls only while that is
+// its own team. Each thread that runs kernels (a server's connection thread running its
+// request inline) is a master with a team of its own, so a server on two cores had eight
+// teams for eight clients; each idle team thread polled 300 us after every part, taking the
+// core that the one master then running (the model's instance is one at a time) needed for
+// its own team thread, while that master spun waiting for it: C2f unbatched fell from 1223
+// requests/s at one client to 146 at eight (1381 with one thread per instance). One master
+// (a session's worker, a lone caller) forks every time, so its team polls as before.
+std::atomic<const void*> last_forking_team{nullptr};
+// Pauses (about 10-40 ns each) a master spins for its team before it yields between polls.
+constexpr int kMasterSpins = 2000;
+
 thread_local bool thread_in_part = false;
 
 // One team thread's mailbox: the master writes the part and bumps `epoch`; the thread
@@ -46,6 +58,7 @@ class Team {
 
   void run(int threads, void (*part)(void*, int), void* context) {
     grow_to(threads - 1);
+    last_forking_team.store(this, std::memory_order_relaxed);
     const uint64_t epoch = ++epoch_;
     for (int i = 0; i + 1 < threads; ++i) {
       Mailbox& box = *mailboxes_[size_t(i)];
@@ -58,8 +71,15 @@ class Team {
     thread_in_part = true;
     part(context, 0);
     thread_in_part = false;
+    // Spin for the team's parts, yielding the core after a while: a team thread that had to
+    // be woken may be waiting for this very core (more runnable threads than cores: a
+    // server's connection threads and its clients), and a master spinning on through its
+    // time slice only delays it.
     for (int i = 0; i + 1 < threads; ++i)
-      while (completions_[size_t(i)]->done.load(std::memory_order_acquire) != epoch) _mm_pause();
+      for (int polls = 0; completions_[size_t(i)]->done.load(std::memory_order_acquire) != epoch; ++polls) {
+        _mm_pause();
+        if (polls > kMasterSpins) std::this_thread::yield();
+      }
   }
 
  private:
@@ -71,27 +91,17 @@ class Team {
       // Started at the current epoch, so the new thread waits for the next part.
       mailboxes_[i]->epoch.store(epoch_, std::memory_order_relaxed);
       completions_[i]->done.store(epoch_, std::memory_order_relaxed);
-      threads_.emplace_back([box = mailboxes_[i].get(), completion = completions_[i].get(), seen = epoch_] {
-        serve(*box, *completion, seen);
+      threads_.emplace_back([this, box = mailboxes_[i].get(), completion = completions_[i].get(), seen = epoch_] {
+        serve(this, *box, *completion, seen);
       });
     }
   }
 
   // A team thread: poll for a part, then sleep until one comes (the master notifies only
   // a sleeper: `sleeping` and `epoch` are a Dekker pair, both sequentially consistent).
-  static void serve(Mailbox& box, Completion& completion, uint64_t seen) {
+  static void serve(const Team* team, Mailbox& box, Completion& completion, uint64_t seen) {
     while (true) {
-      uint64_t epoch = box.epoch.load(std::memory_order_acquire);
-      const auto until = std::chrono::steady_clock::now() + kIdlePoll;
-      for (int polls = 0; epoch == seen; epoch = box.epoch.load(std::memory_order_acquire)) {
-        _mm_pause();
-        if (++polls % 256 == 0 && std::chrono::steady_clock::now() > until) {
-          box.sleeping.store(true, std::memory_order_seq_cst);
-          epoch = box.epoch.load(std::memory_order_seq_cst);
-          if (epoch == seen) box.epoch.wait(seen, std::memory_order_seq_cst);
-          box.sleeping.store(false, std::memory_order_relaxed);
-        }
-      }
+      const uint64_t epoch = wait_for_part(team, box, seen);
       if (epoch == kStop) return;
       seen = epoch;
       thread_in_part = true;
@@ -99,6 +109,27 @@ class Team {
       thread_in_part = false;
       completion.done.store(epoch, std::memory_order_release);
     }
+  }
+
+  // The next epoch after `seen`: polled for up to kIdlePoll while `team` is the last to have
+  // forked, then (or at once) slept for.
+  static uint64_t wait_for_part(const Team* team, Mailbox& box, uint64_t seen) {
+    uint64_t epoch = box.epoch.load(std::memory_order_acquire);
+    const auto until = std::chrono::steady_clock::now() + kIdlePoll;
+    for (int polls = 0; epoch == seen; epoch = box.epoch.load(std::memory_order_acquire)) {
+      _mm_pause();
+      if (++polls % 256 == 0 && (last_forking_team.load(std::memory_order_relaxed) != team ||
+                                 std::chrono::steady_clock::now() > until))
+        break;
+    }
+    while (epoch == seen) {
+      box.sleeping.store(true, std::memory_order_seq_cst);
+      epoch = box.epoch.load(std::memory_order_seq_cst);
+      if (epoch == seen) box.epoch.wait(seen, std::memory_order_seq_cst);
+      box.sleeping.store(false, std::memory_order_relaxed);
+      epoch = box.epoch.load(std::memory_order_acquire);
+    }
+    return epoch;
   }
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
