@@ -16,9 +16,12 @@
 //
 // Threads: each master thread has its own team, made on its first parallel part and grown
 // to the largest team it asked for; the team's threads exit when their master does. An
-// idle thread polls for about 300 us (a wake-up's cost on these VMs) and then sleeps until
-// its master hands it a part. The session's CoreBudget lease covers the team's threads
-// as it covered OpenMP's.
+// idle thread polls for about 300 us (a wake-up's cost on these VMs), but only while its
+// own master is the last one to have handed out parts, and then sleeps until its master
+// hands it a part; a master waiting for its parts yields its core after a short spin. (A
+// server runs requests on its connection threads, each a master: teams that kept polling
+// took the cores the running master's team needed.) The session's CoreBudget lease covers
+// the team's threads as it covered OpenMP's.
 #pragma once
 
 namespace strider::cpu {
