@@ -234,8 +234,11 @@ Result<KernelPtr> make_small_type_cast(const KernelRequest& r, bool saturate) {
     return dispatch_dtype(from, [&]<typename TIn>() -> Result<KernelPtr> {
       return make_map_kernel<uint8_t, TIn>("Cast", out, {in}, [from, to, saturate, wrap](ComputeType<TIn> x) {
         double v = is_small_type(from) ? small_type_to_double(uint8_t(x), from) : double(x);
-        if constexpr (std::is_integral_v<ComputeType<TIn>>)
+        if constexpr (std::is_integral_v<ComputeType<TIn>>) {
           if (wrap) v = double((is_small_type(from) ? int64_t(v) : int64_t(x)) & 0xff);
+        } else {
+          (void)wrap;  // float sources never wrap (clang: a capture unused in this instantiation)
+        }
         return small_type_from_double(v, to, saturate);
       });
     });
