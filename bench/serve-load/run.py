@@ -95,8 +95,9 @@ def hey(url, model, body, head_length, clients, requests=None, seconds=None):
             "ok": codes.get(200, 0)}
 
 
-def load(args, url, model, body, head_length, clients, requests=None, seconds=None):
-    """One configuration's figures, by `hey` with the binary extension or by shm_load.py."""
+def load(args, url, model, body, head_length, clients, requests=None, seconds=None, rate=None):
+    """One configuration's figures, by `hey` with the binary extension or by shm_load.py
+    (closed loop, or open loop at `rate` requests/s)."""
     if args.transport == "binary":
         return hey(url, model, body, head_length, clients, requests, seconds)
     import urllib.request
@@ -108,7 +109,7 @@ def load(args, url, model, body, head_length, clients, requests=None, seconds=No
     x = np.random.default_rng(3).standard_normal(SHAPES[model]).astype(np.float32)
     if seconds:  # a soak: about what the binary transport moved in that time, in rounds
         requests = max(requests or 0, clients * 200)
-    return shm_load.run(url, model, x, outputs, clients, requests)
+    return shm_load.run(url, model, x, outputs, clients, requests, rate=rate)
 
 
 def rss_kib(pid):
@@ -166,6 +167,40 @@ def batch_figures(url, model):
     return figures
 
 
+def latency_bound(args, servers, configs, rows, model, body, head):
+    """Open-loop rates (--rates): for each offered rate, both servers' achieved rate and
+    p50/p99; then the most each sustains with its p99 within --bound times the single-request
+    latency (the unbatched server's p50 at one closed-loop client). A closed loop of 64
+    clients cannot show this: there the latency is 64 / throughput by Little's law."""
+    clients = args.rate_clients
+    single = next((r["p50"] for r in rows if r["model"] == model and r["clients"] == 1 and not r["batching"]), None)
+    if single is None:
+        single = load(args, servers[configs[0][0]][1], model, body, head, 1, requests=args.requests)["p50"]
+    limit = args.bound * single
+    print("\n%s open loop, %d connections, single-request latency %.2f ms, p99 bound %.2f ms" % (model, clients, single, limit))
+    print("| offered req/s | %s req/s | p50 / p99 ms | %s req/s | p50 / p99 ms | failed |" % (configs[0][0], configs[1][0]))
+    print("|---:|---:|---:|---:|---:|---:|")
+    best = {label: 0.0 for label, _, _ in configs}
+    for rate in [float(r) for r in args.rates.split(",")]:
+        got = {}
+        for label, (server, url) in servers.items():
+            got[label] = load(args, url, model, body, head, clients, requests=max(args.requests, int(rate * args.rate_s)),
+                              rate=rate)
+            r = got[label]
+            # Latencies count from when each request was due, so a server falling behind
+            # shows in the p99; the achieved rate undercounts by the schedule's ragged end.
+            if r["errors"] == 0 and r["p99"] <= limit:
+                best[label] = max(best[label], rate)
+        a, b = (got[label] for label, _, _ in configs)
+        print("| %.0f | %.1f | %.2f / %.2f | %.1f | %.2f / %.2f | %d |" % (rate, a["rate"], a["p50"], a["p99"], b["rate"],
+                                                                        b["p50"], b["p99"], a["errors"] + b["errors"]),
+              flush=True)
+    first, second = (best[label] for label, _, _ in configs)
+    print("%s: most offered with p99 <= %.2f ms: %s %.0f req/s, %s %.0f req/s (%s)" %
+          (model, limit, configs[0][0], first, configs[1][0], second,
+           "%.2fx" % (second / first) if first else "the first met the bound at no rate offered"), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--strider", required=True)
@@ -183,9 +218,15 @@ def main():
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--devices", help='two device lists "A;B": both servers batched, A against B')
     p.add_argument("--instances-per-device", type=int, default=1)
+    p.add_argument("--rates", help="with --transport shm: open-loop offered rates (req/s), e.g. 1000,2000,4000")
+    p.add_argument("--rate-s", type=float, default=2.0, help="seconds of requests per offered rate")
+    p.add_argument("--rate-clients", type=int, default=64, help="connections of the open loop")
+    p.add_argument("--bound", type=float, default=4.0, help="the p99 bound, in single-request latencies")
     p.add_argument("--transport", choices=["binary", "shm"], default="binary",
                    help="binary: hey with the binary tensor extension; shm: shm_load.py's shared-memory clients")
     args = p.parse_args()
+    if args.rates and args.transport != "shm":
+        p.error("--rates needs --transport shm (hey has no open loop)")
     models = args.models.split(",")
     if not all(os.path.exists(os.path.join(args.model_dir, m, "1", "model.onnx")) for m in models):
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export.py"), args.model_dir], check=True)
@@ -226,6 +267,10 @@ def main():
                                                 100.0 * d["single"] / d["batches"],
                                                 d["compute_us"] / 1000.0 / max(d["rows"], 1) / max(d["rows"] / d["batches"], 1)),
                       flush=True)
+    if args.rates:
+        for m in models:
+            body, head = request_body(m, work)
+            latency_bound(args, servers, configs, rows, m, body, head)
     for server, url in servers.values():
         stop(server)
     if args.json:

@@ -19,7 +19,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 
-def _client(host, port, model, name, x, outputs, count, latencies, failures, start):
+def _client(host, port, model, name, x, outputs, count, latencies, failures, start, schedule=None):
     shm = shared_memory.SharedMemory(create=True, size=x.nbytes + sum(size for _, size in outputs))
     conn = http.client.HTTPConnection(host, port, timeout=60)
     try:
@@ -41,8 +41,16 @@ def _client(host, port, model, name, x, outputs, count, latencies, failures, sta
                            "outputs": wanted})
         path = "/v2/models/%s/infer" % model
         start.wait()
-        for _ in range(count):
+        began = time.perf_counter()
+        for k in range(count):
             t0 = time.perf_counter()
+            if schedule is not None:
+                # Open loop: the request is due at its scheduled time; a late send (this
+                # connection still busy) counts its wait in the latency.
+                t0 = began + schedule[k]
+                wait = t0 - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
             try:
                 conn.request("POST", path, body)
                 r = conn.getresponse()
@@ -63,12 +71,13 @@ def _client(host, port, model, name, x, outputs, count, latencies, failures, sta
         shm.unlink()
 
 
-def _process(url, model, x, outputs, clients, per_client, tag, ready, go, results):
+def _process(url, model, x, outputs, clients, per_client, tag, ready, go, results, schedules=None):
     parsed = urllib.parse.urlparse(url)
     latencies, failures = [], []
     start = threading.Event()
     threads = [threading.Thread(target=_client, args=(parsed.hostname, parsed.port, model, "%s-%d" % (tag, k), x, outputs,
-                                                      per_client, latencies, failures, start)) for k in range(clients)]
+                                                      per_client, latencies, failures, start,
+                                                      None if schedules is None else schedules[k])) for k in range(clients)]
     for t in threads:
         t.start()
     time.sleep(0.5)  # the regions registered
@@ -80,18 +89,27 @@ def _process(url, model, x, outputs, clients, per_client, tag, ready, go, result
     results.put((latencies, sum(failures)))
 
 
-def run(url, model, x, outputs, clients, requests):
+def run(url, model, x, outputs, clients, requests, rate=None, seed=5):
     """`requests` requests (at least one per client) from `clients` concurrent clients;
-    `outputs`: (name, bytes) of each output of one request."""
+    `outputs`: (name, bytes) of each output of one request. Closed loop (each client sends
+    its next request when the last is answered), or with `rate` open loop: Poisson arrivals
+    at `rate` requests/s in all, each client a stream of rate / clients, each latency
+    measured from when its request was due (so a server that falls behind is charged
+    for the requests queued at the client: no coordinated omission)."""
     processes = max(1, min(clients, (os.cpu_count() or 2) // 2, 8))
     per_client = max(1, requests // clients)
+    rng = np.random.default_rng(seed)
+    schedules = None if rate is None else np.cumsum(rng.exponential(clients / rate, (clients, per_client)), axis=1)
     results, go = multiprocessing.Queue(), multiprocessing.Event()
     workers, readies = [], []
+    first = 0
     for p in range(processes):
         share = clients // processes + (1 if p < clients % processes else 0)
         ready = multiprocessing.Event()
+        mine = None if schedules is None else schedules[first:first + share].tolist()
+        first += share
         w = multiprocessing.Process(target=_process, args=(url, model, x, outputs, share, per_client,
-                                                           "load%d-%d" % (os.getpid(), p), ready, go, results))
+                                                           "load%d-%d" % (os.getpid(), p), ready, go, results, mine))
         w.start()
         workers.append(w)
         readies.append(ready)
