@@ -136,6 +136,10 @@ TEST_P(Bf16MatMulConv, DirectConv) {
   b.output(b.op("Conv", {b.input("x", DType::kBF16, {2, 3, 9, 10}), b.constant("w", bf16({10, 3, 3, 3}, 2)),
                          b.constant("bias", bf16({10}, 3))}, attrs));
   check(b, {{"x", bf16({2, 3, 9, 10}, 1)}});
+  GraphBuilder e;  // 16 output channels: channels-last outputs stored 8 at once
+  e.output(e.op("Conv", {e.input("x", DType::kBF16, {2, 3, 9, 10}), e.constant("w", bf16({16, 3, 3, 3}, 6)),
+                         e.constant("bias", bf16({16}, 7))}, attrs));
+  check(e, {{"x", bf16({2, 3, 9, 10}, 8)}});
   GraphBuilder d;
   AttributeMap dilated = ints_attribute("dilations", {4});
   dilated.set_ints("pads", {4, 0});

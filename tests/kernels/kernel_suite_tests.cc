@@ -225,6 +225,9 @@ TEST_P(KernelSuite, DirectConvolutions) {
       {{2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, true},                     // WaveNet's dilated layer
       {{1, 4, 8, 9}, {12, 4, 3, 3}, {2, 1, 0, 2}, {1, 2}, {2, 1}, false},
       {{1, 130, 5, 5}, {3, 130, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},  // 1170 taps: cuDNN
+      // Output channels in whole groups of 8: channels-last outputs stored a group at once.
+      {{2, 3, 9, 10}, {16, 3, 3, 3}, {1, 1, 1, 1}, {2, 2}, {1, 1}, true},
+      {{2, 6, 20}, {8, 6, 3}, {2, 2}, {1}, {2}, false},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];

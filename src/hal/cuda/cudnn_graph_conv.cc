@@ -147,6 +147,7 @@ class FusedConvGraph {
  public:
   Status build(const ConvSetup& c, const void* w_krsc, cudnnHandle_t handle, const GraphActivation& act);
   Result<std::vector<Descriptor>> engine_configs();
+  Result<std::vector<Descriptor>> engine_configs(cudnnBackendHeurMode_t mode);
   cudnnBackendDescriptor_t graph() const { return graph_.get(); }
 
  private:
@@ -199,9 +200,20 @@ Status FusedConvGraph::build(const ConvSetup& c, const void* w_krsc, cudnnHandle
   return graph_.finalize();
 }
 
+// The first heuristic mode that proposes any engine: mode A proposed none for conv ->
+// bias -> ReLU with an upper clip (MobileNetV2's ReLU6) on an H100, where its 1x1
+// convolutions then ran as a product and a map, two passes over the output.
 Result<std::vector<Descriptor>> FusedConvGraph::engine_configs() {
+  Result<std::vector<Descriptor>> configs = engine_configs(CUDNN_HEUR_MODE_A);
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (!configs.is_ok() || !configs->empty()) return configs;
+    configs = engine_configs(mode);
+  }
+  return configs;
+}
+
+Result<std::vector<Descriptor>> FusedConvGraph::engine_configs(cudnnBackendHeurMode_t mode) {
   Descriptor heuristics;
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   cudnnBackendDescriptor_t g = graph_.get();
   STRIDER_RETURN_IF_ERROR(heuristics.create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
   STRIDER_RETURN_IF_ERROR(heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g));

@@ -51,6 +51,18 @@ __global__ void __launch_bounds__(kBlock) direct_conv_kernel(const DirectConvArg
     }
   }
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + oh * a.ys[2] + ow * a.ys[3];
+  if (a.chunk_stores) {  // the group's channels side by side: whole 16-byte stores
+    union {
+      uint4 chunks[kDirectOutputs * sizeof(Bits<T>) / 16];
+      Bits<T> values[kDirectOutputs];
+    } out;
+#pragma unroll
+    for (int j = 0; j < kDirectOutputs; ++j) out.values[j] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[j]));
+    uint4* chunk = reinterpret_cast<uint4*>(y + first);
+#pragma unroll
+    for (int i = 0; i < int(sizeof(out.chunks) / 16); ++i) chunk[i] = out.chunks[i];
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kDirectOutputs; ++j)
     if (first + j < a.k) y[(first + j) * a.ys[1]] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[j]));
@@ -73,6 +85,12 @@ Status prepare_direct_conv(DType dtype, DirectConvLaunch* l) {
   if (int64_t(a.c) * a.kh * a.kw > kMaxDirectTaps) return unsupported("direct convolution of too many taps");
   a.div_ow = make_fast_divisor(a.ow);
   a.div_oh = make_fast_divisor(a.oh);
+  // Channels-last y whose groups of kDirectOutputs channels start on 16 bytes: a thread
+  // stores its group whole. Element by element, a warp's eight stores each touched 32
+  // pixels' sectors (the first layer of MobileNetV2 at batch 32: 0.177 ms).
+  const int64_t size = dtype == DType::kF32 ? 4 : 2, chunk = 16 / size;
+  a.chunk_stores = a.ys[1] == 1 && a.k % kDirectOutputs == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
+  for (int d : {0, 2, 3}) a.chunk_stores = a.chunk_stores && a.ys[d] % chunk == 0;
   switch (dtype) {
     case DType::kF32: l->launcher = &launch_direct_conv<float>; break;
     case DType::kBF16: l->launcher = &launch_direct_conv<__nv_bfloat16>; break;

@@ -37,6 +37,7 @@ struct DirectConvArgs {
   FastDivisor div_ow, div_oh;
   int64_t pixels = 0;  // N * OH * OW
   ConvEpilogue epilogue;  // applied to each output before it is stored
+  bool chunk_stores = false;  // set by prepare_direct_conv: y's channels contiguous, 16-byte aligned groups
 };
 
 struct DirectConvLaunch {

@@ -3,11 +3,13 @@
 #include <cublasLt.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <optional>
 
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/copy.h"
 #include "hal/cuda/epilogue.h"
+#include "hal/cuda/timed_choice.h"
 #include "memory/collapse.h"
 
 #include <algorithm>
@@ -17,6 +19,23 @@ namespace strider::cuda {
 namespace {
 
 constexpr size_t kMaxWorkspace = size_t(32) << 20;
+
+// How many of cuBLASLt's heuristic algorithms are offered to the timed choice: its first
+// pick for small f32 products at batch 1 (a transformer's 128-row projections) ran at
+// 1-6 TFLOP/s, and which of its next picks is faster depends on the shape and the card.
+// Below kTimedProductMacs multiply-adds the first pick alone: there the choice timed alone
+// misled, picking algorithms that ran slower inside the plan's graph (BERT b1 bf16 0.146 ->
+// 0.153 ms on an H100) while the larger products of the convolution nets gained
+// (MobileNetV2 b32 bf16 1.00 -> 0.97 ms). STRIDER_CUDA_MATMUL_ALGOS=N offers N instead
+// at every size (1: the heuristic's pick alone).
+constexpr double kTimedProductMacs = double(1 << 26);
+
+int algorithm_candidates(const MatMulViews& v) {
+  if (const char* text = std::getenv("STRIDER_CUDA_MATMUL_ALGOS")) return std::clamp(std::atoi(text), 1, 16);
+  const size_t r = size_t(v.out.rank());
+  const double macs = double(v.out.num_elements()) * double(v.a.sizes[r - 1]);
+  return macs >= kTimedProductMacs ? 6 : 1;
+}
 
 // One operand as cuBLASLt sees it: column-major rows x cols with leading dimension ld,
 // used transposed or not.
@@ -125,8 +144,10 @@ class LtMatMul final : public Kernel {
   }
   // With `c` (of out's dtype and layout, as has_layout_of says): out = scale * a x b +
   // beta * c, cuBLASLt reading c where it is (a residual: no pass of its own).
+  // `rank`: which of cuBLASLt's heuristic algorithms (0: its first pick); UNSUPPORTED
+  // where it offers fewer.
   Status init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context,
-              const TensorView* c = nullptr, float beta = 0.0f);
+              const TensorView* c = nullptr, float beta = 0.0f, int rank = 0);
   // out = scale * a x b + beta * C for any other C: C (broadcast to out's sizes) is copied
   // into out first and cuBLASLt reads it back as its C, which is D itself (Gemm's general C).
   void accumulate(TensorView out, TensorView c, float beta) {
@@ -147,13 +168,14 @@ class LtMatMul final : public Kernel {
     return Status::ok();
   }
   std::string implementation() const override {
-    return std::string("cublasLt") + (has_bias_ ? "+bias" : "") + (c_ptr_ ? "+addend" : addend_ ? "+copied-addend" : "");
+    return std::string("cublasLt") + (rank_ > 0 ? fmt::format("#{}", rank_) : "") + (has_bias_ ? "+bias" : "") + (c_ptr_ ? "+addend" : addend_ ? "+copied-addend" : "");
   }
 
  private:
   Status layout(cublasLtMatrixLayout_t* layout, DType dtype, const LtMatrix& m, const Batch& batch, int64_t stride);
-  Status choose_algorithm(const MatMulViews& v);
+  Status choose_algorithm(const MatMulViews& v, int rank);
 
+  int rank_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;  // cuBLASLt's A (our b), B (our a), D
@@ -180,7 +202,7 @@ Status LtMatMul::layout(cublasLtMatrixLayout_t* layout, DType dtype, const LtMat
             "batch stride");
 }
 
-Status LtMatMul::choose_algorithm(const MatMulViews& v) {
+Status LtMatMul::choose_algorithm(const MatMulViews& v, int rank) {
   cublasLtMatmulPreference_t preference = nullptr;
   STRIDER_RETURN_IF_ERROR(lt(cublasLtMatmulPreferenceCreate(&preference), "preference"));
   uint64_t workspace = kMaxWorkspace;
@@ -197,20 +219,22 @@ Status LtMatMul::choose_algorithm(const MatMulViews& v) {
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(size_t(rank) + 1);
   int found = 0;
-  Status s = lt(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, d_, d_, preference, 1, &result, &found), "heuristic");
+  Status s = lt(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, d_, d_, preference, rank + 1, results.data(), &found),
+                "heuristic");
   cublasLtMatmulPreferenceDestroy(preference);
   STRIDER_RETURN_IF_ERROR(s);
-  if (found == 0)
-    return unsupported(fmt::format("cuBLASLt has no algorithm for {} x {} -> {}", v.a.to_string(), v.b.to_string(),
-                                   v.out.to_string()));
-  algo_ = result.algo;
-  return workspace_.allocate(result.workspaceSize);
+  if (found <= rank)
+    return unsupported(fmt::format("cuBLASLt has {} algorithms for {} x {} -> {}", found, v.a.to_string(),
+                                   v.b.to_string(), v.out.to_string()));
+  rank_ = rank;
+  algo_ = results[size_t(rank)].algo;
+  return workspace_.allocate(results[size_t(rank)].workspaceSize);
 }
 
 Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale, const CudaContext& context,
-                      const TensorView* c, float beta) {
+                      const TensorView* c, float beta, int rank) {
   size_t r = size_t(v.out.rank());
   int64_t m = v.out.sizes[r - 2], n = v.out.sizes[r - 1], k = v.a.sizes[r - 1];
   std::optional<BatchPlan> plan = plan_batches(v);
@@ -254,7 +278,19 @@ Status LtMatMul::init(const MatMulViews& v, const TensorView* bias, float scale,
   STRIDER_RETURN_IF_ERROR(layout(&a_, v.b.dtype, *lt_a, *batch, batch->b));
   STRIDER_RETURN_IF_ERROR(layout(&b_, v.a.dtype, *lt_b, *batch, batch->a));
   STRIDER_RETURN_IF_ERROR(layout(&d_, v.out.dtype, lt_d, *batch, batch->out));
-  return choose_algorithm(v);
+  return choose_algorithm(v, rank);
+}
+
+// What the choice among algorithms depends on: the views (sizes, strides, dtypes), where
+// they start (cuBLASLt's algorithms differ by the operands' alignment), the epilogue.
+std::string algorithm_key(const MatMulViews& v, const TensorView* bias, float scale, const TensorView* addend,
+                          bool direct, float beta, int ordinal) {
+  auto operand = [](const TensorView& t) {
+    return fmt::format("{}:{}@{}", t.to_string(), dtype_name(t.dtype), pointer_alignment(t.allocation->address() + t.byte_offset));
+  };
+  return fmt::format("MatMul dev{} {} x {} -> {} bias {} scale {} addend {} {} beta {}", ordinal, operand(v.a),
+                     operand(v.b), operand(v.out), bias ? operand(*bias) : "-", scale, addend ? operand(*addend) : "-",
+                     direct ? "direct" : "copied", beta);
 }
 
 }  // namespace
@@ -267,17 +303,26 @@ Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const T
     return unsupported(fmt::format("node '{}': MatMul on {} on CUDA", node, dtype_name(dtype)));
   if (views.a.num_elements() == 0 || views.b.num_elements() == 0 || views.out.num_elements() == 0)
     return unsupported(fmt::format("node '{}': a MatMul with an empty operand on CUDA", node));
-  auto kernel = std::make_unique<LtMatMul>();
   // An addend of out's dtype and layout (a residual) is cuBLASLt's C where it lies.
   const bool direct = addend && addend->dtype == dtype && has_layout_of(*addend, views.out);
-  Status s = kernel->init(views, row_bias, scale, context, direct ? addend : nullptr, beta);
-  if (!s.is_ok()) return s.with_context(fmt::format("node '{}'", node));
+  std::optional<TensorView> copied_addend;
   if (addend && !direct) {
     auto c = broadcast_view(*addend, views.out.sizes);
     if (!c.is_ok()) return c.status().with_context(fmt::format("node '{}'", node));
-    kernel->accumulate(views.out, *c, beta);
+    copied_addend = *c;
   }
-  return std::unique_ptr<Kernel>(std::move(kernel));
+  std::vector<std::unique_ptr<Kernel>> candidates;
+  for (int rank = 0; rank < algorithm_candidates(views); ++rank) {
+    auto kernel = std::make_unique<LtMatMul>();
+    Status s = kernel->init(views, row_bias, scale, context, direct ? addend : nullptr, beta, rank);
+    if (!s.is_ok()) {
+      if (rank == 0) return s.with_context(fmt::format("node '{}'", node));
+      break;  // cuBLASLt offers no more
+    }
+    if (copied_addend) kernel->accumulate(views.out, *copied_addend, beta);
+    candidates.push_back(std::move(kernel));
+  }
+  return fastest_kernel(algorithm_key(views, row_bias, scale, addend, direct, beta, context.ordinal), std::move(candidates));
 }
 
 }  // namespace strider::cuda

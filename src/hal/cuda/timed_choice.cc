@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -61,6 +62,16 @@ Result<std::vector<double>> time_candidates(const std::vector<std::unique_ptr<Ke
   return best;
 }
 
+// STRIDER_CUDA_KERNEL_CHOICE_LOG (a diagnostic): each timed choice's candidates and their
+// device milliseconds on stderr, the winner marked, to see why a kernel lost.
+void log_choice(const std::string& key, const std::vector<std::unique_ptr<Kernel>>& candidates,
+                const std::vector<double>& ms, size_t fastest) {
+  std::string text = fmt::format("strider: timed choice for {}\n", key);
+  for (size_t k = 0; k < candidates.size(); ++k)
+    text += fmt::format("  {} {:9.4f} ms  {}\n", k == fastest ? '*' : ' ', ms[k], candidates[k]->implementation());
+  std::fputs(text.c_str(), stderr);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> fastest_kernel(const std::string& key, std::vector<std::unique_ptr<Kernel>> candidates) {
@@ -87,6 +98,7 @@ Result<std::unique_ptr<Kernel>> fastest_kernel(const std::string& key, std::vect
   size_t fastest = 0;
   for (size_t k = 1; k < ms.size(); ++k)
     if (ms[k] < ms[fastest]) fastest = k;
+  if (std::getenv("STRIDER_CUDA_KERNEL_CHOICE_LOG")) log_choice(key, candidates, ms, fastest);
   if (ms[fastest] == std::numeric_limits<double>::infinity())
     return device_error(fmt::format("every kernel failed its trial run ({})", key));
   std::lock_guard lock(cache_mutex);

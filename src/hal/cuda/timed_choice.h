@@ -13,6 +13,8 @@
 // kernels several times slower on the device. A candidate whose trial run
 // fails is dropped; with none left, the first candidate's error is returned.
 //
+// STRIDER_CUDA_KERNEL_CHOICE_LOG=1 prints each timed choice's candidates and times.
+//
 // STRIDER_CUDA_KERNEL_CHOICE=own|library (a testing aid) skips the timing: `own` keeps
 // the first candidate whose implementation starts with "strider-cuda:", `library` the
 // first other one, so the conformance suites run each path whatever the timing says; any
