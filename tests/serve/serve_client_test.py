@@ -384,6 +384,74 @@ def check_grpc(address, work):
             check(False, "gRPC %s: no error" % what)
         except grpc.RpcError as e:
             check(e.code() == code, "gRPC %s: %s %s" % (what, e.code(), e.details()[:80]))
+    check_grpc_shared_memory(call, pb, work)
+
+
+def check_grpc_shared_memory(call, pb, work):
+    """Triton's system shared-memory calls over gRPC: register, status, an input and an output
+    in a region (the output's raw_output_contents entry empty, as Triton answers), one input in
+    a region and the other raw (raw_input_contents then has one entry), a short output range
+    refused before anything is written, unregister-all."""
+    import grpc
+    from multiprocessing import shared_memory
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    expected = strider_run(CNN, {"x": x}, work)[0]
+    ids = rng.integers(0, 100, size=(2, 5)).astype(np.int64)
+    mask = np.ones((2, 5), dtype=np.int64)
+    mask[0, 3:] = 0
+    bert_expected = strider_run(BERT, {"input_ids": ids, "attention_mask": mask}, work)
+    shm = shared_memory.SharedMemory(create=True, size=64 + x.nbytes + expected.nbytes + mask.nbytes)
+    param = pb.InferParameter
+    try:
+        key = "/" + shm.name
+        shm.buf[64:64 + x.nbytes] = x.tobytes()
+        at = 64 + x.nbytes
+        call("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="g", key=key, byte_size=shm.size),
+             pb.SystemSharedMemoryRegisterResponse)
+        status = call("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(), pb.SystemSharedMemoryStatusResponse)
+        check(list(status.regions) == ["g"] and status.regions["g"].key == key and status.regions["g"].byte_size == shm.size,
+              "gRPC shared memory status lists the region")
+
+        def region(offset, size):
+            return {"shared_memory_region": param(string_param="g"), "shared_memory_offset": param(int64_param=offset),
+                    "shared_memory_byte_size": param(int64_param=size)}
+        x_in = pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=list(x.shape), parameters=region(64, x.nbytes))
+        out = pb.ModelInferRequest.InferRequestedOutputTensor(name="y", parameters=region(at, expected.nbytes))
+        meta = call("ModelMetadata", pb.ModelMetadataRequest(name="cnn"), pb.ModelMetadataResponse)
+        out.name = meta.outputs[0].name
+        r = call("ModelInfer", pb.ModelInferRequest(model_name="cnn", inputs=[x_in], outputs=[out]), pb.ModelInferResponse)
+        got = np.frombuffer(bytes(shm.buf[at:at + expected.nbytes]), dtype=np.float32).reshape(expected.shape)
+        check(len(r.raw_output_contents) == 1 and r.raw_output_contents[0] == b"" and np.array_equal(got, expected),
+              "gRPC shared-memory infer == strider run, its raw entry empty")
+        shm.buf[at:at + expected.nbytes] = bytes(expected.nbytes)
+        short = pb.ModelInferRequest.InferRequestedOutputTensor(name=out.name, parameters=region(at, expected.nbytes - 4))
+        try:
+            call("ModelInfer", pb.ModelInferRequest(model_name="cnn", inputs=[x_in], outputs=[short]), pb.ModelInferResponse)
+            check(False, "gRPC output range too short: no error")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "does not fit" in e.details()
+                  and not any(shm.buf[at:at + expected.nbytes]), "gRPC output range too short: refused, nothing written")
+        m_at = at + expected.nbytes
+        shm.buf[m_at:m_at + mask.nbytes] = mask.tobytes()
+        mixed = pb.ModelInferRequest(model_name="bert", inputs=[
+            pb.ModelInferRequest.InferInputTensor(name="input_ids", datatype="INT64", shape=list(ids.shape)),
+            pb.ModelInferRequest.InferInputTensor(name="attention_mask", datatype="INT64", shape=list(mask.shape),
+                                                  parameters=region(m_at, mask.nbytes))], raw_input_contents=[ids.tobytes()])
+        r = call("ModelInfer", mixed, pb.ModelInferResponse)
+        got = [np.frombuffer(r.raw_output_contents[i], dtype=np.float32).reshape(list(r.outputs[i].shape)) for i in range(2)]
+        check(all(np.array_equal(g, e) for g, e in zip(got, bert_expected)),
+              "gRPC bert, attention_mask from shared memory and input_ids raw == strider run")
+        call("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(), pb.SystemSharedMemoryUnregisterResponse)
+        try:
+            call("ModelInfer", pb.ModelInferRequest(model_name="cnn", inputs=[x_in]), pb.ModelInferResponse)
+            check(False, "gRPC infer after unregister-all: no error")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "no shared memory region 'g'" in e.details(),
+                  "gRPC infer after unregister-all: INVALID_ARGUMENT")
+    finally:
+        shm.close()
+        shm.unlink()
 
 
 def check_instances_on_devices(work):

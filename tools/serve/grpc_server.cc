@@ -4,7 +4,9 @@
 #include <grpc_service.grpc.pb.h>  // generated from proto/grpc_service.proto
 #include <grpcpp/grpcpp.h>
 
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include "kserve_protocol.h"
 #include "strider/tools.h"
@@ -16,6 +18,7 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 
 grpc::Status grpc_status(const Status& status) {
+  if (status.is_ok()) return grpc::Status::OK;
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
@@ -67,23 +70,64 @@ Result<Tensor> typed_input(const ModelInferRequest::InferInputTensor& in, DType 
   return t;
 }
 
-Result<InferRequest> parse_request(const ModelInferRequest& req, const std::vector<ValueInfo>& model_inputs) {
-  const bool raw = req.raw_input_contents_size() > 0;
-  if (raw && req.raw_input_contents_size() != req.inputs_size())
-    return invalid_argument(fmt::format("raw_input_contents has {} entries for {} inputs", req.raw_input_contents_size(),
-                                        req.inputs_size()));
+using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
+
+// An input's or output's shared-memory range (Triton's parameters: shared_memory_region a
+// string, shared_memory_byte_size and shared_memory_offset integers), nullopt when its
+// parameters name no region.
+Result<std::optional<SharedMemorySlice>> shared_memory_of(const Parameters& params, const SharedMemoryRegistry& regions,
+                                                          const std::string& what) {
+  auto region = params.find("shared_memory_region");
+  if (region == params.end()) return std::optional<SharedMemorySlice>();
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam)
+    return invalid_argument(what + ": shared_memory_region must be a string_param");
+  auto integer = [&](const char* key, bool required) -> Result<uint64_t> {
+    auto it = params.find(key);
+    if (it == params.end()) {
+      if (required) return invalid_argument(fmt::format("{}: {} must be given", what, key));
+      return uint64_t(0);
+    }
+    const inference::InferParameter& p = it->second;
+    if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) return p.uint64_param();
+    if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0)
+      return uint64_t(p.int64_param());
+    return invalid_argument(fmt::format("{}: {} must be a non-negative int64_param or uint64_param", what, key));
+  };
+  STRIDER_ASSIGN_OR_RETURN(uint64_t byte_size, integer("shared_memory_byte_size", true));
+  STRIDER_ASSIGN_OR_RETURN(uint64_t offset, integer("shared_memory_offset", false));
+  STRIDER_ASSIGN_OR_RETURN(SharedMemorySlice slice,
+                           shared_memory_range(&regions, region->second.string_param(), offset, byte_size, what));
+  return std::optional<SharedMemorySlice>(std::move(slice));
+}
+
+// Each input from its shared-memory range, its raw bytes or its typed contents. As in
+// Triton, raw_input_contents holds an entry for each input not in shared memory, in order.
+Result<InferRequest> parse_request(const ModelInferRequest& req, const std::vector<ValueInfo>& model_inputs,
+                                   const SharedMemoryRegistry& regions) {
   InferRequest request;
   request.id = req.id();
-  for (int i = 0; i < req.inputs_size(); ++i) {
-    const auto& in = req.inputs(i);
+  int in_memory = 0;
+  for (const auto& in : req.inputs()) in_memory += in.parameters().contains("shared_memory_region") ? 0 : 1;
+  const bool raw = req.raw_input_contents_size() > 0;
+  if (raw && req.raw_input_contents_size() != in_memory)
+    return invalid_argument(fmt::format("raw_input_contents has {} entries for {} inputs not in shared memory",
+                                        req.raw_input_contents_size(), in_memory));
+  int raw_index = 0;
+  for (const auto& in : req.inputs()) {
     STRIDER_ASSIGN_OR_RETURN(const ValueInfo* info, match_input(in.name(), in.datatype(), model_inputs, request));
     int64_t elements = 0;
     STRIDER_ASSIGN_OR_RETURN(Shape shape, checked_shape(std::span(in.shape().data(), size_t(in.shape_size())), in.name(), &elements));
+    STRIDER_ASSIGN_OR_RETURN(std::optional<SharedMemorySlice> slice,
+                             shared_memory_of(in.parameters(), regions, "input '" + in.name() + "'"));
+    if (slice) {
+      STRIDER_ASSIGN_OR_RETURN(request.inputs[in.name()], tensor_from_shared_memory(*slice, info->dtype, shape, in.name()));
+      continue;
+    }
     if (!raw) {
       STRIDER_ASSIGN_OR_RETURN(request.inputs[in.name()], typed_input(in, info->dtype, shape, elements));
       continue;
     }
-    const std::string& bytes = req.raw_input_contents(i);
+    const std::string& bytes = req.raw_input_contents(raw_index++);
     if (int64_t(bytes.size()) != elements * dtype_size(info->dtype))
       return invalid_argument(fmt::format("input '{}': {} raw bytes for shape {} of {} ({} bytes)", in.name(), bytes.size(),
                                           shape_to_string(shape), in.datatype(), elements * dtype_size(info->dtype)));
@@ -91,7 +135,11 @@ Result<InferRequest> parse_request(const ModelInferRequest& req, const std::vect
                              Tensor::from_bytes(info->dtype, shape, std::as_bytes(std::span(bytes.data(), bytes.size()))));
   }
   STRIDER_RETURN_IF_ERROR(check_every_input_given(request, model_inputs));
-  for (const auto& o : req.outputs()) request.outputs.push_back({o.name(), true});
+  for (const auto& o : req.outputs()) {
+    STRIDER_ASSIGN_OR_RETURN(std::optional<SharedMemorySlice> slice,
+                             shared_memory_of(o.parameters(), regions, "output '" + o.name() + "'"));
+    request.outputs.push_back({o.name(), true, std::move(slice)});
+  }
   if (auto t = req.parameters().find("timeout"); t != req.parameters().end()) {
     if (t->second.parameter_choice_case() != inference::InferParameter::kInt64Param || t->second.int64_param() < 0)
       return invalid_argument("parameter 'timeout' must be an int64 count of microseconds");
@@ -124,12 +172,27 @@ class Service final : public inference::GRPCInferenceService::Service {
     const std::string text = version_text();
     r->set_name("strider");
     r->set_version(text.substr(0, text.find('\n')));
-    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration"}) r->add_extensions(e);
+    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration", "system_shared_memory"})
+      r->add_extensions(e);
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
                              inference::ModelMetadataResponse* r) override;
   grpc::Status ModelInfer(grpc::ServerContext*, const ModelInferRequest* q, ModelInferResponse* r) override;
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                        inference::SystemSharedMemoryStatusResponse* r) override;
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* q,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    return grpc_status(repository_.shared_memory().register_region(q->name(), q->key(), q->offset(), q->byte_size()));
+  }
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* q,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (q->name().empty()) {
+      repository_.shared_memory().unregister_all();
+      return grpc::Status::OK;
+    }
+    return grpc_status(repository_.shared_memory().unregister(q->name()));
+  }
 
  private:
   grpc::Status find(const std::string& name, const std::string& version, ServedModel** model) {
@@ -147,6 +210,21 @@ void describe(const ValueInfo& v, inference::ModelMetadataResponse::TensorMetada
   t->set_name(v.name);
   t->set_datatype(std::string(kserve_datatype(v.dtype)));
   for (int64_t d : v.shape) t->add_shape(d);
+}
+
+grpc::Status Service::SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                               inference::SystemSharedMemoryStatusResponse* r) {
+  Result<nlohmann::json> regions =
+      repository_.shared_memory().status(q->name().empty() ? std::nullopt : std::optional<std::string>(q->name()));
+  if (!regions.is_ok()) return grpc_status(regions.status());
+  for (const nlohmann::json& region : *regions) {
+    auto& entry = (*r->mutable_regions())[region["name"].get<std::string>()];
+    entry.set_name(region["name"].get<std::string>());
+    entry.set_key(region["key"].get<std::string>());
+    entry.set_offset(region["offset"].get<uint64_t>());
+    entry.set_byte_size(region["byte_size"].get<uint64_t>());
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status Service::ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
@@ -171,7 +249,7 @@ grpc::Status Service::ModelInfer(grpc::ServerContext* context, const ModelInferR
     return status;
   };
   if (!m->ready()) return fail({grpc::StatusCode::UNAVAILABLE, fmt::format("model '{}' is not ready: {}", m->name, m->why_not_ready())});
-  Result<InferRequest> request = parse_request(*q, m->inputs());
+  Result<InferRequest> request = parse_request(*q, m->inputs(), repository_.shared_memory());
   if (!request.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, request.status().message()});
   RequestLimits limits;
   limits.cancelled = [context] { return context->IsCancelled(); };  // the client left or its deadline passed
@@ -180,15 +258,26 @@ grpc::Status Service::ModelInfer(grpc::ServerContext* context, const ModelInferR
   if (!outputs.is_ok()) return fail(grpc_status(outputs.status()));
   Result<std::vector<size_t>> chosen = selected_outputs(*request, m->outputs());
   if (!chosen.is_ok()) return fail({grpc::StatusCode::INVALID_ARGUMENT, chosen.status().message()});
+  if (Status fits = check_shared_memory_outputs(*request, *chosen, *outputs); !fits.is_ok())
+    return fail({grpc::StatusCode::INVALID_ARGUMENT, fits.message()});
   r->set_model_name(m->name);
   r->set_model_version(m->version);
   r->set_id(request->id);
-  for (size_t k : *chosen) {
+  for (size_t i = 0; i < chosen->size(); ++i) {
+    const size_t k = (*chosen)[i];
     const Tensor& t = (*outputs)[k];
     auto* out = r->add_outputs();
     out->set_name(m->outputs()[k].name);
     out->set_datatype(std::string(kserve_datatype(t.dtype())));
     for (int64_t d : t.shape()) out->add_shape(d);
+    const std::optional<SharedMemorySlice>* target = request->outputs.empty() ? nullptr : &request->outputs[i].shared_memory;
+    if (target && *target) {  // written there; an empty raw entry keeps the indices of `outputs`
+      std::memcpy((*target)->bytes().data(), t.bytes(), size_t(t.byte_size()));
+      (*out->mutable_parameters())["shared_memory_region"].set_string_param((*target)->region_name);
+      (*out->mutable_parameters())["shared_memory_byte_size"].set_int64_param(t.byte_size());
+      r->add_raw_output_contents();
+      continue;
+    }
     r->add_raw_output_contents(reinterpret_cast<const char*>(t.bytes()), t.byte_size());
   }
   m->record(true, start);

@@ -2,9 +2,12 @@
 // over the same ModelRepository as HTTP, so both see the same models, instances, batching
 // and statistics.
 //
-// ModelInfer takes each input from raw_input_contents (all inputs raw, in the order of
-// `inputs`) or from its typed contents, checked as HTTP's JSON is (kserve_protocol.h), and
-// answers with raw_output_contents. Errors are gRPC statuses: INVALID_ARGUMENT for a bad
+// ModelInfer takes each input from a shared-memory range its parameters name
+// (shared_memory.h), from raw_input_contents (one entry per input not in shared memory, in
+// the order of `inputs`, as Triton reads it) or from its typed contents, checked as HTTP's
+// JSON is (kserve_protocol.h), and answers with raw_output_contents (an empty entry for an
+// output written to shared memory). Triton's SystemSharedMemory{Register, Unregister,
+// Status} calls manage the same registry as HTTP's routes. Errors are gRPC statuses: INVALID_ARGUMENT for a bad
 // request, NOT_FOUND for an unknown model or version, UNAVAILABLE when the model is not
 // ready or its queue is full, INTERNAL when a run fails.
 //

@@ -121,10 +121,7 @@ Result<SharedMemorySlice> shared_memory_slice(const json& params, const SharedMe
       return invalid_argument(what + ": shared_memory_offset must be a non-negative integer");
     offset = params["shared_memory_offset"].get<uint64_t>();
   }
-  if (!regions) return invalid_argument(what + ": this server takes no shared memory");
-  Result<SharedMemorySlice> slice = regions->slice(region.get<std::string>(), offset, params["shared_memory_byte_size"].get<uint64_t>());
-  if (!slice.is_ok()) return invalid_argument(what + ": " + slice.status().message());
-  return slice;
+  return shared_memory_range(regions, region.get<std::string>(), offset, params["shared_memory_byte_size"].get<uint64_t>(), what);
 }
 
 // One entry of "inputs": its tensor from JSON data, the next bytes of `binary` or a
@@ -145,10 +142,7 @@ Status parse_input(const json& entry, const std::vector<ValueInfo>& model_inputs
   const json* params = entry.contains("parameters") && entry["parameters"].is_object() ? &entry["parameters"] : nullptr;
   if (params && params->contains("shared_memory_region")) {
     STRIDER_ASSIGN_OR_RETURN(SharedMemorySlice slice, shared_memory_slice(*params, regions, "input '" + name + "'"));
-    if (slice.byte_size != expected_bytes)
-      return invalid_argument(fmt::format("input '{}': shared_memory_byte_size {} for shape {} of {} ({} bytes)", name,
-                                          slice.byte_size, shape_to_string(shape), datatype, expected_bytes));
-    STRIDER_ASSIGN_OR_RETURN(request->inputs[name], Tensor::from_bytes(info->dtype, shape, slice.bytes()));
+    STRIDER_ASSIGN_OR_RETURN(request->inputs[name], tensor_from_shared_memory(slice, info->dtype, shape, name));
     return Status::ok();
   }
   const json* size = params && params->contains("binary_data_size") ? &(*params)["binary_data_size"] : nullptr;
@@ -303,14 +297,7 @@ Result<InferResponse> make_infer_response(const std::string& model_name, const s
   json response = {{"model_name", model_name}, {"model_version", version}, {"outputs", json::array()}};
   if (!request.id.empty()) response["id"] = request.id;
   std::string binary;
-  // Every shared-memory output must fit before any is written.
-  for (size_t k = 0; k < request.outputs.size(); ++k) {
-    const std::optional<SharedMemorySlice>& target = request.outputs[k].shared_memory;
-    const Tensor& t = outputs[chosen[k]];
-    if (target && uint64_t(t.byte_size()) > target->byte_size)
-      return invalid_argument(fmt::format("output '{}' of {} bytes does not fit the {} bytes of shared memory region '{}' asked for",
-                                          request.outputs[k].name, t.byte_size(), target->byte_size, target->region_name));
-  }
+  STRIDER_RETURN_IF_ERROR(check_shared_memory_outputs(request, chosen, outputs));
   for (size_t k = 0; k < chosen.size(); ++k) {
     const Tensor& t = outputs[chosen[k]];
     const bool as_binary = request.outputs.empty() ? request.binary_outputs : request.outputs[k].binary || request.binary_outputs;
@@ -335,6 +322,36 @@ Result<InferResponse> make_infer_response(const std::string& model_name, const s
     result.body += binary;
   }
   return result;
+}
+
+Result<SharedMemorySlice> shared_memory_range(const SharedMemoryRegistry* regions, const std::string& region, uint64_t offset,
+                                              uint64_t byte_size, const std::string& what) {
+  if (!regions) return invalid_argument(what + ": this server takes no shared memory");
+  Result<SharedMemorySlice> slice = regions->slice(region, offset, byte_size);
+  if (!slice.is_ok()) return invalid_argument(what + ": " + slice.status().message());
+  return slice;
+}
+
+Result<Tensor> tensor_from_shared_memory(const SharedMemorySlice& slice, DType dtype, const Shape& shape,
+                                         const std::string& input) {
+  uint64_t expected = uint64_t(dtype_size(dtype));
+  for (int64_t d : shape) expected *= uint64_t(d);  // checked_shape bounded the count
+  if (slice.byte_size != expected)
+    return invalid_argument(fmt::format("input '{}': shared_memory_byte_size {} for shape {} of {} ({} bytes)", input,
+                                        slice.byte_size, shape_to_string(shape), kserve_datatype(dtype), expected));
+  return Tensor::from_bytes(dtype, shape, slice.bytes());
+}
+
+Status check_shared_memory_outputs(const InferRequest& request, const std::vector<size_t>& chosen,
+                                   const std::vector<Tensor>& outputs) {
+  for (size_t k = 0; k < request.outputs.size(); ++k) {
+    const std::optional<SharedMemorySlice>& target = request.outputs[k].shared_memory;
+    const Tensor& t = outputs[chosen[k]];
+    if (target && uint64_t(t.byte_size()) > target->byte_size)
+      return invalid_argument(fmt::format("output '{}' of {} bytes does not fit the {} bytes of shared memory region '{}' asked for",
+                                          request.outputs[k].name, t.byte_size(), target->byte_size, target->region_name));
+  }
+  return Status::ok();
 }
 
 Result<std::vector<size_t>> selected_outputs(const InferRequest& request, const std::vector<ValueInfo>& model_outputs) {

@@ -66,6 +66,19 @@ struct InferResponse {
 // names none); INVALID_ARGUMENT for a name the model lacks.
 Result<std::vector<size_t>> selected_outputs(const InferRequest& request, const std::vector<ValueInfo>& model_outputs);
 
+// Triton's shared-memory parameters as every front end (JSON, gRPC) resolves them
+// (shared_memory.h): the range [offset, offset + byte_size) of `region`, INVALID_ARGUMENT
+// naming `what` when `regions` is null, the region is not registered or the range is not
+// inside it; an input's tensor read from its range (INVALID_ARGUMENT when the range's size
+// is not the tensor's); and the check, made before any output is written, that each
+// output asked for in shared memory fits its range.
+Result<SharedMemorySlice> shared_memory_range(const SharedMemoryRegistry* regions, const std::string& region, uint64_t offset,
+                                              uint64_t byte_size, const std::string& what);
+Result<Tensor> tensor_from_shared_memory(const SharedMemorySlice& slice, DType dtype, const Shape& shape,
+                                         const std::string& input);
+Status check_shared_memory_outputs(const InferRequest& request, const std::vector<size_t>& chosen,
+                                   const std::vector<Tensor>& outputs);
+
 // The response to `request` with the run's outputs (in `model_outputs` order). An output
 // the request named that the model lacks, or one larger than the shared-memory range it
 // asked to be written to, is INVALID_ARGUMENT (nothing is written to any range then).

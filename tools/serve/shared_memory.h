@@ -10,6 +10,8 @@
 //   POST /v2/systemsharedmemory/region/{name}/register   {"key", "offset", "byte_size"}
 //   POST /v2/systemsharedmemory/region/{name}/unregister, POST /v2/systemsharedmemory/unregister
 //   GET  /v2/systemsharedmemory[/region/{name}]/status   [{"name", "key", "offset", "byte_size"}]
+// and over gRPC (grpc_server.cc) SystemSharedMemoryRegister, SystemSharedMemoryUnregister
+// (an empty name: every region) and SystemSharedMemoryStatus;
 // and in a request, an input's or output's parameters "shared_memory_region",
 // "shared_memory_byte_size" and "shared_memory_offset" (default 0, from the region's start).
 //
