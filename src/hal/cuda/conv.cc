@@ -267,7 +267,8 @@ class PointwiseConv final : public Kernel {
 std::optional<KernelPtr> pointwise_kernel(const ConvSetup& c, const CudaContext& context, const std::string& node) {
   const TensorView* bias = c.bias.allocation ? &c.bias : nullptr;
   for (const PointwiseMatMul& m : pointwise_conv_as_matmul(c.x, c.w, bias, c.y, c.group, c.window)) {
-    auto matmul = make_lt_matmul(m.views, bias && m.row_bias ? &m.bias : nullptr, 1.0f, context, node);
+    auto matmul = make_lt_matmul(m.views, bias && m.row_bias ? &m.bias : nullptr, 1.0f, context, node, nullptr, 0.0f,
+                                 /*time_algorithms=*/true);
     if (!matmul.is_ok()) continue;
     auto kernel = std::make_unique<PointwiseConv>(std::move(matmul).value());
     if (bias && !m.row_bias && !kernel->add_column_bias(c, context).is_ok()) continue;

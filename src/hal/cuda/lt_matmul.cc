@@ -20,17 +20,18 @@ namespace {
 
 constexpr size_t kMaxWorkspace = size_t(32) << 20;
 
-// How many of cuBLASLt's heuristic algorithms are offered to the timed choice: its first
-// pick for small f32 products at batch 1 (a transformer's 128-row projections) ran at
-// 1-6 TFLOP/s, and which of its next picks is faster depends on the shape and the card.
-// Below kTimedProductMacs multiply-adds the first pick alone: there the choice timed alone
-// misled, picking algorithms that ran slower inside the plan's graph (BERT b1 bf16 0.146 ->
-// 0.153 ms on an H100) while the larger products of the convolution nets gained
-// (MobileNetV2 b32 bf16 1.00 -> 0.97 ms). STRIDER_CUDA_MATMUL_ALGOS=N offers N instead
-// at every size (1: the heuristic's pick alone).
+// How many of cuBLASLt's heuristic algorithms are offered to the timed choice. Its first
+// pick is not always the fastest: for the 1x1 convolutions of MobileNetV2 and YOLOv8n at
+// batch 32 in bf16 another of its first six was (the models 3% and 2% faster on an H100).
+// But timed alone, the picks for the transformers' products ran slower inside the plan's
+// graph (BERT b1 bf16 0.146 -> 0.153 ms, GPT-2 b32 bf16 0.289 -> 0.297), so only callers
+// that measured a gain ask for it (`time_algorithms`: the pointwise convolutions), and
+// only for products of kTimedProductMacs multiply-adds or more.
+// STRIDER_CUDA_MATMUL_ALGOS=N offers N wherever it is asked for (1: the heuristic's pick).
 constexpr double kTimedProductMacs = double(1 << 26);
 
-int algorithm_candidates(const MatMulViews& v) {
+int algorithm_candidates(const MatMulViews& v, bool time_algorithms) {
+  if (!time_algorithms) return 1;
   if (const char* text = std::getenv("STRIDER_CUDA_MATMUL_ALGOS")) return std::clamp(std::atoi(text), 1, 16);
   const size_t r = size_t(v.out.rank());
   const double macs = double(v.out.num_elements()) * double(v.a.sizes[r - 1]);
@@ -297,7 +298,7 @@ std::string algorithm_key(const MatMulViews& v, const TensorView* bias, float sc
 
 Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
                                                const CudaContext& context, const std::string& node,
-                                               const TensorView* addend, float beta) {
+                                               const TensorView* addend, float beta, bool time_algorithms) {
   DType dtype = views.out.dtype;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
     return unsupported(fmt::format("node '{}': MatMul on {} on CUDA", node, dtype_name(dtype)));
@@ -312,7 +313,7 @@ Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const T
     copied_addend = *c;
   }
   std::vector<std::unique_ptr<Kernel>> candidates;
-  for (int rank = 0; rank < algorithm_candidates(views); ++rank) {
+  for (int rank = 0; rank < algorithm_candidates(views, time_algorithms); ++rank) {
     auto kernel = std::make_unique<LtMatMul>();
     Status s = kernel->init(views, row_bias, scale, context, direct ? addend : nullptr, beta, rank);
     if (!s.is_ok()) {
