@@ -10,11 +10,14 @@ against two); --instances-per-device sets K for both.
 Each request is one image (batch 1) sent with the binary tensor data extension, so the
 client's JSON work does not dominate; or with --transport shm, by shm_load.py's clients
 through Triton's system shared-memory extension (each client's image and outputs in a
-region of its own: the request carries no tensor bytes). Every configuration runs a fixed number of requests;
+region of its own: the request carries no tensor bytes); with --client, by the native client
+(load_client.cc: a thread per connection, either transport, and an open loop without the
+Python client's added latency). Every configuration runs a fixed number of requests;
 any non-200 answer or transport error is counted and printed. Client and server share the
 machine: on a 2-core CPU the client takes part of it.
 
-  bench/serve-load/run.py --strider build/strider [--models c2f,mobilenetv2] [--device cpu]
+  bench/serve-load/run.py --strider build/strider [--client build/bench/serve_load_client]
+      [--models c2f,mobilenetv2] [--device cpu]
       [--clients 1,8,64] [--requests 400] [--max-batch 8] [--delay-us 0] [--soak-s 180]
       [--devices "cuda:0;cuda:0,1"] [--instances-per-device K] [--transport binary|shm]
       [--model-dir DIR]   (exported by export.py when missing)
@@ -95,9 +98,26 @@ def hey(url, model, body, head_length, clients, requests=None, seconds=None):
             "ok": codes.get(200, 0)}
 
 
+def native_client(args, url, model, clients, requests, rate=None):
+    """The figures of bench/serve-load/load_client.cc (--client): a thread per connection,
+    closed loop or open loop at `rate`, either transport."""
+    cmd = [args.client, "--url", url.split("//", 1)[1], "--model", model, "--shape", "x".join(map(str, SHAPES[model])),
+           "--transport", args.transport, "--connections", str(clients), "--requests", str(requests)]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0 and not out.stdout.strip():
+        sys.exit("the load client failed: " + out.stderr[-400:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def load(args, url, model, body, head_length, clients, requests=None, seconds=None, rate=None):
-    """One configuration's figures, by `hey` with the binary extension or by shm_load.py
-    (closed loop, or open loop at `rate` requests/s)."""
+    """One configuration's figures, by the native client (--client), by `hey` with the binary
+    extension or by shm_load.py (closed loop, or open loop at `rate` requests/s)."""
+    if args.client and not (seconds and args.transport == "binary"):  # a binary soak stays on `hey -z`
+        if seconds:  # a shared-memory soak: rounds of requests, as shm_load.py's
+            requests = max(requests or 0, clients * 200)
+        return native_client(args, url, model, clients, requests, rate)
     if args.transport == "binary":
         return hey(url, model, body, head_length, clients, requests, seconds)
     import urllib.request
@@ -218,15 +238,17 @@ def main():
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--devices", help='two device lists "A;B": both servers batched, A against B')
     p.add_argument("--instances-per-device", type=int, default=1)
-    p.add_argument("--rates", help="with --transport shm: open-loop offered rates (req/s), e.g. 1000,2000,4000")
+    p.add_argument("--client", help="build/bench/serve_load_client: the native load client for every configuration "
+                                    "(either transport; open loop without the Python client's added latency)")
+    p.add_argument("--rates", help="with --transport shm or --client: open-loop offered rates (req/s), e.g. 1000,2000,4000")
     p.add_argument("--rate-s", type=float, default=2.0, help="seconds of requests per offered rate")
     p.add_argument("--rate-clients", type=int, default=64, help="connections of the open loop")
     p.add_argument("--bound", type=float, default=4.0, help="the p99 bound, in single-request latencies")
     p.add_argument("--transport", choices=["binary", "shm"], default="binary",
                    help="binary: hey with the binary tensor extension; shm: shm_load.py's shared-memory clients")
     args = p.parse_args()
-    if args.rates and args.transport != "shm":
-        p.error("--rates needs --transport shm (hey has no open loop)")
+    if args.rates and args.transport != "shm" and not args.client:
+        p.error("--rates needs --client or --transport shm (hey has no open loop)")
     models = args.models.split(",")
     if not all(os.path.exists(os.path.join(args.model_dir, m, "1", "model.onnx")) for m in models):
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export.py"), args.model_dir], check=True)
