@@ -18,9 +18,11 @@
 // to the largest team it asked for; the team's threads exit when their master does. An
 // idle thread polls for about 300 us (a wake-up's cost on these VMs), but only while its
 // own master is the last one to have handed out parts, and then sleeps until its master
-// hands it a part; a master waiting for its parts yields its core after a short spin. (A
-// server runs requests on its connection threads, each a master: teams that kept polling
-// took the cores the running master's team needed.) The session's CoreBudget lease covers
+// hands it a part; after its own part a master runs any part that its thread has not
+// taken yet (that thread was asleep or without a core), then waits for the taken ones,
+// yielding its core after a short spin. (A server runs requests on its connection threads,
+// each a master: teams that kept polling took the cores the running master's team needed,
+// and masters waiting for woken threads yielded ~1000 times a request.) The session's CoreBudget lease covers
 // the team's threads as it covered OpenMP's.
 #pragma once
 
@@ -31,7 +33,9 @@ namespace strider::cpu {
 bool own_team_enabled();
 
 // Runs part(context, t) for every t in [0, threads): t = 0 on the calling thread, the
-// others on its team's threads; returns when all have returned. A part must not throw.
+// others on its team's threads, or on the calling thread after t = 0 when a team thread
+// has not taken its part by then; returns when all have returned. A part must not throw,
+// nor wait for another part (two may run one after the other on one thread).
 void run_on_own_team(int threads, void (*part)(void*, int), void* context);
 
 // True on a thread while it runs a part (its own parallel_for calls then stay serial).
