@@ -88,7 +88,7 @@ TEST(Batcher, ARequestPastItsDeadlineOrCancelledNeverRuns) {
 }
 
 // Where the model's other dims are static, prepare() plans and times every size and caps
-// batches at the smallest whose time per row is within 5% of the best; elsewhere it plans
+// batches at the smallest whose time per row is within kMergeMargin of the best; elsewhere it plans
 // nothing ahead and keeps max_batch.
 TEST(Batcher, TheCapIsTheSmallestSizeNearTheBestTimePerRow) {
   SessionOptions options;
@@ -101,7 +101,7 @@ TEST(Batcher, TheCapIsTheSmallestSizeNearTheBestTimePerRow) {
   ASSERT_EQ(seconds.size(), 4u);
   const double best = *std::min_element(seconds.begin(), seconds.end());
   int expected = 1;
-  while (seconds[size_t(expected - 1)] > best * 1.05) ++expected;
+  while (seconds[size_t(expected - 1)] > best * (1.0 + Batcher::kMergeMargin)) ++expected;
   EXPECT_EQ(measured.max_batch(), expected);
   auto session = bert();
   Batcher open_length({session.get()}, 4, std::chrono::microseconds(0), /*measured=*/true);

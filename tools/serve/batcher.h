@@ -71,9 +71,18 @@ class Batcher {
           bool measured = true, RunFn run = {}, KeepFn keep = {});
   // Empty when every input and output has an open dim 0; else why the model cannot batch.
   static std::string batchable(const DynamicSession& session);
+  // How much less time per row a larger batch must take at load to be merged into: the
+  // timing sees only the run, not the merging copies, the split and the wake-ups of the
+  // requests that waited for a leader. On a CPU a batch often costs as much per row as one
+  // request: C2f on two cores timed 0.242 ms a row alone and 0.218 in twos (10% less), and
+  // once the CPU team stopped stalling unbatched runs (session 29) batches of two ran at
+  // 0.87-0.93x the requests per second of one at a time at 8 clients.
+  static constexpr double kMergeMargin = 0.15;
+
   // Where the model's other dims are static: plans every batch size on every instance and
   // times it (zeros in), and lowers max_batch to the smallest size whose time per row is
-  // within 5% of the best (merging more only adds latency). Elsewhere sizes plan on first use.
+  // within kMergeMargin of the best (merging more only adds latency). Elsewhere sizes
+  // plan on first use.
   Status prepare();
   int max_batch() const { return max_batch_; }
   // Seconds per row of each batch size 1, 2, ... that prepare() timed (empty if it did not).

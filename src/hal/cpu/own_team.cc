@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -36,7 +37,7 @@ thread_local bool thread_in_part = false;
 struct alignas(64) Mailbox {
   std::atomic<uint64_t> epoch{0};
   // The last epoch whose part was taken, by this mailbox's thread or by the master (the
-  // first to exchange it in runs the part; see Team::run).
+  // first to raise it to an epoch runs that epoch's part; see claim and Team::run).
   std::atomic<uint64_t> claimed{0};
   std::atomic<bool> sleeping{false};
   void (*part)(void*, int) = nullptr;
@@ -48,6 +49,17 @@ struct alignas(64) Completion {
 };
 
 constexpr uint64_t kStop = UINT64_MAX;
+
+// Raises `claimed` to `epoch` where it is below: true for the one caller that does. Not an
+// exchange: a team thread that read an epoch and lost its core may claim it after the
+// master ran that part and handed out the next, and an exchange would then see another
+// epoch than its own and take the next part too, beside the master (a server crashed so).
+bool claim(std::atomic<uint64_t>& claimed, uint64_t epoch) {
+  uint64_t seen = claimed.load(std::memory_order_acquire);
+  while (seen < epoch)
+    if (claimed.compare_exchange_weak(seen, epoch, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  return false;
+}
 
 class Team {
  public:
@@ -80,7 +92,7 @@ class Team {
     // the masters yielded ~1000 times a request waiting for woken team threads: p50 6.4 ms
     // against 1.1 ms with one thread per kernel.
     for (int i = 0; i + 1 < threads; ++i)
-      if (mailboxes_[size_t(i)]->claimed.exchange(epoch, std::memory_order_acq_rel) != epoch) {
+      if (claim(mailboxes_[size_t(i)]->claimed, epoch)) {
         part(context, i + 1);
         completions_[size_t(i)]->done.store(epoch, std::memory_order_relaxed);
       }
@@ -118,7 +130,7 @@ class Team {
       const uint64_t epoch = wait_for_part(team, box, seen);
       if (epoch == kStop) return;
       seen = epoch;
-      if (box.claimed.exchange(epoch, std::memory_order_acq_rel) == epoch) continue;  // the master ran it
+      if (!claim(box.claimed, epoch)) continue;  // the master ran it
       thread_in_part = true;
       box.part(box.context, box.index);
       thread_in_part = false;
@@ -153,7 +165,31 @@ class Team {
   uint64_t epoch_ = 0;
 };
 
+// The team a ScopedSessionTeam put in place on this thread, or null.
+thread_local Team* scoped_team = nullptr;
+
 }  // namespace
+
+class SessionTeam {
+ public:
+  std::mutex busy;  // held by the thread whose runs use `team`
+  Team team;
+};
+
+std::shared_ptr<SessionTeam> make_session_team() { return std::make_shared<SessionTeam>(); }
+
+ScopedSessionTeam::ScopedSessionTeam(SessionTeam* team) {
+  if (!team || !team->busy.try_lock()) return;  // in use by another caller: this thread's own
+  held_ = team;
+  previous_ = scoped_team;
+  scoped_team = &team->team;
+}
+
+ScopedSessionTeam::~ScopedSessionTeam() {
+  if (!held_) return;
+  scoped_team = static_cast<Team*>(previous_);
+  held_->busy.unlock();
+}
 
 bool own_team_enabled() {
   static const bool enabled = [] {
@@ -171,7 +207,7 @@ void run_on_own_team(int threads, void (*part)(void*, int), void* context) {
     return;
   }
   thread_local Team team;
-  team.run(threads, part, context);
+  (scoped_team ? *scoped_team : team).run(threads, part, context);
 }
 
 }  // namespace strider::cpu

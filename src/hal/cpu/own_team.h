@@ -26,6 +26,8 @@
 // the team's threads as it covered OpenMP's.
 #pragma once
 
+#include <memory>
+
 namespace strider::cpu {
 
 // Whether strider's own team runs the CPU's parallel parts: STRIDER_CPU_TEAM=openmp (for
@@ -40,5 +42,29 @@ void run_on_own_team(int threads, void (*part)(void*, int), void* context);
 
 // True on a thread while it runs a part (its own parallel_for calls then stay serial).
 bool in_own_team_part();
+
+// A team that belongs to a session instead of a thread. A session whose single queue runs
+// in its callers' threads (hal/cpu/cpu_device.cc) is run by whichever thread calls it: a
+// server's connection threads take turns at one model instance. With a team per thread,
+// each run found its master's team asleep (another master had forked last), so its parts
+// ran on the master alone or waited for a wake-up; with the session's team, the threads
+// that ran the last request are still polling when the next one comes, from any thread.
+class SessionTeam;
+std::shared_ptr<SessionTeam> make_session_team();
+
+// While alive, run_on_own_team on this thread uses `team`'s threads, unless another thread
+// is running with that team (then this thread's own team, as without the scope). Null: no
+// effect.
+class ScopedSessionTeam {
+ public:
+  explicit ScopedSessionTeam(SessionTeam* team);
+  ~ScopedSessionTeam();
+  ScopedSessionTeam(const ScopedSessionTeam&) = delete;
+  ScopedSessionTeam& operator=(const ScopedSessionTeam&) = delete;
+
+ private:
+  SessionTeam* held_ = nullptr;
+  void* previous_ = nullptr;
+};
 
 }  // namespace strider::cpu

@@ -75,8 +75,10 @@ class BusyTeam {
 }  // namespace
 
 HostQueue::Around as_team_master(CoreBudget* budget, int threads, int64_t min_parallel_work) {
-  return [budget, threads, min_parallel_work](const std::function<Status()>& work) {
+  std::shared_ptr<SessionTeam> session_team = own_team_enabled() ? make_session_team() : nullptr;
+  return [budget, threads, min_parallel_work, session_team](const std::function<Status()>& work) {
     ScopedOmpThreads setting(threads);
+    ScopedSessionTeam team_of_the_session(session_team.get());
     const int team = omp_get_max_threads();
     CoreBudget::Lease lease = budget ? budget->acquire(team) : CoreBudget::Lease();
     BusyTeam busy(team);

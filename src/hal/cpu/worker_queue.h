@@ -105,7 +105,8 @@ class WorkerQueue final : public Queue {
 // An inline queue's command (hal/cpu/cpu_device.h) run in the submitting thread as a
 // worker's: that thread may start teams of `threads` (0: the process default) for it, with
 // `min_parallel_work` as WorkerQueue takes it, under a lease on the team's cores of
-// `budget` (none when null), counted as a busy team.
+// `budget` (none when null), counted as a busy team. The team's threads are the session's
+// (own_team.h's SessionTeam), whichever thread submits.
 HostQueue::Around as_team_master(CoreBudget* budget, int threads, int64_t min_parallel_work);
 
 // For tests: the most team threads that commands of any WorkerQueue of the process had
