@@ -105,7 +105,8 @@ Status OneDnnConv::init(const ConvSetup& c, const Tensor* constant_weights, bool
     dnnl::convolution_forward::primitive_desc pd(*desc, attr, onednn_engine());
     if (with_post_ops && has_binary(c.post_ops->ops) && !onednn_fast_binary_post_ops(onednn_impl_name(pd)))
       throw dnnl::error(dnnl_unimplemented, "binary post-ops outside the generated code");
-    impl_ = onednn_impl_name(pd) + (with_post_ops ? "+" + describe_fused_program(*c.activation) : "");
+    impl_ = onednn_impl_name(pd);
+    if (with_post_ops) impl_ += '+' + describe_fused_program(*c.activation);  // not "+" + string: GCC 12's false -Wrestrict
     applies_activation_ = with_post_ops;
     primitive_ = dnnl::convolution_forward(pd);
     team_ = onednn_creates_team();
