@@ -411,10 +411,15 @@ Status run_on_device_queue(Device& device, Kernel& kernel) {
   return kernel.check_completed();
 }
 
+thread_local std::string last_implementation_run;
+
 }  // namespace
+
+const std::string& last_implementation() { return last_implementation_run; }
 
 void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& given, Layout layout,
                 const Graph* reference) {
+  last_implementation_run.clear();
   ASSERT_EQ(graph.num_nodes(), 1);
   InferContext context(graph, 0);
   const Node& node = graph.node(0);
@@ -440,6 +445,7 @@ void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>
   ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
   Status ran = run_on_device_queue(device, *prepared->kernel);
   ASSERT_TRUE(ran.is_ok()) << what << ": " << ran.to_string();
+  last_implementation_run = prepared->kernel->implementation();
   ASSERT_EQ(graph.outputs().size(), (*expected)->outputs.size());
   for (size_t i = 0, k = 0; i < prepared->outputs.size(); ++i) {
     if (!prepared->outputs[i]) continue;

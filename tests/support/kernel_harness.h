@@ -104,5 +104,8 @@ class DeviceBuffer {
 // cuda, which lacks kernels for some configurations (f64 matmuls), skips the test then.
 void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout,
                 const Graph* reference = nullptr);
+// The implementation() of the kernel the last check_node on this thread ran; empty when
+// it ran none (the views were refused).
+const std::string& last_implementation();
 
 }  // namespace strider::kernel_test

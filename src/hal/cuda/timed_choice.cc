@@ -29,9 +29,25 @@ bool is_own(const Kernel& k) { return k.implementation().starts_with("strider-cu
 
 // Mean milliseconds of one run of each candidate (infinity where a run failed), the
 // candidates alternating round by round so drift falls on all alike.
+// The stream trial runs go to: one per device, made on first use and never destroyed.
+// A stream made and destroyed per choice cost every later run of the plan's graph about 5%
+// once cuBLASLt had run on it (BERT b1 bf16 on an H100: 0.147 -> 0.155 ms with two
+// identical cuBLASLt candidates timed on a fresh stream, 0.148 with this one; module
+// loading played no part: CUDA_MODULE_LOADING=EAGER left the 5%). Session 29's "cuBLASLt's
+// timed picks ran slower inside the graph" was this.
+Result<cudaStream_t> timing_stream() {
+  static std::mutex mutex;
+  static auto* streams = new std::map<int, cudaStream_t>;  // never destroyed, as the cache
+  int device = 0;
+  STRIDER_CUDA_RETURN(cudaGetDevice(&device), "timing stream's device");
+  std::lock_guard lock(mutex);
+  cudaStream_t& stream = (*streams)[device];
+  if (!stream) STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "timing stream");
+  return stream;
+}
+
 Result<std::vector<double>> time_candidates(const std::vector<std::unique_ptr<Kernel>>& candidates) {
-  cudaStream_t stream = nullptr;
-  STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "timing stream");
+  STRIDER_ASSIGN_OR_RETURN(cudaStream_t stream, timing_stream());
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
@@ -55,7 +71,6 @@ Result<std::vector<double>> time_candidates(const std::vector<std::unique_ptr<Ke
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  cudaStreamDestroy(stream);
   cudaGetLastError();  // a failed candidate's launch error must not reach the next launch
   for (size_t k = 0; k < candidates.size(); ++k)
     if (failed[k]) best[k] = std::numeric_limits<double>::infinity();

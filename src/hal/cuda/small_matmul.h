@@ -1,0 +1,27 @@
+// The small product (small_gemm.h) as kernels for MatMul, Gemm and FusedMatMul nodes: one
+// per tile height that could pay, for the timed choice (timed_choice.h) to weigh against
+// cuBLASLt. Empty where the product is large (2^20 outputs or more: the library's tiles
+// fill the GPU there), where dtypes differ, or where an operand could be read after a
+// thread wrote over it (an operand in out's memory that is not out's very view).
+// STRIDER_CUDA_SMALL_GEMM=0 (a testing aid, for A/B runs) offers none.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hal/kernel.h"
+#include "hal/matmul_views.h"
+#include "ops/fused_elementwise.h"
+
+namespace strider::cuda {
+
+// out = program(scale * a x b, operands...): register 0 is the product, registers 1.. the
+// operands (any shapes that broadcast to out's). No program: out = scale * a x b.
+std::vector<std::unique_ptr<Kernel>> small_matmul_kernels(const MatMulViews& views, float scale,
+                                                          const FusedProgram* program,
+                                                          const std::vector<TensorView>& operands);
+
+// A program adding register 1 to register 0: a Gemm's bias as the small product's program.
+FusedProgram added_operand_program();
+
+}  // namespace strider::cuda

@@ -1,0 +1,130 @@
+// Small products (MatMul, Gemm, FusedMatMul) on every device and view layout of the
+// catalog, against the float64 reference. On cuda each of strider's own small-product
+// kernels (hal/cuda/small_gemm.h: tiles of 32, 16 and 8 rows) is forced in turn, and the
+// test checks that it is the one that ran: the timed choice would keep cuBLASLt for some
+// of these. Sizes are not multiples of the tiles, K runs over several slices (the loads of
+// the next slice in flight), batch dims broadcast, and the fused programs cover a bias, a
+// residual, BERT's erf GELU (a compiled form) and attention's scale and mask (the
+// interpreter, over broadcast operands).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+#include <string_view>
+
+#include "ir/builder.h"
+#include "kernel_harness.h"
+#include "kernel_suite.h"
+#include "ops/fused_elementwise.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/infer_shapes.h"
+
+namespace strider {
+namespace {
+
+using kernel_test::KernelSuite;
+
+// Each tile height whole, then with K split over a cluster (offered where K >= 256).
+constexpr const char* kSmallKernels[] = {"strider-cuda:small-gemm/32rows",       "strider-cuda:small-gemm/16rows",
+                                         "strider-cuda:small-gemm/8rows",        "strider-cuda:small-gemm/32rows-split",
+                                         "strider-cuda:small-gemm/16rows-split", "strider-cuda:small-gemm/8rows-split"};
+
+Tensor scalar_of(DType dtype, float value) {
+  return kernel_test::converted(Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}), dtype);
+}
+
+struct ProductCase {
+  std::string name;
+  DType dtype;
+  bool long_k;  // K >= 256: the split kernels are offered
+  // Builds the unfused graph and its inputs.
+  std::function<void(GraphBuilder&, std::map<std::string, Tensor>&)> build;
+};
+
+std::vector<ProductCase> product_cases() {
+  std::vector<ProductCase> cases;
+  auto random = [](DType t, const Shape& shape, uint32_t seed) { return kernel_test::random_tensor(t, shape, seed); };
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    cases.push_back({"batched A, shared B, K of three slices", t, false, [=](GraphBuilder& b, auto& in) {
+                       b.output(b.op("MatMul", {b.input("a", t, {2, 37, 70}), b.input("w", t, {70, 45})}));
+                       in = {{"a", random(t, {2, 37, 70}, 1)}, {"w", random(t, {70, 45}, 2)}};
+                     }});
+    cases.push_back({"K of ten slices, constant B", t, true, [=](GraphBuilder& b, auto& in) {
+                       b.output(b.op("MatMul", {b.input("a", t, {41, 300}), b.constant("w", random(t, {300, 33}, 2))}));
+                       in = {{"a", random(t, {41, 300}, 1)}};
+                     }});
+    cases.push_back({"K of 35 slices, the split's clusters of 8", t, true, [=](GraphBuilder& b, auto& in) {
+                       b.output(b.op("MatMul", {b.input("a", t, {9, 1100}), b.input("w", t, {1100, 20})}));
+                       in = {{"a", random(t, {9, 1100}, 1)}, {"w", random(t, {1100, 20}, 2)}};
+                     }});
+    cases.push_back({"batch dims broadcast both ways", t, false, [=](GraphBuilder& b, auto& in) {
+                       b.output(b.op("MatMul", {b.input("a", t, {2, 1, 9, 20}), b.input("b", t, {1, 3, 20, 11})}));
+                       in = {{"a", random(t, {2, 1, 9, 20}, 1)}, {"b", random(t, {1, 3, 20, 11}, 2)}};
+                     }});
+    cases.push_back({"Gemm transB with a bias row", t, false, [=](GraphBuilder& b, auto& in) {
+                       b.output(b.op("Gemm", {b.input("a", t, {12, 40}), b.input("w", t, {24, 40}), b.input("c", t, {24})},
+                                     int_attribute("transB", 1)));
+                       in = {{"a", random(t, {12, 40}, 1)}, {"w", random(t, {24, 40}, 2)}, {"c", random(t, {24}, 3)}};
+                     }});
+    cases.push_back({"Gemm alpha, transA", t, false, [=](GraphBuilder& b, auto& in) {
+                       AttributeMap attrs = int_attribute("transA", 1);
+                       attrs.set_float("alpha", 0.5f);
+                       b.output(b.op("Gemm", {b.input("a", t, {40, 12}), b.input("w", t, {40, 24})}, attrs));
+                       in = {{"a", random(t, {40, 12}, 1)}, {"w", random(t, {40, 24}, 2)}};
+                     }});
+    cases.push_back({"bias and residual", t, true, [=](GraphBuilder& b, auto& in) {
+                       ValueId y = b.op("MatMul", {b.input("a", t, {2, 19, 320}), b.constant("w", random(t, {320, 40}, 2))});
+                       y = b.op("Add", {y, b.constant("bias", random(t, {40}, 3))});
+                       b.output(b.op("Add", {b.input("r", t, {2, 19, 40}), y}));
+                       in = {{"a", random(t, {2, 19, 320}, 1)}, {"r", random(t, {2, 19, 40}, 4)}};
+                     }});
+  }
+  const DType f32 = DType::kF32;
+  cases.push_back({"BERT's bias and erf GELU", f32, false, [=](GraphBuilder& b, auto& in) {
+                     ValueId y = b.op("MatMul", {b.input("a", f32, {1, 21, 48}), b.constant("w", random(f32, {48, 70}, 2))});
+                     y = b.op("Add", {b.constant("bias", random(f32, {70}, 3)), y});
+                     ValueId e = b.op("Erf", {b.op("Div", {y, b.constant("root2", scalar_of(f32, std::sqrt(2.0f)))})});
+                     ValueId g = b.op("Mul", {y, b.op("Add", {e, b.constant("one", scalar_of(f32, 1.0f))})});
+                     b.output(b.op("Mul", {g, b.constant("half", scalar_of(f32, 0.5f))}));
+                     in = {{"a", random(f32, {1, 21, 48}, 1)}};
+                   }});
+  cases.push_back({"attention scores, scaled and masked", f32, false, [=](GraphBuilder& b, auto& in) {
+                     ValueId s = b.op("MatMul", {b.input("q", f32, {1, 2, 16, 8}), b.input("kt", f32, {1, 2, 8, 19})});
+                     s = b.op("Div", {s, b.constant("root", scalar_of(f32, std::sqrt(8.0f)))});
+                     b.output(b.op("Add", {s, b.input("mask", f32, {1, 1, 1, 19})}));
+                     in = {{"q", random(f32, {1, 2, 16, 8}, 1)}, {"kt", random(f32, {1, 2, 8, 19}, 2)},
+                           {"mask", random(f32, {1, 1, 1, 19}, 3)}};
+                   }});
+  return cases;
+}
+
+TEST_P(KernelSuite, SmallProducts) {
+  std::vector<const char*> choices = {"timed"};
+  if (on_cuda()) choices.assign(std::begin(kSmallKernels), std::end(kSmallKernels));
+  for (const ProductCase& c : product_cases())
+    for (const char* choice : choices) {
+      const bool split = std::string_view(choice).ends_with("split");
+      if (split && !c.long_k) continue;
+      SCOPED_TRACE(fmt::format("{} {} {}", c.name, dtype_name(c.dtype), choice));
+      std::optional<kernel_test::ScopedEnvironment> forced;
+      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
+      GraphBuilder b(c.dtype == DType::kF32 ? 17 : 22);
+      std::map<std::string, Tensor> inputs;
+      c.build(b, inputs);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
+      ASSERT_EQ(fused.num_nodes(), 1) << "the product and its program did not fuse";
+      check_graph(std::move(fused), inputs, &unfused);
+      if (on_cuda() && !kernel_test::last_implementation().empty()) {
+        EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
+      }
+    }
+}
+
+}  // namespace
+}  // namespace strider
