@@ -22,17 +22,18 @@ constexpr size_t kMaxWorkspace = size_t(32) << 20;
 
 // How many of cuBLASLt's heuristic algorithms are offered to the timed choice. Its first
 // pick is not always the fastest: for the 1x1 convolutions of MobileNetV2 and YOLOv8n at
-// batch 32 in bf16 another of its first six was (the models 3% and 2% faster on an H100).
-// But timed alone, the picks for the transformers' products ran slower inside the plan's
-// graph (BERT b1 bf16 0.146 -> 0.153 ms, GPT-2 b32 bf16 0.289 -> 0.297), so only callers
-// that measured a gain ask for it (`time_algorithms`: the pointwise convolutions), and
-// only for products of kTimedProductMacs multiply-adds or more.
-// STRIDER_CUDA_MATMUL_ALGOS=N offers N wherever it is asked for (1: the heuristic's pick).
+// batch 32 in bf16 another of its first six was (the models 3% and 2% faster on an H100),
+// and for the transformers' products at batch 32 (BERT and GPT-2 b32 bf16 1.5% faster,
+// BERT f32 0.9%, Llama f32 0.5%, session 30, once the timing's own stream stopped costing
+// the graph 5%: timed_choice.cc). Only products of kTimedProductMacs multiply-adds or more
+// are timed: at batch 1 (BERT, Llama bf16) it changed nothing.
+// STRIDER_CUDA_MATMUL_ALGOS=N (a testing aid) offers N for every product, asked or not (1:
+// the heuristic's pick).
 constexpr double kTimedProductMacs = double(1 << 26);
 
 int algorithm_candidates(const MatMulViews& v, bool time_algorithms) {
-  if (!time_algorithms) return 1;
   if (const char* text = std::getenv("STRIDER_CUDA_MATMUL_ALGOS")) return std::clamp(std::atoi(text), 1, 16);
+  if (!time_algorithms) return 1;
   const size_t r = size_t(v.out.rank());
   const double macs = double(v.out.num_elements()) * double(v.a.sizes[r - 1]);
   return macs >= kTimedProductMacs ? 6 : 1;

@@ -20,12 +20,12 @@ namespace strider::cuda {
 // With `addend`: out = scale * a x b + beta * addend, the addend broadcast to out's sizes;
 // read in place as cuBLASLt's C when it has out's dtype and layout (a residual), else
 // copied into out first.
-// With `time_algorithms`, cuBLASLt's first few algorithms for a large product are timed on
-// the views (timed_choice.h) instead of taking its heuristic's first pick (lt_matmul.cc
-// says where that paid).
+// With `time_algorithms` (the default), cuBLASLt's first few algorithms for a large
+// product are timed on the views (timed_choice.h) instead of taking its heuristic's first
+// pick (lt_matmul.cc says where that paid).
 Result<std::unique_ptr<Kernel>> make_lt_matmul(const MatMulViews& views, const TensorView* row_bias, float scale,
                                                const CudaContext& context, const std::string& node,
                                                const TensorView* addend = nullptr, float beta = 0.0f,
-                                               bool time_algorithms = false);
+                                               bool time_algorithms = true);
 
 }  // namespace strider::cuda
