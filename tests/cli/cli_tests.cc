@@ -106,6 +106,29 @@ TEST(Cli, CheckNamesTheFirstBadNodeWhenAnOutputFails) {
   EXPECT_EQ(ok.out.find("first bad node"), std::string::npos) << ok.out;
 }
 
+// In bf16 a models/ folder's torch_bf16/ outputs are a second yardstick: an output that
+// misses the tolerance passes when it is no worse than torch's own bf16 run, and fails
+// when torch's run was closer (here a torch_bf16 made exact, so nothing can match it).
+TEST(Cli, CheckInBf16PassesOutputsNoWorseThanTorchsOwnBf16Run) {
+  const std::string c2f = std::string(STRIDER_SOURCE_DIR) + "/models/seed/C2f_split_op17";
+  CliResult ok = run_cli("check " + c2f + " --dtype bf16 --rtol 1e-6 --atol 0");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("PASS against torch's own bf16 run"), std::string::npos) << ok.out;
+  TempDir copy;
+  fs::copy(c2f, copy.path(), fs::copy_options::recursive);
+  fs::copy_file(copy.path() / "test_data_set_0" / "output_0.pb", copy.path() / "torch_bf16" / "output_0.pb",
+                fs::copy_options::overwrite_existing);
+  TempDir out;
+  CliResult closer = run_cli("check " + copy.path().string() + " --dtype bf16 --rtol 1e-6 --atol 0 --json " +
+                             out.file("report.json"));
+  EXPECT_EQ(closer.exit_code, 1) << closer.out;
+  EXPECT_NE(closer.out.find("FAIL against torch's own bf16 run"), std::string::npos) << closer.out;
+  EXPECT_NE(slurp(out.file("report.json")).find("\"torch_bf16\""), std::string::npos);
+  // f32 has no such yardstick.
+  CliResult f32 = run_cli("check " + c2f + " --rtol 1e-12 --atol 0");
+  EXPECT_EQ(f32.exit_code, 1) << f32.out;
+}
+
 TEST(Cli, WrongInputShapeNamesTheInputAndWritesNothing) {
   TempDir files;
   ASSERT_TRUE(write_npy(files.file("x.npy"), testing::random_tensor(DType::kF32, {13, 7}, 3)).is_ok());

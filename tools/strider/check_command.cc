@@ -20,7 +20,20 @@ struct DataSet {
   std::string name;        // "" for a single model run, else the test_data_set folder
   std::string inputs_dir;  // may be empty
   std::string expected_dir;
+  // torch's own bf16 run on this set's inputs (models/*: torch_bf16/ beside test_data_set_0),
+  // or empty: in bf16 an output no worse than it passes (torch_bf16_rule).
+  std::string torch_bf16_dir;
 };
+
+// The bf16 yardstick of tests/models: an output that misses the bf16 tolerance still passes
+// when it is as close to the expected values as torch's own bf16 run of the same model on
+// the same inputs: cosine at most 0.002 below torch's, max abs error at most 1.25x torch's.
+// (BERT's pooled output on CUDA missed rtol 2e-2 by 3% with torch's very error, 0.0214.)
+constexpr double kTorchCosineSlack = 0.002, kTorchErrorFactor = 1.25;
+
+bool torch_bf16_rule(const Comparison& ours, const Comparison& torch) {
+  return ours.cosine >= torch.cosine - kTorchCosineSlack && ours.max_abs_error <= kTorchErrorFactor * torch.max_abs_error;
+}
 
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> v(size_t(t.num_elements()));
@@ -73,21 +86,34 @@ Result<nlohmann::json> check_data_set(const CheckOptions& o, const std::string& 
   Tolerance tolerance = default_tolerance(run.session_options.dtype);
   if (o.rtol) tolerance.rtol = *o.rtol;
   if (o.atol) tolerance.atol = *o.atol;
+  std::vector<Tensor> torch_bf16;
+  if (run.session_options.dtype == DType::kBF16 && !set.torch_bf16_dir.empty()) {
+    STRIDER_ASSIGN_OR_RETURN(torch_bf16, read_numbered_tensors(set.torch_bf16_dir, "output", outputs.size()));
+  }
   nlohmann::json report = {{"data_set", set.name}, {"outputs", nlohmann::json::array()}};
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ValueInfo& info = run.session->outputs()[i];
     bool exact = !is_floating(info.dtype);
     Comparison c = compare_values(as_doubles(outputs[i]), expected[i], tolerance, exact);
+    nlohmann::json output = {{"name", info.name}, {"dtype", dtype_name(info.dtype)}, {"shape", info.shape},
+                             {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
+                             {"cosine", c.cosine}, {"scale", c.scale}};
+    std::string verdict = c.passed ? "PASS" : "FAIL (" + c.reason + ")";
+    if (!c.passed && !exact && i < torch_bf16.size()) {
+      const Comparison torch = compare_values(as_doubles(torch_bf16[i]), expected[i], Tolerance{1e30, 0.0, -1.0}, false);
+      output["torch_bf16"] = {{"max_abs_error", torch.max_abs_error}, {"cosine", torch.cosine}};
+      c.passed = torch_bf16_rule(c, torch);
+      verdict = fmt::format("{} against torch's own bf16 run (torch: max_abs {:.3g}, cosine {:.7f}; the tolerance: {})",
+                            c.passed ? "PASS" : "FAIL", torch.max_abs_error, torch.cosine, c.reason);
+    }
     (c.passed ? *passed : *failed) += 1;
     if (print)
-      fmt::print("  {}output '{}' {}{}: max_abs {:.3g}  max_rel {:.3g}  cosine {:.7f}  {}{}\n",
-               set.name.empty() ? "" : set.name + " ", info.name, dtype_name(info.dtype),
-               shape_to_string(info.shape), c.max_abs_error, c.max_rel_error, c.cosine, c.passed ? "PASS" : "FAIL",
-               c.passed ? "" : " (" + c.reason + ")");
-    report["outputs"].push_back({{"name", info.name}, {"dtype", dtype_name(info.dtype)}, {"shape", info.shape},
-                                 {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
-                                 {"cosine", c.cosine}, {"scale", c.scale}, {"passed", c.passed},
-                                 {"reason", c.reason}});
+      fmt::print("  {}output '{}' {}{}: max_abs {:.3g}  max_rel {:.3g}  cosine {:.7f}  {}\n",
+                 set.name.empty() ? "" : set.name + " ", info.name, dtype_name(info.dtype),
+                 shape_to_string(info.shape), c.max_abs_error, c.max_rel_error, c.cosine, verdict);
+    output["passed"] = c.passed;
+    output["reason"] = c.reason;
+    report["outputs"].push_back(std::move(output));
   }
   report["tolerance"] = {{"rtol", tolerance.rtol}, {"atol", tolerance.atol}, {"min_cosine", tolerance.min_cosine}};
   bool any_failed = false;
@@ -105,13 +131,17 @@ Result<std::vector<DataSet>> data_sets(const CheckOptions& o, std::string* model
   std::error_code ec;
   if (!fs::is_directory(o.model.model, ec)) {
     *model_file = o.model.model;
-    return std::vector<DataSet>{{"", o.model.inputs_dir, o.expected_dir}};
+    return std::vector<DataSet>{{"", o.model.inputs_dir, o.expected_dir, ""}};
   }
   *model_file = (fs::path(o.model.model) / "model.onnx").string();
   std::vector<DataSet> sets;
   for (const auto& entry : fs::directory_iterator(o.model.model, ec))
     if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0)
-      sets.push_back({entry.path().filename().string(), entry.path().string(), entry.path().string()});
+      sets.push_back({entry.path().filename().string(), entry.path().string(), entry.path().string(), ""});
+  // The models/ folders' torch bf16 outputs are of test_data_set_0's inputs.
+  const fs::path torch_bf16 = fs::path(o.model.model) / "torch_bf16";
+  for (DataSet& set : sets)
+    if (set.name == "test_data_set_0" && fs::is_directory(torch_bf16, ec)) set.torch_bf16_dir = torch_bf16.string();
   std::sort(sets.begin(), sets.end(), [](const DataSet& a, const DataSet& b) { return a.name < b.name; });
   if (sets.empty()) return not_found(fmt::format("'{}' holds no test_data_set_N folder", o.model.model));
   return sets;
@@ -143,9 +173,13 @@ void add_check_command(CLI::App& app, CheckOptions& options) {
   check->footer(
       "An output passes when max|actual - expected| <= atol + rtol * max|expected|, its cosine\n"
       "similarity is high enough (f32 0.9999, bf16 0.999) and it has no NaN/Inf the expected\n"
-      "values lack. Exit code 1 if any output fails. When one fails against the reference, the\n"
-      "model runs again step by step, reading each step's output right after it (same plan),\n"
-      "and check names the first node whose output differs from the reference's.\n\n"
+      "values lack. In bf16, where the test folder holds torch's own bf16 outputs for\n"
+      "test_data_set_0 (torch_bf16/output_<i>.pb, as models/ does), an output that misses the\n"
+      "tolerance still passes when it is no worse than torch's: cosine at most 0.002 below\n"
+      "torch's, max abs error at most 1.25x torch's. Exit code 1 if any output fails. When one\n"
+      "fails against the reference, the model runs again step by step, reading each step's\n"
+      "output right after it (same plan), and check names the first node whose output differs\n"
+      "from the reference's.\n\n"
       "Examples:\n"
       "  strider check model.onnx                         # random inputs vs the float64 reference\n"
       "  strider check model.onnx --dtype bf16 --inputs-dir test_data_set_0\n"
