@@ -1,5 +1,6 @@
 // FusedAttention's warp-per-row kernel and the choice between it and the tiled one
 // (hal/cuda/attention.h).
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/attention.h"
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
@@ -78,6 +79,7 @@ __device__ void attend(const AttentionLaunch& a, const int64_t (&base)[kAttentio
 
 template <typename T>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_kernel(const AttentionLaunch a) {
+  device::order_after_producers();
   const int64_t rows = a.batch.count * a.q_len;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
@@ -92,7 +94,7 @@ template <typename T>
 cudaError_t launch_attention(const AttentionLaunch& a, cudaStream_t stream) {
   const int64_t rows = a.batch.count * a.q_len;
   const unsigned blocks = unsigned(std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 1 << 20));
-  attention_kernel<T><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(a);
+  launch_dependent(attention_kernel<T>, blocks, 32 * kWarpsPerBlock, 0, stream, a);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // The strided copy kernel behind every data-movement op and every upload or download of
 // a non-dense view.
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/copy.h"
 #include "hal/cuda/indexer.h"
 #include "hal/cuda/launch.h"
@@ -18,6 +19,7 @@ struct CopyIndex {
 
 template <typename Word>
 __global__ void copy_kernel(CopyIndex a, uint32_t count, Word* dst, const Word* src) {
+  device::order_after_producers();
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
     uint32_t rest = i;
     int64_t d = 0, s = 0;
@@ -33,6 +35,7 @@ __global__ void copy_kernel(CopyIndex a, uint32_t count, Word* dst, const Word* 
 // Beyond 2^31 words: 64-bit division.
 template <typename Word>
 __global__ void copy_kernel_wide(StridedIndexer<2> ix, Word* dst, const Word* src) {
+  device::order_after_producers();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < ix.count; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t offset[2];
     ix.offsets(i, offset);
@@ -55,6 +58,7 @@ struct TransposeIndex {
 
 template <typename Word>
 __global__ void __launch_bounds__(kTile * kTileRows) transpose_copy_kernel(TransposeIndex t, Word* dst, const Word* src) {
+  device::order_after_producers();
   __shared__ Word tile[kTile][kTile + 1];
   const int inner0 = blockIdx.x * kTile, across0 = blockIdx.y * kTile;
   for (uint32_t b = blockIdx.z; b < t.batch; b += gridDim.z) {
@@ -92,8 +96,8 @@ void launch_transpose(const CopyLaunch& l, cudaStream_t stream) {
   t.inner_src = l.src_strides[l.inner], t.across_dst = l.dst_strides[l.across];
   const dim3 grid(unsigned((t.inner_size + kTile - 1) / kTile), unsigned((t.across_size + kTile - 1) / kTile),
                   unsigned(std::min<uint32_t>(t.batch, 65535)));
-  transpose_copy_kernel<Word><<<grid, dim3(kTile, kTileRows), 0, stream>>>(t, static_cast<Word*>(l.dst),
-                                                                           static_cast<const Word*>(l.src));
+  launch_dependent(transpose_copy_kernel<Word>, grid, dim3(kTile, kTileRows), 0, stream,
+                   t, static_cast<Word*>(l.dst), static_cast<const Word*>(l.src));
 }
 
 // The transposing path's condition on the collapsed dims (word = element): dst's innermost
@@ -123,19 +127,20 @@ void launch_strided(const CopyLaunch& l, cudaStream_t stream) {
     CopyIndex a;
     a.rank = l.rank;
     for (int d = 0; d < l.rank; ++d) a.sizes[d] = make_fast_divisor(l.sizes[d]), a.dst[d] = l.dst_strides[d], a.src[d] = l.src_strides[d];
-    copy_kernel<Word><<<grid_for(l.count), 256, 0, stream>>>(a, uint32_t(l.count), dst, src);
+    launch_dependent(copy_kernel<Word>, grid_for(l.count), 256, 0, stream, a, uint32_t(l.count), dst, src);
     return;
   }
   StridedIndexer<2> ix;
   ix.rank = l.rank, ix.count = l.count;
   for (int d = 0; d < l.rank; ++d) ix.sizes[d] = l.sizes[d], ix.strides[0][d] = l.dst_strides[d], ix.strides[1][d] = l.src_strides[d];
-  copy_kernel_wide<Word><<<grid_for(l.count), 256, 0, stream>>>(ix, dst, src);
+  launch_dependent(copy_kernel_wide<Word>, grid_for(l.count), 256, 0, stream, ix, dst, src);
 }
 
 // Element i in row-major order of src's sizes to element i of dst's (a reshape between
 // views whose strides admit no view of either in the other's sizes).
 template <typename Word>
 __global__ void reshape_copy_kernel(StridedIndexer<1> to, StridedIndexer<1> from, Word* dst, const Word* src) {
+  device::order_after_producers();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < to.count; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t d[1], s[1];
     to.offsets(i, d);
@@ -147,8 +152,8 @@ __global__ void reshape_copy_kernel(StridedIndexer<1> to, StridedIndexer<1> from
 template <typename Word>
 void launch_reshape_words(const StridedIndexer<1>& to, const StridedIndexer<1>& from, const TensorView& dst,
                           const TensorView& src, cudaStream_t stream) {
-  reshape_copy_kernel<Word><<<grid_for(to.count), 256, 0, stream>>>(to, from, device_data<Word>(dst),
-                                                                    device_data<const Word>(src));
+  launch_dependent(reshape_copy_kernel<Word>, grid_for(to.count), 256, 0, stream,
+                   to, from, device_data<Word>(dst), device_data<const Word>(src));
 }
 
 }  // namespace
@@ -244,6 +249,7 @@ Status launch_copy(const TensorView& dst, const TensorView& src, cudaStream_t st
 
 namespace {
 __global__ void delay_kernel(long long nanoseconds) {
+  device::order_after_producers();
   const long long start = clock64();
   // clock64 counts cycles; 2 GHz is the H200's boost clock, so this waits at least as long
   // at any lower clock.

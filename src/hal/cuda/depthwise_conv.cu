@@ -4,6 +4,7 @@
 // 32 neighbouring channels of one pixel and 32 neighbouring weights of one tap; else width
 // innermost, so a warp shares one channel's weights and reads a row of pixels). A 3x3
 // window is unrolled at compile time; other windows loop.
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/depthwise_conv.h"
 
 namespace strider::cuda {
@@ -29,6 +30,7 @@ __device__ __forceinline__ void coordinates(const DepthwiseArgs& a, uint32_t i, 
 // loops unroll.
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads) depthwise_kernel(const DepthwiseArgs a) {
+  device::order_after_producers();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.count) return;
   int n, c, oh, ow;
@@ -75,6 +77,7 @@ __device__ __forceinline__ TileStart tile_start(const DepthwiseArgs& a, int64_t 
 
 template <typename T, int S>
 __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseArgs a) {
+  device::order_after_producers();
   constexpr int kSpan = (kTileW - 1) * S + 3;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.count) return;
@@ -115,6 +118,7 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseA
 // scalar forms (bias, then the taps row by row), so the results are bit-identical.
 template <typename T, int S>
 __global__ void __launch_bounds__(kThreads) depthwise_3x3_lanes(const DepthwiseArgs a) {
+  device::order_after_producers();
   constexpr int kSpan = (kTileW - 1) * S + 3;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.count) return;
@@ -179,17 +183,17 @@ template <typename T>
 cudaError_t launch_depthwise(const DepthwiseArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.count + kThreads - 1) / kThreads);
   if (a.lanes == kLanes && a.stride_w == 1)
-    depthwise_3x3_lanes<T, 1><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_3x3_lanes<T, 1>, blocks, kThreads, 0, stream, a);
   else if (a.lanes == kLanes)
-    depthwise_3x3_lanes<T, 2><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_3x3_lanes<T, 2>, blocks, kThreads, 0, stream, a);
   else if (a.tile_w == kTileW && a.stride_w == 1)
-    depthwise_3x3_tiled<T, 1><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_3x3_tiled<T, 1>, blocks, kThreads, 0, stream, a);
   else if (a.tile_w == kTileW)
-    depthwise_3x3_tiled<T, 2><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_3x3_tiled<T, 2>, blocks, kThreads, 0, stream, a);
   else if (a.kh == 3 && a.kw == 3)
-    depthwise_kernel<T, 3><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_kernel<T, 3>, blocks, kThreads, 0, stream, a);
   else
-    depthwise_kernel<T, 0><<<blocks, kThreads, 0, stream>>>(a);
+    launch_dependent(depthwise_kernel<T, 0>, blocks, kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

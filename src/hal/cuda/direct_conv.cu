@@ -3,6 +3,7 @@
 // pixel's window once, and every input value it loads feeds kDirectOutputs accumulators
 // (the weights of one tap are the same address for the whole warp: a broadcast).
 // Pixels run width-fastest, so a warp of a channels-first input reads a row.
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/direct_conv.h"
 
 namespace strider::cuda {
@@ -13,6 +14,7 @@ constexpr int kBlock = 128;
 
 template <typename T>
 __global__ void __launch_bounds__(kBlock) direct_conv_kernel(const DirectConvArgs a) {
+  device::order_after_producers();
   extern __shared__ float group_weights[];  // [taps][kDirectOutputs]
   const int taps = a.c * a.kh * a.kw;
   const float* weights = a.weights + int64_t(blockIdx.y) * taps * kDirectOutputs;
@@ -72,7 +74,7 @@ template <typename T>
 cudaError_t launch_direct_conv(const DirectConvArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.pixels + kBlock - 1) / kBlock), unsigned((a.k + kDirectOutputs - 1) / kDirectOutputs));
   const size_t shared = size_t(a.c) * a.kh * a.kw * kDirectOutputs * sizeof(float);
-  direct_conv_kernel<T><<<grid, kBlock, shared, stream>>>(a);
+  launch_dependent(direct_conv_kernel<T>, grid, kBlock, shared, stream, a);
   return cudaGetLastError();
 }
 

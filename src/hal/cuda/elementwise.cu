@@ -21,6 +21,7 @@
 #include <cuda/std/tuple>
 #include <utility>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/fused_forms.cuh"
 #include "hal/cuda/launch.h"
 
@@ -286,6 +287,7 @@ struct Map {
 
 template <class Fn, class TOut, class... TIns>
 __global__ void __launch_bounds__(kThreads) map_kernel(const __grid_constant__ MapArgs<sizeof...(TIns) + 1> a) {
+  device::order_after_producers();
   using M = Map<Fn, TOut, TIns...>;
   const Fn fn(a.params);
   const auto seq = std::index_sequence_for<TIns...>{};
@@ -360,6 +362,7 @@ __device__ __forceinline__ void map_rows(const MapArgs<sizeof...(K) + 1>& a, std
 // At most 64 registers (four blocks an SM): bf16's GELU took 67, three blocks.
 template <class Fn, class T, int kInputs>
 __global__ void __launch_bounds__(kThreads, 4) row_kernel(const __grid_constant__ MapArgs<kInputs + 1> a) {
+  device::order_after_producers();
   map_rows<Fn, T>(a, std::make_index_sequence<kInputs>{});
 }
 
@@ -367,6 +370,7 @@ __global__ void __launch_bounds__(kThreads, 4) row_kernel(const __grid_constant_
 // input order in the compute type; Mean scales at the end as the CPU does.
 template <class Fn, class T>
 __global__ void __launch_bounds__(kThreads) variadic_kernel(const MapArgs<kMaxMapOperands> a) {
+  device::order_after_producers();
   using C = Compute<T>;
   const Fn fn(a.params);
   for (int64_t i = global_thread(); i < a.ix.count; i += grid_threads()) {
@@ -403,7 +407,8 @@ template <class Fn, class TOut, class... TIns>
 cudaError_t launch_map(const MapLaunch& l, cudaStream_t stream) {
   constexpr int kUnroll = Map<Fn, TOut, TIns...>::kUnroll;
   int64_t work = l.mode == kModeVector ? l.ix.count : (l.ix.count + kUnroll - 1) / kUnroll;
-  map_kernel<Fn, TOut, TIns...><<<grid_for(work, kThreads), kThreads, 0, stream>>>(args_of<sizeof...(TIns) + 1>(l));
+  launch_dependent(map_kernel<Fn, TOut, TIns...>, grid_for(work, kThreads), kThreads, 0, stream,
+                   args_of<sizeof...(TIns) + 1>(l));
   return cudaGetLastError();
 }
 
@@ -415,7 +420,7 @@ inline constexpr int64_t kRowBlocks = 2 * 132 * 8;
 template <class Fn, class T, int kInputs>
 cudaError_t launch_rows(const MapLaunch& l, cudaStream_t stream) {
   const unsigned blocks = unsigned(std::min<int64_t>(kRowBlocks, (l.ix.count + kThreads - 1) / kThreads));
-  row_kernel<Fn, T, kInputs><<<blocks, kThreads, 0, stream>>>(args_of<kInputs + 1>(l));
+  launch_dependent(row_kernel<Fn, T, kInputs>, blocks, kThreads, 0, stream, args_of<kInputs + 1>(l));
   return cudaGetLastError();
 }
 
@@ -438,7 +443,8 @@ constexpr MapKernelRef kCompiled = compiled_kernels<Fn, T>(std::make_index_seque
 
 template <class Fn, class T>
 cudaError_t launch_variadic(const MapLaunch& l, cudaStream_t stream) {
-  variadic_kernel<Fn, T><<<grid_for(l.ix.count, kThreads), kThreads, 0, stream>>>(args_of<kMaxMapOperands>(l));
+  launch_dependent(variadic_kernel<Fn, T>, grid_for(l.ix.count, kThreads), kThreads, 0, stream,
+                   args_of<kMaxMapOperands>(l));
   return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
 // The Gather kernel (gather.h): one thread per output element, the index read per element.
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/gather.h"
 
 namespace strider::cuda {
@@ -7,6 +8,7 @@ namespace {
 template <typename Word, typename Index>
 __global__ void gather_kernel(StridedIndexer<3> ix, Word* out, const Word* data, const Index* indices, int64_t dim,
                               int64_t axis_stride, GatherReport* report) {
+  device::order_after_producers();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < ix.count; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t offset[3];
     ix.offsets(i, offset);
@@ -25,9 +27,9 @@ __global__ void gather_kernel(StridedIndexer<3> ix, Word* out, const Word* data,
 
 template <typename Word, typename Index>
 void launch_typed(const GatherLaunch& l, cudaStream_t stream) {
-  gather_kernel<Word, Index><<<grid_for(l.ix.count), 256, 0, stream>>>(
-      l.ix, static_cast<Word*>(l.out), static_cast<const Word*>(l.data), static_cast<const Index*>(l.indices), l.dim,
-      l.axis_stride, l.report);
+  launch_dependent(gather_kernel<Word, Index>, grid_for(l.ix.count), 256, 0, stream,
+                   l.ix, static_cast<Word*>(l.out), static_cast<const Word*>(l.data),
+                   static_cast<const Index*>(l.indices), l.dim, l.axis_stride, l.report);
 }
 
 template <typename Word>

@@ -3,6 +3,7 @@
 // writes the pad value.
 #include <cstdint>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -12,6 +13,7 @@ using namespace device;
 
 template <typename W>
 __global__ void __launch_bounds__(kThreads) index_map_kernel(const IndexMapLaunch a) {
+  device::order_after_producers();
   const W value = a.value ? *static_cast<const W*>(a.value) : W(a.value_bits);
   for (int64_t e = global_thread(); e < a.count; e += grid_threads()) {
     int64_t rest = e, target = 0, source = 0;
@@ -38,7 +40,7 @@ __global__ void __launch_bounds__(kThreads) index_map_kernel(const IndexMapLaunc
 
 template <typename W>
 cudaError_t launch_index_map(const IndexMapLaunch& l, cudaStream_t stream) {
-  index_map_kernel<W><<<grid_for(l.count, kThreads), kThreads, 0, stream>>>(l);
+  launch_dependent(index_map_kernel<W>, grid_for(l.count, kThreads), kThreads, 0, stream, l);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/attention.h"
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
@@ -196,6 +197,7 @@ __device__ __forceinline__ void softmax_tile(const AttentionLaunch& a, const T* 
 
 template <typename T, int kHead>
 __global__ void __launch_bounds__(kThreads) mma_attention_kernel(const __grid_constant__ AttentionLaunch a) {
+  device::order_after_producers();
   using L = MmaTiles<kHead>;
   constexpr int kSteps = kHead / 16, kOutFragments = kHead / 8;
   static_assert(kSteps % 2 == 0 && kOutFragments % 2 == 0);
@@ -314,7 +316,7 @@ cudaError_t launch_mma(const AttentionLaunch& a, cudaStream_t stream) {
   const int64_t tiles = a.batch.count * ((a.q_len + kBlockRows - 1) / kBlockRows);
   const unsigned blocks = unsigned(std::min<int64_t>(tiles, 1 << 20));
   const size_t bytes = sizeof(T) * size_t(MmaTiles<kHead>::operands + operand_tiles(a) * kOperandTile);
-  mma_attention_kernel<T, kHead><<<blocks, kThreads, bytes, stream>>>(a);
+  launch_dependent(mma_attention_kernel<T, kHead>, blocks, kThreads, bytes, stream, a);
   return cudaGetLastError();
 }
 

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/mma_conv.h"
 #include "hal/cuda/mma_tiles.cuh"
 
@@ -104,6 +105,7 @@ __device__ __forceinline__ void store_outputs(const MmaConvArgs& a, const float*
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a) {
+  device::order_after_producers();
   // The A and B tiles of a step; after the last, the f32 outputs (store_outputs).
   __shared__ __align__(16) uint16_t tiles[2 * kTile * kLd > 2 * kTile * kOutLd ? 2 * kTile * kLd : 2 * kTile * kOutLd];
   uint16_t* a_tile = tiles;
@@ -169,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a)
 template <typename T>
 cudaError_t launch_mma_conv(const MmaConvArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.pixels + kTile - 1) / kTile), unsigned(mma_conv_tiles(a)));
-  mma_conv_kernel<T><<<grid, kThreads, 0, stream>>>(a);
+  launch_dependent(mma_conv_kernel<T>, grid, kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -56,6 +57,7 @@ __device__ __forceinline__ A block_sum(A value) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) normalize_kernel(const NormLaunch a) {
+  device::order_after_producers();
   using A = NormAcc<T>;
   const int64_t n = a.inner.count;
   for (int64_t r = blockIdx.x; r < a.rows.count; r += gridDim.x) {
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) normalize_kernel(const NormLaunch a)
 template <typename T>
 cudaError_t launch_normalize(const NormLaunch& l, cudaStream_t stream) {
   unsigned grid = unsigned(std::min<int64_t>(l.rows.count, 1 << 20));
-  normalize_kernel<T><<<grid, l.block_threads, 0, stream>>>(l);
+  launch_dependent(normalize_kernel<T>, grid, l.block_threads, 0, stream, l);
   return cudaGetLastError();
 }
 
@@ -112,6 +114,7 @@ constexpr int kRowWarps = 4;
 
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(32 * kRowWarps) normalize_rows_kernel(const NormLaunch a) {
+  device::order_after_producers();
   using A = NormAcc<T>;
   const int64_t n = a.inner.count;
   const int lane = int(threadIdx.x % 32);
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) normalize_rows_kernel(const No
 template <auto kKernel>
 cudaError_t launch_warp_rows(const NormLaunch& l, cudaStream_t stream) {
   const unsigned grid = unsigned(std::min<int64_t>((l.rows.count + kRowWarps - 1) / kRowWarps, 1 << 20));
-  kKernel<<<grid, 32 * kRowWarps, 0, stream>>>(l);
+  launch_dependent(kKernel, grid, 32 * kRowWarps, 0, stream, l);
   return cudaGetLastError();
 }
 
@@ -170,6 +173,7 @@ struct alignas(16) NormChunk {
 
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(32 * kRowWarps) normalize_dense_rows_kernel(const NormLaunch a) {
+  device::order_after_producers();
   using A = NormAcc<T>;
   constexpr int V = kNormChunk<T>;
   const int64_t n = a.inner.count;

@@ -7,6 +7,7 @@
 #include <cuda/std/limits>
 #include <cuda/std/type_traits>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 #include "ops/window_taps.h"
 
@@ -45,6 +46,7 @@ __device__ __forceinline__ void output_index(const PoolArgs& a, int64_t i, int64
 
 template <typename T, bool kMax>
 __global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
+  device::order_after_producers();
   using A = PoolAcc<T>;
   for (int64_t i = global_thread(); i < a.count; i += grid_threads()) {
     int64_t n, c, o[D], start[D];
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(kThreads) pool_kernel(const PoolArgs a) {
 // first), and the lowest value for a window wholly in the padding.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) max_pool_2d_lanes(const PoolArgs a) {
+  device::order_after_producers();
   const int64_t i = global_thread();
   if (i >= a.count / kLanes) return;
   // (n, oh, ow, channel group), channels innermost; a.out[0] == 1 (2-D).
@@ -150,11 +153,11 @@ cudaError_t launch_pool(const PoolArgs& a, cudaStream_t stream) {
   if constexpr (kMax && (std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>)) {
     if (a.lanes) {
       const int64_t threads = a.count / kLanes;
-      max_pool_2d_lanes<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(a);
+      launch_dependent(max_pool_2d_lanes<T>, unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream, a);
       return cudaGetLastError();
     }
   }
-  pool_kernel<T, kMax><<<grid_for(a.count, kThreads), kThreads, 0, stream>>>(a);
+  launch_dependent(pool_kernel<T, kMax>, grid_for(a.count, kThreads), kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

@@ -14,6 +14,7 @@
 #include <cuda/std/limits>
 
 #include "hal/axis_rows.h"
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -90,6 +91,7 @@ __device__ __forceinline__ void finish(const ReduceLaunch& a, int64_t out_offset
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const ReduceLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   const ReduceMath math = math_of(a.kind);
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
@@ -114,6 +116,7 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const ReduceLaunc
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) reduce_block_kernel(const ReduceLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   const ReduceKind kind = a.kind;
   const ReduceMath math = math_of(kind);
@@ -164,6 +167,7 @@ __device__ __forceinline__ void softmax_write(const ReduceLaunch& a, const int64
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const ReduceLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
     int64_t row[2];
@@ -185,6 +189,7 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const ReduceLaun
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) softmax_block_kernel(const ReduceLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   const A lowest = -::cuda::std::numeric_limits<A>::infinity();
   for (int64_t r = blockIdx.x; r < a.rows.count; r += gridDim.x) {
@@ -221,12 +226,12 @@ cudaError_t launch_reduce(const ReduceLaunch& l, cudaStream_t stream) {
   const bool softmax = is_softmax(l.kind);
   if (l.block_threads == 0) {
     unsigned grid = grid_for(l.rows.count, kThreads);
-    if (softmax) softmax_rows_kernel<T><<<grid, kThreads, 0, stream>>>(l);
-    else reduce_rows_kernel<T><<<grid, kThreads, 0, stream>>>(l);
+    if (softmax) launch_dependent(softmax_rows_kernel<T>, grid, kThreads, 0, stream, l);
+    else launch_dependent(reduce_rows_kernel<T>, grid, kThreads, 0, stream, l);
   } else {
     unsigned grid = unsigned(std::min<int64_t>(l.rows.count, 1 << 20));
-    if (softmax) softmax_block_kernel<T><<<grid, l.block_threads, 0, stream>>>(l);
-    else reduce_block_kernel<T><<<grid, l.block_threads, 0, stream>>>(l);
+    if (softmax) launch_dependent(softmax_block_kernel<T>, grid, l.block_threads, 0, stream, l);
+    else launch_dependent(reduce_block_kernel<T>, grid, l.block_threads, 0, stream, l);
   }
   return cudaGetLastError();
 }
@@ -256,6 +261,7 @@ Status select_launcher(const ReduceSpec& s, ReduceLaunch* l) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) arg_reduce_kernel(const ArgReduceLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
     int64_t row[2];
@@ -275,12 +281,13 @@ __global__ void __launch_bounds__(kThreads) arg_reduce_kernel(const ArgReduceLau
 
 template <typename T>
 cudaError_t launch_arg_reduce(const ArgReduceLaunch& l, cudaStream_t stream) {
-  arg_reduce_kernel<T><<<grid_for(l.rows.count, kThreads), kThreads, 0, stream>>>(l);
+  launch_dependent(arg_reduce_kernel<T>, grid_for(l.rows.count, kThreads), kThreads, 0, stream, l);
   return cudaGetLastError();
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) cumsum_kernel(const CumSumLaunch a) {
+  device::order_after_producers();
   using A = Acc<T>;
   for (int64_t r = global_thread(); r < a.rows.count; r += grid_threads()) {
     int64_t row[2];
@@ -298,12 +305,13 @@ __global__ void __launch_bounds__(kThreads) cumsum_kernel(const CumSumLaunch a) 
 
 template <typename T>
 cudaError_t launch_cumsum(const CumSumLaunch& l, cudaStream_t stream) {
-  cumsum_kernel<T><<<grid_for(l.rows.count, kThreads), kThreads, 0, stream>>>(l);
+  launch_dependent(cumsum_kernel<T>, grid_for(l.rows.count, kThreads), kThreads, 0, stream, l);
   return cudaGetLastError();
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) topk_kernel(const TopKLaunch l) {
+  device::order_after_producers();
   for (int64_t t = global_thread(); t < l.rows.count * l.n; t += grid_threads()) {
     const int64_t r = t / l.n, i = t % l.n;
     int64_t row[3];
@@ -320,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(const TopKLaunch l) {
 
 template <typename T>
 cudaError_t launch_topk(const TopKLaunch& l, cudaStream_t stream) {
-  topk_kernel<T><<<grid_for(l.rows.count * l.n, kThreads), kThreads, 0, stream>>>(l);
+  launch_dependent(topk_kernel<T>, grid_for(l.rows.count * l.n, kThreads), kThreads, 0, stream, l);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 //  - interpolate (linear, cubic, antialias): the sum over the product of the per-dim
 //    taps of weight products times input elements, in f32 (f64 for f64).
 // tf_crop_and_resize writes the extrapolation value where any coordinate is outside.
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 
 namespace strider::cuda {
@@ -87,6 +88,7 @@ __device__ __forceinline__ void gather_four(const ResizeArgs& a, int64_t g, W fi
 
 template <typename W, typename I>
 __global__ void __launch_bounds__(kThreads) gather_kernel(const ResizeArgs a) {
+  device::order_after_producers();
   const W fill = W(a.fill_bits);
   const int64_t step = grid_threads();
   if (a.vector) {
@@ -117,6 +119,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const ResizeArgs a) {
 // walked as an odometer (the last dim fastest).
 template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads) interpolate_kernel(const ResizeArgs a) {
+  device::order_after_producers();
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const A* weights = static_cast<const A*>(a.weights);
   for (int64_t i = global_thread(); i < a.count; i += grid_threads()) {
@@ -149,15 +152,15 @@ __global__ void __launch_bounds__(kThreads) interpolate_kernel(const ResizeArgs 
 template <typename W>
 cudaError_t launch_gather(const ResizeArgs& a, cudaStream_t stream) {
   unsigned grid = grid_for((a.count + kUnroll - 1) / kUnroll, kThreads);  // 4 outputs per thread either way
-  if (a.small) gather_kernel<W, int32_t><<<grid, kThreads, 0, stream>>>(a);
-  else gather_kernel<W, int64_t><<<grid, kThreads, 0, stream>>>(a);
+  if (a.small) launch_dependent(gather_kernel<W, int32_t>, grid, kThreads, 0, stream, a);
+  else launch_dependent(gather_kernel<W, int64_t>, grid, kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_interpolate(const ResizeArgs& a, cudaStream_t stream) {
-  if (a.small) interpolate_kernel<T, int32_t><<<grid_for(a.count, kThreads), kThreads, 0, stream>>>(a);
-  else interpolate_kernel<T, int64_t><<<grid_for(a.count, kThreads), kThreads, 0, stream>>>(a);
+  if (a.small) launch_dependent(interpolate_kernel<T, int32_t>, grid_for(a.count, kThreads), kThreads, 0, stream, a);
+  else launch_dependent(interpolate_kernel<T, int64_t>, grid_for(a.count, kThreads), kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 

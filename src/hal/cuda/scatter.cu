@@ -1,4 +1,5 @@
 // The scatter and GatherND kernels (scatter.h).
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
 #include "hal/cuda/scatter.h"
 
@@ -29,6 +30,7 @@ __device__ __forceinline__ void combine_into(const ScatterLaunch& l, int64_t at,
 
 template <typename T, typename Index>
 __global__ void scatter_nd_kernel(const ScatterLaunch l) {
+  device::order_after_producers();
   for (int64_t s = global_thread(); s < l.threads.count; s += grid_threads()) {
     int64_t slice[3];
     l.threads.offsets(s, slice);
@@ -49,6 +51,7 @@ __global__ void scatter_nd_kernel(const ScatterLaunch l) {
 
 template <typename T, typename Index>
 __global__ void scatter_elements_kernel(const ScatterLaunch l) {
+  device::order_after_producers();
   for (int64_t line = global_thread(); line < l.threads.count; line += grid_threads()) {
     int64_t base[3];
     l.threads.offsets(line, base);
@@ -62,8 +65,9 @@ __global__ void scatter_elements_kernel(const ScatterLaunch l) {
 
 template <typename T, typename Index>
 void launch_scatter_typed(const ScatterLaunch& l, cudaStream_t stream) {
-  if (l.elements) scatter_elements_kernel<T, Index><<<grid_for(l.threads.count), kThreads, 0, stream>>>(l);
-  else scatter_nd_kernel<T, Index><<<grid_for(l.threads.count), kThreads, 0, stream>>>(l);
+  if (l.elements) launch_dependent(scatter_elements_kernel<T, Index>, grid_for(l.threads.count), kThreads, 0, stream,
+                                   l);
+  else launch_dependent(scatter_nd_kernel<T, Index>, grid_for(l.threads.count), kThreads, 0, stream, l);
 }
 
 template <typename T>
@@ -74,6 +78,7 @@ void launch_scatter_indices(const ScatterLaunch& l, cudaStream_t stream) {
 
 template <typename Word, typename Index>
 __global__ void gather_nd_kernel(const GatherNDLaunch l) {
+  device::order_after_producers();
   for (int64_t e = global_thread(); e < l.ix.count; e += grid_threads()) {
     int64_t offset[3];
     l.ix.offsets(e, offset);
@@ -90,8 +95,8 @@ __global__ void gather_nd_kernel(const GatherNDLaunch l) {
 
 template <typename Word>
 void launch_gather_nd_words(const GatherNDLaunch& l, cudaStream_t stream) {
-  if (l.indices_i64) gather_nd_kernel<Word, int64_t><<<grid_for(l.ix.count), kThreads, 0, stream>>>(l);
-  else gather_nd_kernel<Word, int32_t><<<grid_for(l.ix.count), kThreads, 0, stream>>>(l);
+  if (l.indices_i64) launch_dependent(gather_nd_kernel<Word, int64_t>, grid_for(l.ix.count), kThreads, 0, stream, l);
+  else launch_dependent(gather_nd_kernel<Word, int32_t>, grid_for(l.ix.count), kThreads, 0, stream, l);
 }
 
 Shape dims_of(const Shape& s, size_t from, size_t to) { return Shape(s.begin() + from, s.begin() + to); }

@@ -5,6 +5,7 @@
 // 4 (split i + r) + g for i = 0, 1, ...
 #include <cooperative_groups.h>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/fused_forms.cuh"
 #include "hal/cuda/small_gemm.h"
 
@@ -61,6 +62,7 @@ __device__ float apply_program(const SmallGemmArgs& a, float product, int64_t (&
 
 template <typename T, int TM>
 __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const SmallGemmArgs a) {
+  device::order_after_producers();
   constexpr int kTileM = 8 * TM;
   constexpr int kLoadsA = kTileM * kSliceK / kGroupThreads, kLoadsB = kSliceK * kTileN / kGroupThreads;
   struct Slices {
@@ -200,22 +202,9 @@ template <typename T, int TM>
 cudaError_t launch_small_gemm(const SmallGemmArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.n + kTileN - 1) / kTileN), unsigned((a.m + 8 * TM - 1) / (8 * TM)),
                   unsigned(a.batch_count * a.split));
-  if (a.split == 1) {
-    small_gemm_kernel<T, TM><<<grid, kThreads, 0, stream>>>(a);
-    return cudaGetLastError();
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = unsigned(a.split);
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, small_gemm_kernel<T, TM>, a);
+  // The split's blocks sum each other's partials through distributed shared memory: one cluster.
+  return launch_dependent_in_clusters(small_gemm_kernel<T, TM>, grid, kThreads, 0, dim3(1, 1, unsigned(a.split)), stream,
+                                      a);
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 // score makes its row NaN (or 0 with zero_invalid_rows), a row of -inf only is undefined.
 #include <mma.h>
 
+#include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/attention.h"
 #include "hal/cuda/attention_steps.cuh"
 #include "hal/cuda/launch.h"
@@ -129,6 +130,7 @@ __device__ void softmax_tile(const AttentionLaunch& a, const int64_t (&base)[kAt
 
 template <typename T, int kHead>
 __global__ void __launch_bounds__(32 * kWarps) tiled_attention_kernel(const AttentionLaunch a) {
+  device::order_after_producers();
   using L = TileLayout<T, kHead>;
   extern __shared__ __align__(128) unsigned char shared[];
   T* q_tile = reinterpret_cast<T*>(shared + L::q);
@@ -189,7 +191,7 @@ cudaError_t launch_tiled(const AttentionLaunch& a, cudaStream_t stream) {
   using L = TileLayout<T, kHead>;
   const int64_t tiles = a.batch.count * ((a.q_len + kBlockRows - 1) / kBlockRows);
   const unsigned blocks = unsigned(std::min<int64_t>(tiles, 1 << 20));
-  tiled_attention_kernel<T, kHead><<<blocks, 32 * kWarps, L::bytes, stream>>>(a);
+  launch_dependent(tiled_attention_kernel<T, kHead>, blocks, 32 * kWarps, L::bytes, stream, a);
   return cudaGetLastError();
 }
 
