@@ -74,9 +74,9 @@ void fuse_to_one_attention(Graph& unfused, Graph* fused) {
   ASSERT_EQ(fused->node(0).op_type, kFusedAttentionOp);
 }
 
-// The fused node against the unfused graph's reference. CUDA has three attention kernels
-// (hal/cuda/attention.h): each runs every case it takes ("mma", the default, is the tiled
-// kernel for f32).
+// The fused node against the unfused graph's reference. CUDA has four attention kernels
+// (hal/cuda/attention.h): each runs every case it takes ("mma", the default, is the
+// register-tiled kernel of the dtype: mma for bf16 / f16, fma for f32).
 void check_every_attention_kernel(KernelSuite* suite, const Graph& fused, const std::map<std::string, Tensor>& inputs,
                                   const Graph& unfused) {
   for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {

@@ -121,6 +121,12 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
       launch->kernel = "mma";
       return Status::ok();
     }
+    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher fma, fma_attention_launcher(dtype, head, v_head));
+    if (fma) {
+      launch->launcher = fma;
+      launch->kernel = "fma";
+      return Status::ok();
+    }
   }
   STRIDER_ASSIGN_OR_RETURN(AttentionLauncher tiled, tiled_attention_launcher(dtype, head, v_head));
   if (tiled) {

@@ -1,15 +1,20 @@
-// FusedAttention on the GPU (ops/fused_attention.h), three kernels with one semantics (the
+// FusedAttention on the GPU (ops/fused_attention.h), four kernels with one semantics (the
 // score steps of ops/attention_math.h, then an online softmax, so the scores are never
 // stored; a NaN score or a row of -inf only makes the row NaN, or 0 with zero_invalid_rows):
 // - register-tiled (mma_attention.cu), for bf16 / f16 heads of up to
 //   kTiledAttentionHeadMax: FlashAttention-2's scheme, a warp's 16 query rows, their scores,
 //   probabilities and output in registers, both products as mma.sync on tensor cores (f32
 //   accumulation), K and V through shared memory a 64-key tile at a time.
+// - f32 register-tiled (fma_attention.cu), for f32 heads of up to kTiledAttentionHeadMax:
+//   the same scheme on CUDA cores (exact f32 FMAs), a thread's 4 query rows x 8 keys of
+//   scores and its 4 rows of the output in registers, P shared by a row's 8 lanes through
+//   shared memory.
 // - tiled (tiled_attention.cu), for query and value heads of up to kTiledAttentionHeadMax:
 //   a block takes 64 query rows of one batch element, K and V come through shared memory a
 //   64-key tile at a time, read once per 64 queries; the two products of each tile run on
 //   tensor cores through WMMA for bf16 / f16 (scores and output kept in shared memory) and
-//   as f32 FMAs for f32 (no TF32: f32 stays exact). The f32 kernel.
+//   as f32 FMAs for f32 (no TF32: f32 stays exact), operands and results through shared
+//   memory between the products (the f32 kernel until session 32: 3.5-5 TFLOP/s).
 // - warp per row (attention.cu), for wider heads: one warp per query row, the lanes take
 //   32 keys at a time, each computing one score through Q's and Kt's strides, then each
 //   key's probability is broadcast across the warp and the lanes add it times V's row into
@@ -69,8 +74,12 @@ Result<AttentionLauncher> tiled_attention_launcher(DType dtype, int64_t head, in
 // call it where the kernel is created.
 Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int64_t v_head);
 
-// Picks the kernel for these heads: the register-tiled one for bf16 / f16, else the tiled
-// one, where they apply. UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch
+// The f32 register-tiled kernel's launcher (fma_attention.cu) for f32 heads of up to
+// kTiledAttentionHeadMax, or null where it does not apply; as tiled_attention_launcher.
+Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head);
+
+// Picks the kernel for these heads: a register-tiled one (mma for bf16 / f16, fma for f32),
+// else the tiled one, where they apply. UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch
 // dims than kMaxDims.
 Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
                          AttentionLaunch* launch);
