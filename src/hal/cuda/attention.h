@@ -60,9 +60,11 @@ inline constexpr int64_t kTiledAttentionBlockRows = 64;  // query rows of one bl
 // softmax on a GPU of `multiprocessors` SMs. bf16 / f16 (the register-tiled kernel): at
 // every size; since session 23 it is faster at batch 1 too (H100, BERT-, GPT-2- and
 // Llama-style layers of 128 tokens, whole models 0.173 -> 0.152, 0.151 -> 0.141, 0.221 ->
-// 0.181 ms), 8-16 query tiles for 132 SMs notwithstanding. f32 (the tiled kernel's exact
-// FMAs): only when its query tiles fill the GPU: 0.61-0.78x the unfused time at batch 32
-// (384-768 tiles, H200) and 2x at batch 1 (0.27 -> 0.55 ms on those models, H100).
+// 0.181 ms), 8-16 query tiles for 132 SMs notwithstanding. f32 (exact FMAs): only when
+// its query tiles fill the GPU: the tiled kernel took 0.61-0.78x the unfused time at batch
+// 32 (384-768 tiles, H200) and 2x at batch 1 (0.27 -> 0.55 ms on those models, H100); the
+// f32 register-tiled kernel (session 32) still made BERT and GPT-2 at batch 1 slower
+// (0.248 -> 0.303 ms, H100) and Llama faster (0.313 -> 0.286).
 bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors);
 // The tiled kernel's launcher for these heads, or null where it does not apply (a head over
 // kTiledAttentionHeadMax, a dtype other than f32, bf16, f16). Allows the kernel its shared

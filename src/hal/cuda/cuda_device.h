@@ -47,8 +47,9 @@ class CudaDevice final : public Device {
   // a gated unit's halves are channel slices (WaveNet, gated stacks).
   bool channels_last_1d() const override { return true; }
   // cuda::tiled_attention_pays: bf16 / f16 always (the register-tiled kernel), f32 where
-  // the tiled kernel's query tiles fill the GPU (slower than cuBLASLt + softmax at batch 1,
-  // faster at batch 32: BERT s128 f32 2.79 -> 1.71 ms). STRIDER_CUDA_ATTENTION=never: no
+  // its kernel's query tiles fill the GPU (faster at batch 32; at batch 1 on an H100 the
+  // f32 register-tiled kernel made BERT and GPT-2 slower, 0.248 -> 0.303 ms, Llama faster,
+  // 0.313 -> 0.286). STRIDER_CUDA_ATTENTION=never: no
   // attention fused; =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
   bool fuses_conv_into_concat() const override { return false; }
