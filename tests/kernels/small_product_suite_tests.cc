@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "ir/builder.h"
@@ -120,6 +121,61 @@ TEST_P(KernelSuite, SmallProducts) {
       ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
       ASSERT_EQ(fused.num_nodes(), 1) << "the product and its program did not fuse";
       check_graph(std::move(fused), inputs, &unfused);
+      if (on_cuda() && !kernel_test::last_implementation().empty()) {
+        EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
+      }
+    }
+}
+
+// f32 convolutions as the small product (hal/cuda/own_conv.h's small convolution: an
+// implicit im2col as A, the weights as B): on cuda each tile height, whole and with K split
+// over a cluster, is forced in turn and checked to be the one that ran. Windows with
+// stride, dilation and uneven pads, a 1-D layer, K of one partial slice and of many
+// (C x KH x KW = 324: the split's clusters), a bias and the activations the kernel applies
+// itself (FusedConv), images of a batch.
+constexpr const char* kSmallConvKernels[] = {"strider-cuda:small-conv/32rows",       "strider-cuda:small-conv/16rows",
+                                             "strider-cuda:small-conv/8rows",        "strider-cuda:small-conv/32rows-split",
+                                             "strider-cuda:small-conv/16rows-split", "strider-cuda:small-conv/8rows-split"};
+
+TEST_P(KernelSuite, SmallConvolutions) {
+  struct Case {
+    const char* name;
+    Shape x, w;
+    std::vector<int64_t> pads, strides, dilations;
+    const char* activation;
+    bool long_k;  // C x KH x KW >= 256: the split kernels are offered
+  };
+  const std::vector<Case> cases = {
+      {"3x3 36->40, K of 11 slices, SiLU", {2, 36, 11, 9}, {40, 36, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", true},
+      {"3x3 stride 2, uneven pads", {1, 36, 13, 10}, {20, 36, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", true},
+      {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
+      {"1-D dilated two-tap", {2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
+  };
+  std::vector<const char*> choices = {"timed"};
+  if (on_cuda()) choices.assign(std::begin(kSmallConvKernels), std::end(kSmallConvKernels));
+  const DType f32 = DType::kF32;
+  for (const Case& c : cases)
+    for (const char* choice : choices) {
+      if (std::string_view(choice).ends_with("split") && !c.long_k) continue;
+      SCOPED_TRACE(fmt::format("{} {}", c.name, choice));
+      std::optional<kernel_test::ScopedEnvironment> forced;
+      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
+      GraphBuilder b(17);
+      AttributeMap attrs = ints_attribute("pads", c.pads);
+      attrs.set_ints("strides", c.strides);
+      attrs.set_ints("dilations", c.dilations);
+      Tensor w = kernel_test::random_tensor(f32, c.w, 2);
+      ValueId y = b.op("Conv", {b.input("x", f32, c.x), b.constant("w", w), b.constant("bias", kernel_test::random_tensor(f32, {c.w[0]}, 3))},
+                       attrs);
+      const std::string act = c.activation;
+      b.output(act == "SiLU" ? b.op("Mul", {y, b.op("Sigmoid", {y})}) : act == "Relu" ? b.op("Relu", {y}) : y);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+      ASSERT_EQ(fused.num_nodes(), 1) << "the convolution and its activation did not fuse";
+      check_graph(std::move(fused), {{"x", kernel_test::random_tensor(f32, c.x, 1)}}, &unfused);
       if (on_cuda() && !kernel_test::last_implementation().empty()) {
         EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
       }

@@ -1,6 +1,10 @@
 #include "hal/cuda/own_conv.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "hal/cuda/cuda_kernels.h"
@@ -9,6 +13,7 @@
 #include "hal/cuda/direct_conv.h"
 #include "hal/cuda/epilogue.h"
 #include "hal/cuda/mma_conv.h"
+#include "hal/cuda/small_matmul.h"
 
 namespace strider::cuda {
 namespace {
@@ -179,6 +184,77 @@ class MmaConv final : public Kernel {
   DeviceBuffer weights_, bias_;
 };
 
+// A convolution as the small product (small_gemm.h's SmallGemmWindow): output pixels of
+// one image as M, output channels as N, C x KH x KW as K, A the im2col gathered as it is
+// loaded; weights uploaded once as f32 [C * KH * KW][K], the bias as f32. For f32 at batch
+// 1, where cuDNN's true-f32 kernels ran YOLOv8n's 3x3 layers on 10x10 and 20x20 maps at
+// 0.3-1.7 TFLOP/s (25-48 us each on an H100): too few output tiles for 132 SMs, and no
+// split of their 576-2304 long K. The small product's tiles and its K split over a
+// cluster make 100-250 blocks of such a layer.
+// Its weights and bias on the device, shared by the launches offered for one node.
+struct SmallConvConstants {
+  DeviceBuffer weights, bias;
+};
+
+class SmallConv final : public Kernel {
+ public:
+  SmallConv(const SmallGemmLaunch& launch, std::shared_ptr<const SmallConvConstants> constants)
+      : launch_(launch), constants_(std::move(constants)) {}
+  Status run(const QueueContext& queue) override { return run_small_gemm(launch_, stream_of(queue)); }
+  std::string implementation() const override {
+    std::string text = fmt::format("strider-cuda:small-conv/{}rows", 8 * launch_.args.rows_per_thread);
+    if (launch_.args.split > 1) text += fmt::format("-split{}", launch_.args.split);
+    if (launch_.args.epilogue.activation != ConvActivation::kNone) text += "+program";
+    return text;
+  }
+
+ private:
+  SmallGemmLaunch launch_;
+  std::shared_ptr<const SmallConvConstants> constants_;  // what launch_'s weights and bias point at
+};
+
+// Weights [N, C, KH, KW] as f32 [C * KH * KW][N] (row k of the product's B), the bias as f32.
+Status upload_small_conv_constants(const Tensor& weights, const Tensor* bias, int64_t k, int64_t n,
+                                   SmallConvConstants* out) {
+  std::vector<float> w(size_t(k * n));
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t t = 0; t < k; ++t) w[size_t(t * n + o)] = float(weights.element_as_double(o * k + t));
+  STRIDER_RETURN_IF_ERROR(out->weights.upload(std::as_bytes(std::span(w))));
+  if (!bias) return Status::ok();
+  const std::vector<float> b = bias_as_f32(bias, n, n);
+  return out->bias.upload(std::as_bytes(std::span(b)));
+}
+
+// The small convolution's product geometry, or nullopt where it does not apply: f32, one
+// group, at most kMaxSmallGemmOutputs outputs (beyond, cuDNN's tiles fill the GPU), x not
+// in y's memory. Any strides: M's pixel is addressed through y's height and width strides.
+std::optional<SmallGemmArgs> small_conv_geometry(const ConvSetup& c) {
+  if (c.y.dtype != DType::kF32 || c.x.dtype != DType::kF32 || c.group != 1) return std::nullopt;
+  if (c.y.num_elements() > kMaxSmallGemmOutputs || may_overlap(c.x, c.y)) return std::nullopt;
+  const TensorView x = at_least_4d(c.x), y = at_least_4d(c.y);
+  DirectConvArgs g;
+  set_geometry(c, g);
+  SmallGemmArgs a;
+  a.m = g.oh * g.ow, a.n = int32_t(y.sizes[1]);
+  const int64_t k = int64_t(g.c) * g.kh * g.kw;
+  if (a.m < 1 || a.n < 1 || k < 1 || k >= int64_t(INT32_MAX)) return std::nullopt;
+  a.k = int32_t(k);
+  a.batch_dims = 1, a.batch_sizes[0] = g.n;
+  a.a_batch[0] = x.strides[0], a.b_batch[0] = 0, a.out_batch[0] = y.strides[0];
+  a.a = g.x, a.out = g.y;
+  a.a_k_fastest = false;  // a warp's loads along the pixels: neighbouring addresses in NCHW
+  a.b_row = a.n, a.b_col = 1, a.b_n_fastest = true;
+  a.out_col = y.strides[1];
+  SmallGemmWindow& w = a.window;
+  w.taps = g.kh * g.kw, w.h = g.h, w.w = g.w, w.kw = g.kw;
+  w.stride_h = g.stride_h, w.stride_w = g.stride_w, w.pad_h = g.pad_h, w.pad_w = g.pad_w;
+  w.dilation_h = g.dilation_h, w.dilation_w = g.dilation_w;
+  w.div_taps = make_fast_divisor(w.taps), w.div_kw = make_fast_divisor(w.kw), w.div_ow = make_fast_divisor(g.ow);
+  w.x_c = x.strides[1], w.x_h = x.strides[2], w.x_w = x.strides[3];
+  w.y_h = y.strides[2], w.y_w = y.strides[3];
+  return a;
+}
+
 // Whether x and y are the 16-byte channel rows the tensor-core kernel takes, with a window
 // of one row of taps (mma_conv.h's contract).
 bool mma_conv_applies(const ConvSetup& c) {
@@ -234,6 +310,23 @@ std::optional<KernelPtr> direct_conv_kernel(const ConvSetup& c, const KernelRequ
   if (!kernel->init(c, *r.constant_input(1), c.bias.allocation ? r.constant_input(2) : nullptr).is_ok())
     return std::nullopt;
   return KernelPtr(std::move(kernel));
+}
+
+std::vector<KernelPtr> small_conv_kernels(const ConvSetup& c, const KernelRequest& r) {
+  std::vector<KernelPtr> kernels;
+  if (const char* offer = std::getenv("STRIDER_CUDA_SMALL_GEMM"); offer && std::string_view(offer) == "0") return kernels;
+  if (!own_kernels_apply(c, r)) return kernels;
+  std::optional<SmallGemmArgs> args = small_conv_geometry(c);
+  if (!args) return kernels;
+  auto constants = std::make_shared<SmallConvConstants>();
+  const Tensor* bias = c.bias.allocation ? r.constant_input(2) : nullptr;
+  if (!upload_small_conv_constants(*r.constant_input(1), bias, args->k, args->n, constants.get()).is_ok()) return kernels;
+  args->b = constants->weights.as<float>();
+  args->bias = bias ? constants->bias.as<float>() : nullptr;
+  args->epilogue = c.epilogue;
+  for (const SmallGemmLaunch& launch : small_gemm_launches(*args, DType::kF32))
+    kernels.push_back(std::make_unique<SmallConv>(launch, constants));
+  return kernels;
 }
 
 }  // namespace strider::cuda

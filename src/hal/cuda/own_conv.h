@@ -1,5 +1,6 @@
 // The convolutions conv.cc may choose instead of cuDNN's: strider's own depthwise
-// (depthwise_conv.h), direct (direct_conv.h) and tensor-core (mma_conv.h) kernels. Each
+// (depthwise_conv.h), direct (direct_conv.h), small-product (small_gemm.h) and tensor-core
+// (mma_conv.h) kernels. Each
 // factory returns nullopt where its kernel does not apply (non-constant weights, groups,
 // too many taps, layouts), so the caller simply offers what it gets to the timed choice
 // (timed_choice.h). Each applies the setup's epilogue, if any.
@@ -43,6 +44,9 @@ std::vector<std::unique_ptr<Kernel>> cudnn_graph_conv_kernels(const ConvSetup& c
 // cuDNN's channels-last kernels want) and uploaded into `out`, once.
 Status upload_krsc_weights(const TensorView& w, const Tensor& constant, DeviceBuffer* out);
 std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, const KernelRequest& r);
+// The convolution as strider's small product (small_gemm.h, an implicit im2col), one
+// kernel per tile height and split worth timing; f32, one group, small outputs only.
+std::vector<std::unique_ptr<Kernel>> small_conv_kernels(const ConvSetup& c, const KernelRequest& r);
 // The tensor-core convolution (mma_conv.h) where it applies; it adds `addends` (views with
 // y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue. `gated`: a
 // FusedGatedConv's, y holding tanh(a) * sigmoid(b) of the weights' two halves of channels

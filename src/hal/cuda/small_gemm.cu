@@ -60,6 +60,25 @@ __device__ float apply_program(const SmallGemmArgs& a, float product, int64_t (&
   return r[a.registers + c.count - 1];
 }
 
+// Element (m, k) of a convolution's implicit im2col (SmallGemmWindow), m and k inside it.
+template <typename T>
+__device__ __forceinline__ float window_element(const Bits<T>* x, const SmallGemmWindow& w, uint32_t m, uint32_t k) {
+  const uint32_t c = fast_divide(k, w.div_taps), tap = k - c * w.div_taps.divisor;
+  const uint32_t ky = fast_divide(tap, w.div_kw), kx = tap - ky * w.div_kw.divisor;
+  const uint32_t oy = fast_divide(m, w.div_ow), ox = m - oy * w.div_ow.divisor;
+  const int iy = int(oy) * w.stride_h - w.pad_h + int(ky) * w.dilation_h;
+  const int ix = int(ox) * w.stride_w - w.pad_w + int(kx) * w.dilation_w;
+  if (unsigned(iy) >= unsigned(w.h) || unsigned(ix) >= unsigned(w.w)) return 0.0f;
+  return to_compute<T>(x[int64_t(c) * w.x_c + int64_t(iy) * w.x_h + int64_t(ix) * w.x_w]);
+}
+
+// Where row m of out starts: its pixel (oy, ox) through out's strides for a convolution.
+__device__ __forceinline__ int64_t out_row_offset(const SmallGemmArgs& a, int64_t m) {
+  if (a.window.taps == 0) return m * a.out_row;
+  const uint32_t oy = fast_divide(uint32_t(m), a.window.div_ow), ox = uint32_t(m) - oy * a.window.div_ow.divisor;
+  return int64_t(oy) * a.window.y_h + int64_t(ox) * a.window.y_w;
+}
+
 template <typename T, int TM>
 __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const SmallGemmArgs a) {
   device::order_after_producers();
@@ -107,7 +126,9 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const SmallGemmArg
       int row, kk;
       a_coordinates(t + i * kGroupThreads, row, kk);
       const int64_t gm = m0 + row, gk = k0 + kk;
-      next_a[i] = gm < a.m && gk < a.k ? to_compute<T>(A[gm * a.a_row + gk * a.a_col]) : 0.0f;
+      if (gm >= a.m || gk >= a.k) next_a[i] = 0.0f;
+      else if (a.window.taps > 0) next_a[i] = window_element<T>(A, a.window, uint32_t(gm), uint32_t(gk));
+      else next_a[i] = to_compute<T>(A[gm * a.a_row + gk * a.a_col]);
     }
 #pragma unroll
     for (int i = 0; i < kLoadsB; ++i) {
@@ -192,8 +213,10 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const SmallGemmArg
       for (int q = 0; q < a.split; ++q) v = __fadd_rn(v, cluster.map_shared_rank(&shared.partial[0][0][0], q)[row * (kTileN + 1) + col]);
     }
     v = __fmul_rn(v, a.scale);
+    if (a.bias) v = apply_conv_epilogue(a.epilogue, __fadd_rn(v, a.bias[gn]));
+    else v = apply_conv_epilogue(a.epilogue, v);
     if (a.registers > 0) v = apply_program<T>(a, v, batch_index, gm, gn);
-    out[gm * a.out_row + gn * a.out_col] = to_bits<T>(v);
+    out[out_row_offset(a, gm) + gn * a.out_col] = to_bits<T>(v);
   }
   if (a.split > 1) cluster.sync();  // the others' sums stay readable until every block is done
 }

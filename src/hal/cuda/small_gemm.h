@@ -16,13 +16,19 @@
 // workspace, no atomics, the same bits every run. The timed choice (timed_choice.h) keeps
 // cuBLASLt wherever it is faster, which is every large product.
 //
+// Since session 32 it also runs f32 convolutions at small sizes (own_conv.cc): A is then
+// the im2col of x, gathered as the tiles are loaded (SmallGemmWindow), so a 3x3 layer on a
+// 10x10 map of 128 channels becomes a [100 x 1152] x [1152 x 128] product split over a
+// cluster, where cuDNN's f32 kernels left most SMs idle.
+//
 // Contract:
 // - a [batch..., M, K], b [batch..., K, N], out [batch..., M, N]: any element strides,
 //   negative and zero (broadcast) included, except that out's must address distinct
 //   elements (it is written once per element, by one thread). At most kSmallGemmBatchDims
 //   batch dims, fewer than 65536 batch indices; M, N, K below 2^31.
 // - One dtype T for a, b, out and every operand: f32, bf16 or f16. Products and sums in
-//   f32; the result is scaled, then the program (ops/fused_elementwise.h) runs on it in f32
+//   f32; the result is scaled, a bias and a convolution's activation applied where set
+//   (the small convolution's), then the program (ops/fused_elementwise.h) runs on it in f32
 //   with the product as register `product_register` and each other register read from its
 //   view (broadcast to out's sizes), and is rounded to T once.
 // - Registers: the program's inputs, at most kMaxFusedInputs; `registers` 0: no program.
@@ -47,6 +53,18 @@ struct SmallGemmOperand {
   int64_t row = 0, col = 0;
 };
 
+// A convolution as the small product (own_conv.cc's small convolution): A is the im2col of
+// one image of x, gathered as it is loaded, never stored: element (m, k) is x[c, oy * stride_h
+// - pad_h + ky * dilation_h, ox * stride_w - pad_w + kx * dilation_w] (0 outside the image)
+// for m = oy * OW + ox and k = (c * KH + ky) * KW + kx; the batch dim is the image.
+struct SmallGemmWindow {
+  int32_t taps = 0;  // KH * KW; 0: A is a strided matrix (a_row, a_col)
+  int32_t h = 0, w = 0, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  FastDivisor div_taps, div_kw, div_ow;
+  int64_t x_c = 0, x_h = 0, x_w = 0;  // x's strides along its channels, height, width
+  int64_t y_h = 0, y_w = 0;             // out's strides along its height and width (M's pixel)
+};
+
 struct SmallGemmArgs {
   void* out = nullptr;
   const void* a = nullptr;
@@ -61,6 +79,9 @@ struct SmallGemmArgs {
   bool a_k_fastest = true;   // how a block reads its tiles: along a's unit stride where it has one
   bool b_n_fastest = true;
   float scale = 1.0f;
+  SmallGemmWindow window;
+  const float* bias = nullptr;  // [N] (a convolution's), added to the scaled product
+  ConvEpilogue epilogue;        // then a convolution's activation, before the program
   int32_t rows_per_thread = 4;  // 1, 2 or 4: a block's tile is 8 x this many rows by 32 columns
   int32_t split = 1;            // 1, 2, 4 or 8 blocks of a cluster share one tile's K
   int32_t batch_count = 1;

@@ -13,9 +13,6 @@
 namespace strider::cuda {
 namespace {
 
-// Above this many outputs a library's large tiles already fill the GPU (a transformer's
-// products at batch 32 have 4M): the small product is not offered, so nothing is timed.
-constexpr int64_t kMaxSmallOutputs = int64_t(1) << 20;
 // A smaller tile height is offered only while the larger one leaves the GPU short of
 // blocks (two per SM of an H100 or H200).
 constexpr int64_t kEnoughBlocks = 264;
@@ -122,6 +119,30 @@ Status set_program(const FusedProgram& program, const std::vector<TensorView>& o
 
 }  // namespace
 
+std::vector<SmallGemmLaunch> small_gemm_launches(const SmallGemmArgs& args, DType dtype) {
+  std::vector<SmallGemmLaunch> launches;
+  int64_t larger_tile_blocks = 0;
+  for (int rows_per_thread : {4, 2, 1}) {
+    if (rows_per_thread < 4 && larger_tile_blocks >= kEnoughBlocks) break;
+    SmallGemmLaunch launch;
+    launch.args = args;
+    launch.args.rows_per_thread = rows_per_thread;
+    if (!prepare_small_gemm(dtype, &launch).is_ok()) continue;
+    larger_tile_blocks = small_gemm_blocks(launch.args);
+    launches.push_back(launch);
+    // And K split over a cluster: the least split that makes enough blocks, at most 8,
+    // and no more than gives every block a step of its own.
+    SmallGemmLaunch split = launch;
+    split.args.split = 2;
+    while (split.args.split < 8 && small_gemm_blocks(launch.args) * split.args.split < kEnoughBlocks)
+      split.args.split *= 2;
+    while (split.args.split > 1 && int64_t(split.args.k) < int64_t(split.args.split) * kSplitSliceK)
+      split.args.split /= 2;
+    if (split.args.split > 1 && prepare_small_gemm(dtype, &split).is_ok()) launches.push_back(split);
+  }
+  return launches;
+}
+
 FusedProgram added_operand_program() { return FusedProgram{2, {FusedInstruction{FusedOp::kAdd, 0, 1, 0, 0}}}; }
 
 std::vector<std::unique_ptr<Kernel>> small_matmul_kernels(const MatMulViews& views, float scale,
@@ -133,32 +154,14 @@ std::vector<std::unique_ptr<Kernel>> small_matmul_kernels(const MatMulViews& vie
   const DType dtype = views.out.dtype;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) return kernels;
   if (views.a.dtype != dtype || views.b.dtype != dtype) return kernels;
-  if (views.out.num_elements() > kMaxSmallOutputs || !distinct_elements(views.out)) return kernels;
+  if (views.out.num_elements() > kMaxSmallGemmOutputs || !distinct_elements(views.out)) return kernels;
   if (may_overlap(views.a, views.out) || may_overlap(views.b, views.out)) return kernels;
   std::optional<SmallGemmArgs> args = product_args(views, scale);
   if (!args) return kernels;
   std::string text;
   if (program && !set_program(*program, operands, views.out, &*args, &text).is_ok()) return kernels;
-  int64_t larger_tile_blocks = 0;
-  for (int rows_per_thread : {4, 2, 1}) {
-    if (rows_per_thread < 4 && larger_tile_blocks >= kEnoughBlocks) break;
-    SmallGemmLaunch launch;
-    launch.args = *args;
-    launch.args.rows_per_thread = rows_per_thread;
-    if (!prepare_small_gemm(dtype, &launch).is_ok()) continue;
-    larger_tile_blocks = small_gemm_blocks(launch.args);
+  for (const SmallGemmLaunch& launch : small_gemm_launches(*args, dtype))
     kernels.push_back(std::make_unique<SmallMatMul>(launch, text));
-    // And K split over a cluster: the least split that makes enough blocks, at most 8,
-    // and no more than gives every block a step of its own.
-    SmallGemmLaunch split = launch;
-    split.args.split = 2;
-    while (split.args.split < 8 && small_gemm_blocks(launch.args) * split.args.split < kEnoughBlocks)
-      split.args.split *= 2;
-    while (split.args.split > 1 && int64_t(split.args.k) < int64_t(split.args.split) * kSplitSliceK)
-      split.args.split /= 2;
-    if (split.args.split > 1 && prepare_small_gemm(dtype, &split).is_ok())
-      kernels.push_back(std::make_unique<SmallMatMul>(split, text));
-  }
   return kernels;
 }
 
