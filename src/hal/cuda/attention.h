@@ -64,7 +64,8 @@ inline constexpr int64_t kTiledAttentionBlockRows = 64;  // query rows of one bl
 // its query tiles fill the GPU: the tiled kernel took 0.61-0.78x the unfused time at batch
 // 32 (384-768 tiles, H200) and 2x at batch 1 (0.27 -> 0.55 ms on those models, H100); the
 // f32 register-tiled kernel (session 32) still made BERT and GPT-2 at batch 1 slower
-// (0.248 -> 0.303 ms, H100) and Llama faster (0.313 -> 0.286).
+// (0.248 -> 0.303 ms, H100) and Llama faster (0.313 -> 0.286): with fewer tiles than SMs,
+// f32 is fused where a query row's work (keys x (head + v_head)) is at most Llama's.
 bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors);
 // The tiled kernel's launcher for these heads, or null where it does not apply (a head over
 // kTiledAttentionHeadMax, a dtype other than f32, bf16, f16). Allows the kernel its shared

@@ -47,9 +47,9 @@ class CudaDevice final : public Device {
   // a gated unit's halves are channel slices (WaveNet, gated stacks).
   bool channels_last_1d() const override { return true; }
   // cuda::tiled_attention_pays: bf16 / f16 always (the register-tiled kernel), f32 where
-  // its kernel's query tiles fill the GPU (faster at batch 32; at batch 1 on an H100 the
-  // f32 register-tiled kernel made BERT and GPT-2 slower, 0.248 -> 0.303 ms, Llama faster,
-  // 0.313 -> 0.286). STRIDER_CUDA_ATTENTION=never: no
+  // its kernel's query tiles fill the GPU or a query row's work is small (at batch 1 on an
+  // H100 the f32 register-tiled kernel made BERT and GPT-2 slower, 0.248 -> 0.303 ms,
+  // Llama's 32-wide heads faster, 0.313 -> 0.286). STRIDER_CUDA_ATTENTION=never: no
   // attention fused; =everywhere: every one (testing aids).
   bool fuses_attention(const AttentionShape& shape) const override;
   bool fuses_conv_into_concat() const override { return false; }
