@@ -39,7 +39,8 @@ f32 and bf16. `seed:NAME` adds another seed module (e.g. seed:LinearChunkLastDim
    --random-inputs would give a mask of 0..7). It prints progress and a JSON line per row,
    then the table of every row with strider's ratio to eager and to compile and the best
    layout's ratio to compile, then per model the ratio of strider's best layout to
-   torch.compile and to eager by batch and dtype (markdown, as bench/RESULTS.md's tables).
+   torch.compile and to eager by batch and dtype (markdown, as bench/RESULTS.md's tables),
+   and run() against its floor: the device time plus the bytes moved at --link-gbps (53).
    A strider, eager or torch.compile failure shows in its row and the run goes on. Rows that
    start past --compile-deadline-s (450 s) skip torch.compile, so that one call stays inside
    the device tool's 10 minutes; --json FILE is rewritten after every row, and
@@ -399,7 +400,7 @@ def strider_figures(args, model, dtype, batch, layout, path, input_specs, proble
     out = os.path.join(args.tmp, "bench-%s-%s-%d-%s.json" % (model.name, dtype, batch, layout))
     device = "cpu" if args.dry_run_cpu else "cuda"
     cmd = [args.strider, "bench", path, "--device", device, "--dtype", dtype, "--layout", layout, "--json", out,
-           "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
+           "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--link-gbps", str(args.link_gbps)]
     for spec in input_specs:
         cmd += ["--input", spec]
     if args.profile:
@@ -424,7 +425,8 @@ def strider_figures(args, model, dtype, batch, layout, path, input_specs, proble
     if j.get("device_ms_median") is None:
         return {"error": "no device time in strider's JSON"}
     return {"median": j["device_ms_median"], "p90": j["device_ms_p90"], "run_median": j["run_ms_median"],
-            "planned_mib": j["planned_bytes"] / 2**20, "layout": j["layout"], "graph": j["cuda_graph"]}
+            "floor": j.get("floor_ms"), "planned_mib": j["planned_bytes"] / 2**20, "layout": j["layout"],
+            "graph": j["cuda_graph"]}
 
 
 def prepare_onnx(model, batch, inputs, onnx_dir, tmp):
@@ -513,6 +515,25 @@ def print_tables(rows, models, batches, dtypes):
                     layout = " %s" % best["layout"] if model.conv and len(mine) > 1 else ""
                     cells.append("%.2f%s" % (best["median"] / peer["median"], layout))
             print("| %s | %s |" % (model.label, " | ".join(cells)))
+    print_run_against_floor(rows, models, batches, dtypes)
+
+
+def print_run_against_floor(rows, models, batches, dtypes):
+    """Issue 14's last bar: run() host to host (upload, steps, download) against the floor, the
+    device time plus the bytes moved at --link-gbps, strider's best layout, at every batch."""
+    print()
+    print("=== strider run() / (device time + bytes in and out at the link's speed), best layout (bar: 1.5 at b32) ===")
+    columns = [(b, d) for b in batches for d in dtypes]
+    print("| model | " + " | ".join("b%d %s" % c for c in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for model in models:
+        cells = []
+        for batch, dtype in columns:
+            mine = [r for r in rows if r["model"] == model.name and r["batch"] == batch and r["dtype"] == dtype]
+            best = best_strider([r["strider"] for r in mine]) if mine else None
+            floor = best and best.get("floor")
+            cells.append("%.2f (%.3f / %.3f ms)" % (best["run_median"] / floor, best["run_median"], floor) if floor else "")
+        print("| %s | %s |" % (model.label, " | ".join(cells)))
 
 
 def main():
@@ -533,6 +554,8 @@ def main():
                    help="skip torch.compile for rows that start later than this after the start (0: never)")
     p.add_argument("--no-compile", action="store_true", help="time eager only (e.g. for a --profile run)")
     p.add_argument("--strider-timeout-s", type=int, default=240)
+    p.add_argument("--link-gbps", type=float, default=53,
+                   help="the host link's GB/s for run()'s floor (53: pinned copies on the H200 and H100 machines)")
     p.add_argument("--strider-args", default="",
                    help="more options for every strider bench run, as one string: --strider-args=\"--fusion off\"")
     p.add_argument("--json", metavar="FILE", help="write the rows so far as JSON here after each row")
