@@ -250,7 +250,9 @@ TEST_P(KernelSuite, FusedAttentionTransformerHeads) {
   // 200 keys: four key tiles, so CUDA's register-tiled kernel prefetches into a buffer
   // that an earlier tile used.
   for (const Case& c : {Case{"head 64", {2, 2, 70, 64}, {2, 2, 64, 90}, {2, 2, 90, 64}, all},
-                        Case{"head 64, 200 keys", {1, 2, 70, 64}, {1, 2, 64, 200}, {1, 2, 200, 64}, {DType::kBF16}},
+                        Case{"head 64, 200 keys", {1, 2, 70, 64}, {1, 2, 64, 200}, {1, 2, 200, 64}, {DType::kBF16, DType::kF32}},
+                        // Llama's 32-wide heads: CUDA's f32 kernel has a 32-wide form.
+                        Case{"head 32, 150 keys", {2, 2, 130, 32}, {2, 2, 32, 150}, {2, 2, 150, 32}, all},
                         Case{"head 80, value head 40", {1, 3, 33, 80}, {1, 3, 80, 40}, {1, 3, 40, 40}, all},
                         Case{"head 136", {1, 2, 9, 136}, {1, 2, 136, 12}, {1, 2, 12, 20}, {DType::kF32}}})
     for (DType t : c.dtypes) {
