@@ -492,37 +492,34 @@ def print_tables(rows, models, batches, dtypes):
             num(ratio(best and best["median"], comp), 7, 2), num(t["compile"].get("wall_median"), 8, 4),
             num(s["run_median"], 8, 4), num(ratio(s["run_median"], t["compile"].get("wall_median")), 7, 2),
             "".join("  (" + n + ")" for n in notes)))
-    columns = [(b, d) for b in batches for d in dtypes]
     for against, title in (("compile", "torch.compile(mode=\"reduce-overhead\")"), ("eager", "PyTorch eager")):
-        print()
-        print("=== strider (best layout) / %s, median device time (< 1: strider faster) ===" % title)
-        print("| model | " + " | ".join("b%d %s" % c for c in columns) + " |")
-        print("|---|" + "---|" * len(columns))
-        for model in models:
-            cells = []
-            for batch, dtype in columns:
-                mine = [r for r in rows if r["model"] == model.name and r["batch"] == batch and r["dtype"] == dtype]
-                if not mine:
-                    cells.append("")
-                    continue
-                best = best_strider([r["strider"] for r in mine])
-                peer = mine[0]["torch"][against]
-                if best is None:
-                    cells.append("strider error")
-                elif "error" in peer:
-                    cells.append("%s failed" % against if "skipped" not in peer["error"] else "%s skipped" % against)
-                else:
-                    layout = " %s" % best["layout"] if model.conv and len(mine) > 1 else ""
-                    cells.append("%.2f%s" % (best["median"] / peer["median"], layout))
-            print("| %s | %s |" % (model.label, " | ".join(cells)))
-    print_run_against_floor(rows, models, batches, dtypes)
+        def ratio_cell(model, mine, against=against):
+            best = best_strider([r["strider"] for r in mine])
+            peer = mine[0]["torch"][against]
+            if best is None:
+                return "strider error"
+            if "error" in peer:
+                return "%s failed" % against if "skipped" not in peer["error"] else "%s skipped" % against
+            layout = " %s" % best["layout"] if model.conv and len(mine) > 1 else ""
+            return "%.2f%s" % (best["median"] / peer["median"], layout)
+        print_markdown_table("strider (best layout) / %s, median device time (< 1: strider faster)" % title,
+                             rows, models, batches, dtypes, ratio_cell)
+
+    # Issue 14's last bar: run() host to host (upload, steps, download) against the floor,
+    # the device time plus the bytes moved at --link-gbps, strider's best layout.
+    def floor_cell(model, mine):
+        best = best_strider([r["strider"] for r in mine])
+        floor = best and best.get("floor")
+        return "%.2f (%.3f / %.3f ms)" % (best["run_median"] / floor, best["run_median"], floor) if floor else ""
+    print_markdown_table("strider run() / (device time + bytes in and out at the link's speed), best layout "
+                         "(bar: 1.5 at b32)", rows, models, batches, dtypes, floor_cell)
 
 
-def print_run_against_floor(rows, models, batches, dtypes):
-    """Issue 14's last bar: run() host to host (upload, steps, download) against the floor, the
-    device time plus the bytes moved at --link-gbps, strider's best layout, at every batch."""
+def print_markdown_table(title, rows, models, batches, dtypes, cell):
+    """A markdown table, a row per model and a column per (batch, dtype): cell(model, its rows
+    of that batch and dtype), empty where it has none."""
     print()
-    print("=== strider run() / (device time + bytes in and out at the link's speed), best layout (bar: 1.5 at b32) ===")
+    print("=== %s ===" % title)
     columns = [(b, d) for b in batches for d in dtypes]
     print("| model | " + " | ".join("b%d %s" % c for c in columns) + " |")
     print("|---|" + "---|" * len(columns))
@@ -530,9 +527,7 @@ def print_run_against_floor(rows, models, batches, dtypes):
         cells = []
         for batch, dtype in columns:
             mine = [r for r in rows if r["model"] == model.name and r["batch"] == batch and r["dtype"] == dtype]
-            best = best_strider([r["strider"] for r in mine]) if mine else None
-            floor = best and best.get("floor")
-            cells.append("%.2f (%.3f / %.3f ms)" % (best["run_median"] / floor, best["run_median"], floor) if floor else "")
+            cells.append(cell(model, mine) if mine else "")
         print("| %s | %s |" % (model.label, " | ".join(cells)))
 
 
