@@ -10,8 +10,10 @@
 // below 2^-22 of the product: the error of f32 rounding, on tensor cores whose TF32
 // throughput is ~7x the FMA's.
 //
-// Non-finite operands: an infinity or NaN is carried whole in big with small = 0, so
-// inf x 0 is NaN and inf x 2 is inf as in f32 (x - big would make NaN of every inf).
+// Non-finite values: an infinity or NaN operand makes its small part NaN, and an overflow
+// makes inf; every output the tensor cores leave non-finite is recomputed by f32 FMAs over
+// K, so infinities and NaNs come out as f32's (inf x 2 is inf, inf x 0 and inf - inf NaN).
+// That costs a K-long loop only where an output is not finite.
 //
 // Geometry: a block of 256 threads (8 warps as 2 x 4) computes a kTileM x 128 tile of out,
 // K in steps of 16 through a 3-stage cp.async pipeline; warp (wm, wn) owns rows wm * kTileM/2
@@ -23,6 +25,7 @@
 // the same bits every run.
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/gemm_program.cuh"
+#include "hal/cuda/mma_tiles.cuh"
 #include "hal/cuda/small_gemm.h"
 
 namespace strider::cuda {
@@ -48,10 +51,10 @@ __device__ __forceinline__ void copy_async_4(float* shared, const float* global,
   const unsigned at = unsigned(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(at), "l"(global), "r"(inside ? 4 : 0));
 }
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // tile[o][i] = element (o0 + o, i0 + i) of an operand at base + o * outer + i * inner, zero
@@ -80,20 +83,15 @@ __device__ __forceinline__ void load_tile(float* tile, const float* base, int64_
   }
 }
 
-// x = big + small, both TF32 (the low 13 bits of each are ignored by the tensor cores).
+// x = big + small, both TF32 (the tensor cores ignore the low 13 bits of each). Exact for
+// finite x; an infinity or NaN makes small NaN, and its outputs are recomputed (below).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  const uint32_t bits = __float_as_uint(x);
-  if (!isfinite(x)) {
-    big = x != x ? 0x7fc00000u : bits;  // a NaN whose payload is only in the low bits stays NaN
-    small = 0;
-    return;
-  }
-  big = bits & 0xffffe000u;
+  big = __float_as_uint(x) & 0xffffe000u;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(small) : "f"(x - __uint_as_float(big)));
 }
 
 __device__ __forceinline__ void mma_1688(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -112,6 +110,14 @@ struct Layout {
     return kBNFastest ? tile[k * BShape::kLd + n] : tile[n * BShape::kLd + k];
   }
 };
+
+// Row gm of A times column gn of B in f32 FMAs, in K's order: an output the tensor cores
+// left non-finite (an operand's infinity or NaN, or an overflow) gets f32's own value.
+__device__ __noinline__ float f32_dot(const float* A, const float* B, const SmallGemmArgs& a, int64_t gm, int64_t gn) {
+  float sum = 0.0f;
+  for (int64_t k = 0; k < a.k; ++k) sum = fmaf(A[gm * a.a_row + k * a.a_col], B[k * a.b_row + gn * a.b_col], sum);
+  return sum;
+}
 
 template <int kTileM, bool kAKFastest, bool kBNFastest>
 __global__ void __launch_bounds__(kThreads) split_f32_gemm_kernel(const SmallGemmArgs a) {
@@ -170,11 +176,22 @@ __global__ void __launch_bounds__(kThreads) split_f32_gemm_kernel(const SmallGem
       uint32_t a_big[kFragmentsM][4], a_small[kFragmentsM][4];
 #pragma unroll
       for (int i = 0; i < kFragmentsM; ++i) {
-        const int row = wm * (kTileM / 2) + i * 16 + g;
-        split_tf32(L::a_at(at, row, kk + t), a_big[i][0], a_small[i][0]);
-        split_tf32(L::a_at(at, row + 8, kk + t), a_big[i][1], a_small[i][1]);
-        split_tf32(L::a_at(at, row, kk + t + 4), a_big[i][2], a_small[i][2]);
-        split_tf32(L::a_at(at, row + 8, kk + t + 4), a_big[i][3], a_small[i][3]);
+        const int row = wm * (kTileM / 2) + i * 16;
+        float x[4];
+        if constexpr (kAKFastest) {
+          // One ldmatrix: 8 x 8 16-bit matrices are 8 rows x 4 floats; lane l points at row
+          // l % 8 of matrix l / 8 = (rows +8 for odd, columns +4 for the upper two).
+          uint32_t r[4];
+          const int q = lane / 8;
+          mma::ldmatrix_x4(r, at + (row + (q & 1) * 8 + lane % 8) * L::AShape::kLd + kk + (q >> 1) * 4);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) x[e] = __uint_as_float(r[e]);
+        } else {
+          x[0] = L::a_at(at, row + g, kk + t), x[1] = L::a_at(at, row + g + 8, kk + t);
+          x[2] = L::a_at(at, row + g, kk + t + 4), x[3] = L::a_at(at, row + g + 8, kk + t + 4);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(x[e], a_big[i][e], a_small[i][e]);
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -204,7 +221,9 @@ __global__ void __launch_bounds__(kThreads) split_f32_gemm_kernel(const SmallGem
         const int64_t gm = m0 + wm * (kTileM / 2) + i * 16 + g + (e >= 2 ? 8 : 0);
         const int64_t gn = n0 + wn * 32 + j * 8 + 2 * t + (e % 2);
         if (gm >= a.m || gn >= a.n) continue;
-        float v = __fmul_rn(acc[i][j][e], a.scale);
+        float v = acc[i][j][e];
+        if (!isfinite(v)) v = f32_dot(A, B, a, gm, gn);
+        v = __fmul_rn(v, a.scale);
         if (a.bias) v = __fadd_rn(v, a.bias[gn]);
         if (a.registers > 0) v = apply_gemm_program<float>(a, v, batch_index, gm, gn);
         out[gm * a.out_row + gn * a.out_col] = v;
