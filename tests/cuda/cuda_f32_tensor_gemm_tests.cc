@@ -89,7 +89,7 @@ TEST(CudaF32TensorGemm, InfinitiesAndNansAsInF32) {
         EXPECT_TRUE(std::isfinite(v)) << "row " << i << ", column " << j << ": " << v;
       }
     }
-  EXPECT_GT(nans, 3 * kN);  // the cases above are all there (row 2's NaNs depend on the seed)
+  EXPECT_GT(nans, 2 * kN);  // rows 3 and 4, and row 0 column 4 (row 2's depend on the seed)
   EXPECT_GT(infinities, kN);
 }
 

@@ -57,6 +57,22 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// The element-wise copy of load_tile below, out of line: inlined, its 64-bit addresses
+// were hoisted out of the main loop beside the chunked path's and the accumulators', and
+// the 128-row tile spilled.
+template <int kOuter, int kInner>
+__device__ __noinline__ void load_tile_elements(float* tile, const float* base, int64_t outer, int64_t inner, int64_t o0,
+                                                int64_t i0, int64_t outer_size, int64_t inner_size) {
+  using Shape = TileShape<kOuter, kInner>;
+#pragma unroll
+  for (int j = 0; j < kOuter * kInner / kThreads; ++j) {
+    const int e = int(threadIdx.x) + j * kThreads;
+    const int o = e / kInner, i = e % kInner;
+    const bool inside = o0 + o < outer_size && i0 + i < inner_size;
+    copy_async_4(tile + o * Shape::kLd + i, inside ? base + (o0 + o) * outer + (i0 + i) * inner : base, inside);
+  }
+}
+
 // tile[o][i] = element (o0 + o, i0 + i) of an operand at base + o * outer + i * inner, zero
 // outside (outer_size, inner_size). `chunks`: inner == 1 and 16-byte rows (see above).
 template <int kOuter, int kInner>
@@ -64,22 +80,13 @@ __device__ __forceinline__ void load_tile(float* tile, const float* base, int64_
                                           int64_t i0, int64_t outer_size, int64_t inner_size, bool chunks) {
   using Shape = TileShape<kOuter, kInner>;
   static_assert(kOuter * kInner % (4 * kThreads) == 0, "whole chunks for every thread");
-  if (chunks) {
+  if (!chunks) return load_tile_elements<kOuter, kInner>(tile, base, outer, inner, o0, i0, outer_size, inner_size);
 #pragma unroll
-    for (int j = 0; j < kOuter * kInner / (4 * kThreads); ++j) {
-      const int c = int(threadIdx.x) + j * kThreads;
-      const int o = c / (kInner / 4), i = (c % (kInner / 4)) * 4;
-      const bool inside = o0 + o < outer_size && i0 + i < inner_size;
-      copy_async_16(tile + o * Shape::kLd + i, inside ? base + (o0 + o) * outer + (i0 + i) : base, inside);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < kOuter * kInner / kThreads; ++j) {
-      const int e = int(threadIdx.x) + j * kThreads;
-      const int o = e / kInner, i = e % kInner;
-      const bool inside = o0 + o < outer_size && i0 + i < inner_size;
-      copy_async_4(tile + o * Shape::kLd + i, inside ? base + (o0 + o) * outer + (i0 + i) * inner : base, inside);
-    }
+  for (int j = 0; j < kOuter * kInner / (4 * kThreads); ++j) {
+    const int c = int(threadIdx.x) + j * kThreads;
+    const int o = c / (kInner / 4), i = (c % (kInner / 4)) * 4;
+    const bool inside = o0 + o < outer_size && i0 + i < inner_size;
+    copy_async_16(tile + o * Shape::kLd + i, inside ? base + (o0 + o) * outer + (i0 + i) : base, inside);
   }
 }
 
@@ -173,7 +180,15 @@ __global__ void __launch_bounds__(kThreads) split_f32_gemm_kernel(const SmallGem
     const float* const bt = at + L::AShape::kFloats;
 #pragma unroll
     for (int kk = 0; kk < kTileK; kk += 8) {
-      uint32_t a_big[kFragmentsM][4], a_small[kFragmentsM][4];
+      // B's four fragments split first, then A's one fragment at a time: 24 registers of
+      // split operands live instead of 36 (the 128-row tile ran at ptxas' 255 and spilled).
+      uint32_t b_big[4][2], b_small[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = wn * 32 + j * 8 + g;
+        split_tf32(L::b_at(bt, kk + t, col), b_big[j][0], b_small[j][0]);
+        split_tf32(L::b_at(bt, kk + t + 4, col), b_big[j][1], b_small[j][1]);
+      }
 #pragma unroll
       for (int i = 0; i < kFragmentsM; ++i) {
         const int row = wm * (kTileM / 2) + i * 16;
@@ -190,44 +205,53 @@ __global__ void __launch_bounds__(kThreads) split_f32_gemm_kernel(const SmallGem
           x[0] = L::a_at(at, row + g, kk + t), x[1] = L::a_at(at, row + g + 8, kk + t);
           x[2] = L::a_at(at, row + g, kk + t + 4), x[3] = L::a_at(at, row + g + 8, kk + t + 4);
         }
+        uint32_t a_big[4], a_small[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) split_tf32(x[e], a_big[i][e], a_small[i][e]);
-      }
+        for (int e = 0; e < 4; ++e) split_tf32(x[e], a_big[e], a_small[e]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int col = wn * 32 + j * 8 + g;
-        uint32_t b_big[2], b_small[2];
-        split_tf32(L::b_at(bt, kk + t, col), b_big[0], b_small[0]);
-        split_tf32(L::b_at(bt, kk + t + 4, col), b_big[1], b_small[1]);
-#pragma unroll
-        for (int i = 0; i < kFragmentsM; ++i) {  // the small terms first, then the large
-          mma_1688(acc[i][j], a_small[i], b_big[0], b_big[1]);
-          mma_1688(acc[i][j], a_big[i], b_small[0], b_small[1]);
-          mma_1688(acc[i][j], a_big[i], b_big[0], b_big[1]);
+        for (int j = 0; j < 4; ++j) {  // the small terms first, then the large
+          mma_1688(acc[i][j], a_small, b_big[j][0], b_big[j][1]);
+          mma_1688(acc[i][j], a_big, b_small[j][0], b_small[j][1]);
+          mma_1688(acc[i][j], a_big, b_big[j][0], b_big[j][1]);
         }
       }
     }
   }
   wait_copies<0>();
+  __syncthreads();  // the stages become the staging of the results
 
-  // Fragment element e of (i, j): row g (+8 for e >= 2), column 2t + e % 2.
+  // The results leave through shared memory, half the tile's rows at a time (the warps of
+  // row wm == half write theirs): each thread then finishes whole elements along a row, so
+  // the accumulators are not live across the program's and the recompute's calls (with
+  // them live there ptxas spilled 1.4 KB a thread), and out is stored along its rows.
+  constexpr int kLdOut = kTileN + 4;
+  static_assert((kTileM / 2) * kLdOut <= kStages * L::kStageFloats, "a half tile fits the stages");
   float* const out = static_cast<float*>(a.out) + out_at;
 #pragma unroll
-  for (int i = 0; i < kFragmentsM; ++i)
+  for (int half = 0; half < 2; ++half) {
+    if (wm == half) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < kFragmentsM; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t gm = m0 + wm * (kTileM / 2) + i * 16 + g + (e >= 2 ? 8 : 0);
-        const int64_t gn = n0 + wn * 32 + j * 8 + 2 * t + (e % 2);
-        if (gm >= a.m || gn >= a.n) continue;
-        float v = acc[i][j][e];
-        if (!isfinite(v)) v = f32_dot(A, B, a, gm, gn);
-        v = __fmul_rn(v, a.scale);
-        if (a.bias) v = __fadd_rn(v, a.bias[gn]);
-        if (a.registers > 0) v = apply_gemm_program<float>(a, v, batch_index, gm, gn);
-        out[gm * a.out_row + gn * a.out_col] = v;
-      }
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)  // fragment element e: row g (+8 for e >= 2), column 2t + e % 2
+            shared[(i * 16 + g + (e >= 2 ? 8 : 0)) * kLdOut + wn * 32 + j * 8 + 2 * t + (e % 2)] = acc[i][j][e];
+    }
+    __syncthreads();
+    for (int q = int(threadIdx.x); q < (kTileM / 2) * kTileN; q += kThreads) {
+      const int row = q / kTileN, col = q % kTileN;
+      const int64_t gm = m0 + half * (kTileM / 2) + row, gn = n0 + col;
+      if (gm >= a.m || gn >= a.n) continue;
+      float v = shared[row * kLdOut + col];
+      if (!isfinite(v)) v = f32_dot(A, B, a, gm, gn);
+      v = __fmul_rn(v, a.scale);
+      if (a.bias) v = __fadd_rn(v, a.bias[gn]);
+      if (a.registers > 0) v = apply_gemm_program<float>(a, v, batch_index, gm, gn);
+      out[gm * a.out_row + gn * a.out_col] = v;
+    }
+    __syncthreads();  // read before the next half overwrites it
+  }
 }
 
 template <int kTileM, bool kAKFastest, bool kBNFastest>
