@@ -1,7 +1,6 @@
 // Small products (MatMul, Gemm, FusedMatMul) on every device and view layout of the
 // catalog, against the float64 reference. On cuda each of strider's own small-product
-// kernels (hal/cuda/small_gemm.h: tiles of 32, 16 and 8 rows; in f32 also the tensor-core
-// product of split_f32_gemm.cu, tiles of 128 and 64 rows) is forced in turn, and the
+// kernels (hal/cuda/small_gemm.h: tiles of 32, 16 and 8 rows) is forced in turn, and the
 // test checks that it is the one that ran: the timed choice would keep cuBLASLt for some
 // of these. Sizes are not multiples of the tiles, K runs over several slices (the loads of
 // the next slice in flight), batch dims broadcast, and the fused programs cover a bias, a
@@ -31,8 +30,7 @@ using kernel_test::KernelSuite;
 // Each tile height whole, then with K split over a cluster (offered where K >= 256).
 constexpr const char* kSmallKernels[] = {"strider-cuda:small-gemm/32rows",       "strider-cuda:small-gemm/16rows",
                                          "strider-cuda:small-gemm/8rows",        "strider-cuda:small-gemm/32rows-split",
-                                         "strider-cuda:small-gemm/16rows-split", "strider-cuda:small-gemm/8rows-split",
-                                         "strider-cuda:f32-tensor-gemm/128rows", "strider-cuda:f32-tensor-gemm/64rows"};
+                                         "strider-cuda:small-gemm/16rows-split", "strider-cuda:small-gemm/8rows-split"};
 
 Tensor scalar_of(DType dtype, float value) {
   return kernel_test::converted(Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}), dtype);
@@ -93,12 +91,6 @@ std::vector<ProductCase> product_cases() {
                      b.output(b.op("Mul", {g, b.constant("half", scalar_of(f32, 0.5f))}));
                      in = {{"a", random(f32, {1, 21, 48}, 1)}};
                    }});
-  // The tensor-core product's tiles (128 x 128, K by 16): several along M and N, K ragged;
-  // rows in 16-byte chunks here (K and N multiples of 4), single elements in the cases above.
-  cases.push_back({"f32: several 128 x 128 tiles, chunked rows", f32, false, [=](GraphBuilder& b, auto& in) {
-                     b.output(b.op("MatMul", {b.input("a", f32, {2, 150, 76}), b.input("w", f32, {76, 260})}));
-                     in = {{"a", random(f32, {2, 150, 76}, 1)}, {"w", random(f32, {76, 260}, 2)}};
-                   }});
   cases.push_back({"attention scores, scaled and masked", f32, false, [=](GraphBuilder& b, auto& in) {
                      ValueId s = b.op("MatMul", {b.input("q", f32, {1, 2, 16, 8}), b.input("kt", f32, {1, 2, 8, 19})});
                      s = b.op("Div", {s, b.constant("root", scalar_of(f32, std::sqrt(8.0f)))});
@@ -116,11 +108,9 @@ TEST_P(KernelSuite, SmallProducts) {
     for (const char* choice : choices) {
       const bool split = std::string_view(choice).ends_with("split");
       if (split && !c.long_k) continue;
-      if (std::string_view(choice).find("f32-tensor") != std::string_view::npos && c.dtype != DType::kF32) continue;
       SCOPED_TRACE(fmt::format("{} {} {}", c.name, dtype_name(c.dtype), choice));
-      std::optional<kernel_test::ScopedEnvironment> forced, offered;
+      std::optional<kernel_test::ScopedEnvironment> forced;
       if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
-      if (on_cuda()) offered.emplace("STRIDER_CUDA_F32_TENSOR_GEMM", "1");  // offered by default or not
       GraphBuilder b(c.dtype == DType::kF32 ? 17 : 22);
       std::map<std::string, Tensor> inputs;
       c.build(b, inputs);

@@ -41,7 +41,7 @@ Result<std::unique_ptr<Kernel>> make_matmul(const KernelRequest& r, const CudaCo
   const MatMulViews views = align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]);
   return fastest_product(product_key(views, 1.0f, nullptr, {}, context.ordinal),
                          make_lt_matmul(views, nullptr, 1.0f, context, r.node.name),
-                         own_matmul_kernels(views, 1.0f, nullptr, {}));
+                         small_matmul_kernels(views, 1.0f, nullptr, {}));
 }
 
 // Gemm: alpha * A' x B' (+ beta * C). C is fused as cuBLASLt's bias when it is a row added
@@ -54,7 +54,7 @@ Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaCont
   if (!r.has_input(2) || beta == 0.0f)
     return fastest_product(product_key(v, alpha, nullptr, {}, context.ordinal),
                            make_lt_matmul(v, nullptr, alpha, context, r.node.name),
-                           own_matmul_kernels(v, alpha, nullptr, {}));
+                           small_matmul_kernels(v, alpha, nullptr, {}));
   TensorView c = r.inputs[2];
   while (c.rank() < 2) c = insert_unit_dim(c, 0);
   // The bias epilogue adds a full row [1, N] (torch's Linear); any other C is copied into
@@ -63,7 +63,7 @@ Result<std::unique_ptr<Kernel>> make_gemm(const KernelRequest& r, const CudaCont
     const FusedProgram add = added_operand_program();
     return fastest_product(product_key(v, 1.0f, &add, {c}, context.ordinal),
                            make_lt_matmul(v, &c, 1.0f, context, r.node.name),
-                           own_matmul_kernels(v, 1.0f, &add, {c}));
+                           small_matmul_kernels(v, 1.0f, &add, {c}));
   }
   return make_lt_matmul(v, nullptr, alpha, context, r.node.name, &c, beta);
 }
@@ -115,7 +115,7 @@ Result<std::unique_ptr<Kernel>> make_fused_matmul(const KernelRequest& r, const 
   const std::vector<TensorView> operands(r.inputs.begin() + 2, r.inputs.end());
   return fastest_product(product_key(views, 1.0f, &program, operands, context.ordinal),
                          library_fused_matmul(r, context, views, program, operands),
-                         own_matmul_kernels(views, 1.0f, &program, operands));
+                         small_matmul_kernels(views, 1.0f, &program, operands));
 }
 
 }  // namespace

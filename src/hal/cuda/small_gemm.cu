@@ -6,7 +6,7 @@
 #include <cooperative_groups.h>
 
 #include "hal/cuda/dependent_launch.cuh"
-#include "hal/cuda/gemm_program.cuh"
+#include "hal/cuda/fused_forms.cuh"
 #include "hal/cuda/small_gemm.h"
 
 namespace strider::cuda {
@@ -16,6 +16,49 @@ using namespace device;
 
 constexpr int kThreads = 256, kGroups = 4, kGroupThreads = kThreads / kGroups;
 constexpr int kSliceK = 32, kTileN = 32, kPad = 4;  // rows padded by 16 bytes: aligned vectors, fewer conflicts
+
+// One instruction of a program the compiled forms do not cover: out of line, so the
+// interpreter's switch is compiled once for this file (as in elementwise.cu).
+__device__ __noinline__ float gemm_instruction(FusedOp op, float a, float b, float alpha, float beta) {
+  return fused_math::apply(op, a, b, alpha, beta);
+}
+
+// The program on one output: registers from their views at (batch, row, col), the
+// product in its register; a compiled form where the host matched one.
+template <typename T>
+__device__ float apply_program(const SmallGemmArgs& a, float product, int64_t (&batch_index)[kSmallGemmBatchDims],
+                               int64_t row, int64_t col) {
+  float r[kMaxFusedInputs + kMaxFusedInstructions];
+  for (int i = 0; i < a.registers; ++i) {
+    if (i == a.product_register) {
+      r[i] = product;
+      continue;
+    }
+    const SmallGemmOperand& o = a.operands[i];
+    int64_t at = row * o.row + col * o.col;
+    for (int d = 0; d < a.batch_dims; ++d) at += batch_index[d] * o.batch[d];
+    r[i] = load<T>(o.data, at);
+  }
+  const FusedCode& c = a.code;
+  using namespace fused_forms;
+  const auto x = [&](int i) { return r[c.slot[i]]; };
+  const MapParams none;  // the forms take no parameters
+  switch (Pattern(c.pattern)) {
+    case kSilu: return Silu(none)(x(0));
+    case kResidualSilu: return ResidualSilu(none)(x(0), x(1));
+    case kGated: return Gated<false>(none)(x(0), x(1));
+    case kResidualGated: return Gated<true>(none)(x(0), x(1), x(2));
+    case kBiasGeluErf: return BiasGeluErf(none)(x(0), x(1), x(2), x(3), x(4));
+    case kBiasGeluTanh: return BiasGeluTanh(none)(r[0], r[1], r[2], r[3], r[4], r[5]);
+    case kSiluGate: return SiluGate(none)(x(0), x(1));
+    case kMulAdd: return MulAdd(none)(x(0), x(1), x(2), x(3));
+    case kMulSub: return MulSub(none)(x(0), x(1), x(2), x(3));
+    default: break;
+  }
+  for (int j = 0; j < c.count; ++j)
+    r[a.registers + j] = gemm_instruction(FusedOp(c.op[j]), r[c.a[j]], c.b[j] >= 0 ? r[c.b[j]] : 0.0f, c.alpha[j], c.beta[j]);
+  return r[a.registers + c.count - 1];
+}
 
 // Element (m, k) of a convolution's implicit im2col (SmallGemmWindow), m and k inside it.
 template <typename T>
@@ -172,7 +215,7 @@ __global__ void __launch_bounds__(kThreads) small_gemm_kernel(const SmallGemmArg
     v = __fmul_rn(v, a.scale);
     if (a.bias) v = apply_conv_epilogue(a.epilogue, __fadd_rn(v, a.bias[gn]));
     else v = apply_conv_epilogue(a.epilogue, v);
-    if (a.registers > 0) v = apply_gemm_program<T>(a, v, batch_index, gm, gn);
+    if (a.registers > 0) v = apply_program<T>(a, v, batch_index, gm, gn);
     out[out_row_offset(a, gm) + gn * a.out_col] = to_bits<T>(v);
   }
   if (a.split > 1) cluster.sync();  // the others' sums stay readable until every block is done
@@ -197,8 +240,6 @@ SmallGemmLaunch::Launcher launcher_for(int rows_per_thread) {
   }
 }
 
-std::string fmt_what(const char* what, const char* why) { return std::string(what) + ": " + why; }
-
 }  // namespace
 
 int64_t small_gemm_blocks(const SmallGemmArgs& a) {
@@ -213,26 +254,21 @@ int64_t small_gemm_steps(const SmallGemmArgs& a) {
   return (slices + kGroups * a.split - 1) / (kGroups * a.split);
 }
 
-Status check_small_gemm_shape(SmallGemmArgs& a, const char* what) {
-  if (a.batch_dims < 0 || a.batch_dims > kSmallGemmBatchDims) return unsupported(fmt_what(what, "too many batch dims"));
-  int64_t count = 1;
-  for (int d = 0; d < a.batch_dims; ++d) count *= a.batch_sizes[d];
-  if (count < 1 || count * a.split > 65535) return unsupported(fmt_what(what, "batch count times split above 65535"));
-  a.batch_count = int32_t(count);
-  if (a.m < 1 || a.n < 1 || a.k < 1) return unsupported(fmt_what(what, "an empty product"));
-  if (a.registers < 0 || a.registers > kMaxFusedInputs || a.product_register >= std::max(a.registers, 1) ||
-      a.code.count > kMaxFusedInstructions || (a.registers > 0 && a.code.count < 1))
-    return unsupported(fmt_what(what, "a program outside its limits"));
-  a.code.pattern = a.registers > 0 ? uint8_t(fused_forms::match_pattern(a.code, a.registers)) : 0;
-  return Status::ok();
-}
-
 Status prepare_small_gemm(DType dtype, SmallGemmLaunch* l) {
   SmallGemmArgs& a = l->args;
+  if (a.batch_dims < 0 || a.batch_dims > kSmallGemmBatchDims) return unsupported("small GEMM: too many batch dims");
+  int64_t count = 1;
+  for (int d = 0; d < a.batch_dims; ++d) count *= a.batch_sizes[d];
   if (a.split != 1 && a.split != 2 && a.split != 4 && a.split != 8) return unsupported("small GEMM: a split of 1, 2, 4 or 8");
-  STRIDER_RETURN_IF_ERROR(check_small_gemm_shape(a, "small GEMM"));
+  if (count < 1 || count * a.split > 65535) return unsupported("small GEMM: batch count times split above 65535");
+  a.batch_count = int32_t(count);
+  if (a.m < 1 || a.n < 1 || a.k < 1) return unsupported("small GEMM: an empty product");
   if ((int64_t(a.m) + 8 * a.rows_per_thread) / (8 * a.rows_per_thread) > 65535)
     return unsupported("small GEMM: too many row tiles");
+  if (a.registers < 0 || a.registers > kMaxFusedInputs || a.product_register >= std::max(a.registers, 1) ||
+      a.code.count > kMaxFusedInstructions || (a.registers > 0 && a.code.count < 1))
+    return unsupported("small GEMM: a program outside its limits");
+  a.code.pattern = a.registers > 0 ? uint8_t(fused_forms::match_pattern(a.code, a.registers)) : 0;
   switch (dtype) {
     case DType::kF32: l->launcher = launcher_for<float>(a.rows_per_thread); break;
     case DType::kBF16: l->launcher = launcher_for<__nv_bfloat16>(a.rows_per_thread); break;

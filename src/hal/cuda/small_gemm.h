@@ -85,10 +85,6 @@ struct SmallGemmArgs {
   int32_t rows_per_thread = 4;  // 1, 2 or 4: a block's tile is 8 x this many rows by 32 columns
   int32_t split = 1;            // 1, 2, 4 or 8 blocks of a cluster share one tile's K
   int32_t batch_count = 1;
-  // The f32 tensor-core product's (prepare_split_f32_gemm): its tile height (64 or 128), and
-  // whether a and b are copied in 16-byte chunks (set by prepare).
-  int32_t tile_rows = 128;
-  bool chunked_a = false, chunked_b = false;
   // The program after the product.
   int32_t registers = 0;
   int32_t product_register = 0;
@@ -110,15 +106,6 @@ int64_t small_gemm_steps(const SmallGemmArgs& args);
 // Picks the instantiation for `dtype` and rows_per_thread; matches the program (code,
 // registers) against the compiled forms. UNSUPPORTED outside the contract's sizes.
 Status prepare_small_gemm(DType dtype, SmallGemmLaunch* launch);
-
-// The f32 product on tensor cores (split_f32_gemm.cu): the same contract for f32 without a
-// convolution's window, bias epilogue or split, at any size; each operand split into two
-// TF32 values, products summed to f32 accuracy (3xTF32). tile_rows: 64 or 128.
-Status prepare_split_f32_gemm(SmallGemmLaunch* launch);
-
-// The checks and settings both share: batch dims and count, sizes, the program's limits and
-// its compiled form (sets batch_count and code.pattern). `what` names the kernel in errors.
-Status check_small_gemm_shape(SmallGemmArgs& args, const char* what);
 Status run_small_gemm(const SmallGemmLaunch& launch, cudaStream_t stream);
 
 }  // namespace strider::cuda

@@ -19,46 +19,21 @@ constexpr int64_t kEnoughBlocks = 264;
 // The K a block of a split takes in one step (four groups' slices of 32).
 constexpr int64_t kSplitSliceK = 128;
 
-// One of our own products (the small product or the f32 tensor-core product), launched as
-// prepared; `name` is how `strider inspect` and the choice log show it.
-class OwnMatMul final : public Kernel {
+class SmallMatMul final : public Kernel {
  public:
-  OwnMatMul(const SmallGemmLaunch& launch, std::string name) : launch_(launch), name_(std::move(name)) {}
+  SmallMatMul(const SmallGemmLaunch& launch, std::string program) : launch_(launch), program_(std::move(program)) {}
   Status run(const QueueContext& queue) override { return run_small_gemm(launch_, stream_of(queue)); }
-  std::string implementation() const override { return name_; }
+  std::string implementation() const override {
+    std::string text = fmt::format("strider-cuda:small-gemm/{}rows", 8 * launch_.args.rows_per_thread);
+    if (launch_.args.split > 1) text += fmt::format("-split{}", launch_.args.split);
+    if (!program_.empty()) text.append(" then ").append(program_);
+    return text;
+  }
 
  private:
   SmallGemmLaunch launch_;
-  std::string name_;
+  std::string program_;
 };
-
-std::string small_gemm_name(const SmallGemmArgs& a, const std::string& program) {
-  std::string text = fmt::format("strider-cuda:small-gemm/{}rows", 8 * a.rows_per_thread);
-  if (a.split > 1) text += fmt::format("-split{}", a.split);
-  if (!program.empty()) text.append(" then ").append(program);
-  return text;
-}
-
-std::string split_f32_name(const SmallGemmArgs& a, const std::string& program) {
-  std::string text = fmt::format("strider-cuda:f32-tensor-gemm/{}rows", a.tile_rows);
-  if (!program.empty()) text.append(" then ").append(program);
-  return text;
-}
-
-bool withheld(const char* variable) {
-  const char* value = std::getenv(variable);
-  return value && std::string_view(value) == "0";
-}
-
-// Whether the f32 tensor-core product is offered: STRIDER_CUDA_F32_TENSOR_GEMM=1 or 0, else
-// kOfferF32TensorGemm.
-constexpr bool kOfferF32TensorGemm = false;  // until its first GPU run has passed the suite
-bool f32_tensor_gemm_offered() {
-  const char* value = std::getenv("STRIDER_CUDA_F32_TENSOR_GEMM");
-  if (value && std::string_view(value) == "1") return true;
-  if (value && std::string_view(value) == "0") return false;
-  return kOfferF32TensorGemm;
-}
 
 bool fits_int32(int64_t v) { return v >= 0 && v < int64_t(INT32_MAX); }
 
@@ -170,44 +145,24 @@ std::vector<SmallGemmLaunch> small_gemm_launches(const SmallGemmArgs& args, DTyp
 
 FusedProgram added_operand_program() { return FusedProgram{2, {FusedInstruction{FusedOp::kAdd, 0, 1, 0, 0}}}; }
 
-std::vector<std::unique_ptr<Kernel>> own_matmul_kernels(const MatMulViews& views, float scale,
-                                                        const FusedProgram* program,
-                                                        const std::vector<TensorView>& operands) {
+std::vector<std::unique_ptr<Kernel>> small_matmul_kernels(const MatMulViews& views, float scale,
+                                                          const FusedProgram* program,
+                                                          const std::vector<TensorView>& operands) {
   std::vector<std::unique_ptr<Kernel>> kernels;
+  if (const char* offer = std::getenv("STRIDER_CUDA_SMALL_GEMM"); offer && std::string_view(offer) == "0")
+    return kernels;
   const DType dtype = views.out.dtype;
-  const bool small = !withheld("STRIDER_CUDA_SMALL_GEMM") && views.out.num_elements() <= kMaxSmallGemmOutputs;
-  const bool tensor_f32 = f32_tensor_gemm_offered() && dtype == DType::kF32;
-  if (!small && !tensor_f32) return kernels;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) return kernels;
   if (views.a.dtype != dtype || views.b.dtype != dtype) return kernels;
-  if (!distinct_elements(views.out)) return kernels;
+  if (views.out.num_elements() > kMaxSmallGemmOutputs || !distinct_elements(views.out)) return kernels;
   if (may_overlap(views.a, views.out) || may_overlap(views.b, views.out)) return kernels;
   std::optional<SmallGemmArgs> args = product_args(views, scale);
   if (!args) return kernels;
   std::string text;
   if (program && !set_program(*program, operands, views.out, &*args, &text).is_ok()) return kernels;
-  if (small)
-    for (const SmallGemmLaunch& launch : small_gemm_launches(*args, dtype))
-      kernels.push_back(std::make_unique<OwnMatMul>(launch, small_gemm_name(launch.args, text)));
-  if (tensor_f32)
-    for (const SmallGemmLaunch& launch : split_f32_gemm_launches(*args))
-      kernels.push_back(std::make_unique<OwnMatMul>(launch, split_f32_name(launch.args, text)));
+  for (const SmallGemmLaunch& launch : small_gemm_launches(*args, dtype))
+    kernels.push_back(std::make_unique<SmallMatMul>(launch, text));
   return kernels;
-}
-
-std::vector<SmallGemmLaunch> split_f32_gemm_launches(const SmallGemmArgs& args) {
-  std::vector<SmallGemmLaunch> launches;
-  for (int tile_rows : {128, 64}) {
-    SmallGemmLaunch launch;
-    launch.args = args;
-    launch.args.tile_rows = tile_rows;
-    if (!prepare_split_f32_gemm(&launch).is_ok()) continue;
-    launches.push_back(launch);
-    // The lower tile only where the higher leaves the GPU short of blocks.
-    const int64_t blocks = int64_t(launch.args.batch_count) * ((args.n + 127) / 128) * ((args.m + 127) / 128);
-    if (blocks >= kEnoughBlocks) break;
-  }
-  return launches;
 }
 
 }  // namespace strider::cuda

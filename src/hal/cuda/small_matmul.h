@@ -1,13 +1,9 @@
-// Our own products as kernels for MatMul, Gemm and FusedMatMul nodes, for the timed choice
-// (timed_choice.h) to weigh against cuBLASLt:
-// - the small product (small_gemm.h), one per tile height that could pay, below 2^20
-//   outputs (above, the library's tiles fill the GPU);
-// - in f32, the f32 tensor-core product (split_f32_gemm.cu, 3xTF32) at any size: where it
-//   wins, it is f32's large products (a transformer's at batch 32).
-// None where dtypes differ or an operand could be read after a thread wrote over it (an
-// operand in out's memory that is not out's very view). Testing aids for A/B runs:
-// STRIDER_CUDA_SMALL_GEMM=0 offers no small product, STRIDER_CUDA_F32_TENSOR_GEMM=0 no
-// tensor-core f32 product.
+// The small product (small_gemm.h) as kernels for MatMul, Gemm and FusedMatMul nodes: one
+// per tile height that could pay, for the timed choice (timed_choice.h) to weigh against
+// cuBLASLt. Empty where the product is large (2^20 outputs or more: the library's tiles
+// fill the GPU there), where dtypes differ, or where an operand could be read after a
+// thread wrote over it (an operand in out's memory that is not out's very view).
+// STRIDER_CUDA_SMALL_GEMM=0 (a testing aid, for A/B runs) offers none.
 #pragma once
 
 #include <memory>
@@ -21,24 +17,20 @@
 namespace strider::cuda {
 
 // Above this many outputs a library's large tiles already fill the GPU (a transformer's
-// products at batch 32 have 4M): the small product is not offered there.
+// products at batch 32 have 4M): the small product is not offered, so nothing is timed.
 inline constexpr int64_t kMaxSmallGemmOutputs = int64_t(1) << 20;
 
 // out = program(scale * a x b, operands...): register 0 is the product, registers 1.. the
 // operands (any shapes that broadcast to out's). No program: out = scale * a x b.
-std::vector<std::unique_ptr<Kernel>> own_matmul_kernels(const MatMulViews& views, float scale,
-                                                        const FusedProgram* program,
-                                                        const std::vector<TensorView>& operands);
+std::vector<std::unique_ptr<Kernel>> small_matmul_kernels(const MatMulViews& views, float scale,
+                                                          const FusedProgram* program,
+                                                          const std::vector<TensorView>& operands);
 
 // The small product's launches worth timing for these arguments (sizes, strides,
 // pointers set): each tile height that could pay (a smaller one only while the larger
 // leaves the GPU short of blocks), whole and with K split over a cluster where K is long
 // enough. Also the small convolution's (own_conv.cc).
 std::vector<SmallGemmLaunch> small_gemm_launches(const SmallGemmArgs& args, DType dtype);
-
-// The f32 tensor-core product's launches worth timing: 128-row tiles, and 64-row ones
-// where the 128-row tiles leave the GPU short of blocks.
-std::vector<SmallGemmLaunch> split_f32_gemm_launches(const SmallGemmArgs& args);
 
 // A program adding register 1 to register 0: a Gemm's bias as the small product's program.
 FusedProgram added_operand_program();
