@@ -132,14 +132,20 @@ void Executor::describe_steps() {
     for (ValueId out : node.outputs)
       if (out != kNoValue) step_accesses_[s].push_back({plan_.view(out), true, graph_.value(out).name});
   }
+  // A run's inputs go up as one command and its outputs come back as one: the device
+  // moves them as one transfer each (Device::upload_all), waiting once.
+  std::vector<std::string> names;
   for (ValueId id : graph_.inputs()) {
-    input_accesses_.push_back({{plan_.view(id), true, graph_.value(id).name}});
-    upload_labels_.push_back(fmt::format("upload '{}'", graph_.value(id).name));
+    input_accesses_.push_back({plan_.view(id), true, graph_.value(id).name});
+    names.push_back(fmt::format("'{}'", graph_.value(id).name));
   }
+  upload_label_ = fmt::format("upload {}", fmt::join(names, ", "));
+  names.clear();
   for (ValueId id : graph_.outputs()) {
-    output_accesses_.push_back({{plan_.view(id), false, graph_.value(id).name}});
-    download_labels_.push_back(fmt::format("download '{}'", graph_.value(id).name));
+    output_accesses_.push_back({plan_.view(id), false, graph_.value(id).name});
+    names.push_back(fmt::format("'{}'", graph_.value(id).name));
   }
+  download_label_ = fmt::format("download {}", fmt::join(names, ", "));
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     const PlanBuffer& buffer = plan_.buffers[b];
     bool written = buffer.kind == StorageKind::kArena || buffer.kind == StorageKind::kOutput;
@@ -245,21 +251,17 @@ Status Executor::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>
                           std::map<ValueId, Tensor>* taps) {
   if (outputs.size() != graph_.outputs().size())
     return internal_error(fmt::format("{} output tensors for {} outputs", outputs.size(), graph_.outputs().size()));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ValueId id = graph_.inputs()[i];
-    const TensorView& view = plan_.view(id);
-    const Tensor& input = inputs[i];
-    submit_lasting(kHostQueue, upload_labels_[i], [this, &input, &view](const QueueContext&) { return device_.upload(input, view); },
-                   input_accesses_[i]);
-  }
+  std::vector<Device::Upload> uploads;
+  for (size_t i = 0; i < inputs.size(); ++i) uploads.push_back({&inputs[i], &plan_.view(graph_.inputs()[i])});
+  if (!uploads.empty())
+    submit_lasting(kHostQueue, upload_label_, [this, &uploads](const QueueContext&) { return device_.upload_all(uploads); },
+                   input_accesses_);
   submit_steps(taps);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ValueId id = graph_.outputs()[i];
-    const TensorView& view = plan_.view(id);
-    Tensor* output = &outputs[i];
-    submit_lasting(kHostQueue, download_labels_[i],
-                   [this, &view, output](const QueueContext&) { return device_.download(view, output); }, output_accesses_[i]);
-  }
+  std::vector<Device::Download> downloads;
+  for (size_t i = 0; i < outputs.size(); ++i) downloads.push_back({&plan_.view(graph_.outputs()[i]), &outputs[i]});
+  if (!downloads.empty())
+    submit_lasting(kHostQueue, download_label_,
+                   [this, &downloads](const QueueContext&) { return device_.download_all(downloads); }, output_accesses_);
   Status status = finish_run();
   if (status.is_ok()) inputs_present_ = true;
   return status;

@@ -117,8 +117,8 @@ class Executor {
   std::vector<std::vector<int>> buffers_first_written_at_;  // per step: arena buffers first written there
   std::function<Status(const QueueContext&)> captured_;  // the captured steps, when there is one
   std::vector<MemoryAccess> captured_accesses_;          // every step's accesses
-  std::vector<std::vector<MemoryAccess>> input_accesses_, output_accesses_;  // an upload's write, a download's read
-  std::vector<std::string> upload_labels_, download_labels_;
+  std::vector<MemoryAccess> input_accesses_, output_accesses_;  // the uploads' writes, the downloads' reads
+  std::string upload_label_, download_label_;
   std::atomic<bool> inputs_present_{false};  // a run succeeded: the steps' inputs are in place
   HazardTracker tracker_;
   std::unique_ptr<Sanitizer> sanitizer_;

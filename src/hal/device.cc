@@ -11,4 +11,14 @@ Result<HostBuffer> Device::allocate_host(size_t bytes) {
   return HostBuffer(data, bytes, [](std::byte* p) { ::operator delete(p, kAlignment); });
 }
 
+Status Device::upload_all(std::span<const Upload> uploads) {
+  for (const Upload& u : uploads) STRIDER_RETURN_IF_ERROR(upload(*u.source, *u.destination));
+  return Status::ok();
+}
+
+Status Device::download_all(std::span<const Download> downloads) {
+  for (const Download& d : downloads) STRIDER_RETURN_IF_ERROR(download(*d.source, d.destination));
+  return Status::ok();
+}
+
 }  // namespace strider

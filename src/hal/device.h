@@ -133,6 +133,19 @@ class Device {
   // hazard tracker.
   virtual Status upload(const Tensor& source, const TensorView& destination) = 0;
   virtual Status download(const TensorView& source, Tensor* destination) = 0;
+  // Several of them as one transfer (a run's inputs, its outputs), with the same meaning
+  // as one call each, in turn (what the defaults do): a device may overlap them and wait
+  // once (cuda). The upload destinations must not overlap one another.
+  struct Upload {
+    const Tensor* source;
+    const TensorView* destination;
+  };
+  struct Download {
+    const TensorView* source;
+    Tensor* destination;
+  };
+  virtual Status upload_all(std::span<const Upload> uploads);
+  virtual Status download_all(std::span<const Download> downloads);
   // Host memory that upload and download move fastest (strider/host_buffer.h): pinned on
   // cuda. Not counted in the memory budget (it is the caller's, like its tensors). The
   // host devices give 64-byte aligned memory.

@@ -1,7 +1,9 @@
 // PinnedStaging (hal/cuda/pinned_staging.h): bytes go up and come back unchanged for sizes
-// around its 1-MiB parts, with one thread and with several, into device memory whose
-// neighbours must stay as they were; and the buffer is reused across transfers of
-// different sizes (a later, smaller one must not see an earlier one's bytes).
+// around its parts, with one thread and with several, one copy or several as one transfer,
+// into device memory whose neighbours must stay as they were; and the buffer is reused
+// across transfers of different sizes (a later, smaller one must not see an earlier one's
+// bytes). The device's batched transfers (upload_all, download_all) mix dense, strided and
+// pinned tensors in one call.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -26,35 +28,96 @@ std::vector<std::byte> random_bytes(size_t n, uint32_t seed) {
   return bytes;
 }
 
+// Device memory of `bytes` between two guards of 0xA5 that nothing may write.
+struct Guarded {
+  static constexpr size_t kGuard = 256;
+  explicit Guarded(size_t bytes) : bytes(bytes) {
+    EXPECT_EQ(cudaMalloc(&base, bytes + 2 * kGuard), cudaSuccess);
+    EXPECT_EQ(cudaMemset(base, 0xA5, bytes + 2 * kGuard), cudaSuccess);
+  }
+  ~Guarded() { cudaFree(base); }
+  std::byte* target() const { return base + kGuard; }
+  // The device bytes equal `sent` and the guards are untouched.
+  void expect_holds(const std::vector<std::byte>& sent) const {
+    std::vector<std::byte> whole(bytes + 2 * kGuard);
+    ASSERT_EQ(cudaMemcpy(whole.data(), base, whole.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(whole.data() + kGuard, sent.data(), bytes), 0);
+    for (size_t i = 0; i < kGuard; ++i) {
+      ASSERT_EQ(whole[i], std::byte(0xA5)) << "before the target, byte " << i;
+      ASSERT_EQ(whole[kGuard + bytes + i], std::byte(0xA5)) << "after the target, byte " << i;
+    }
+  }
+  std::byte* base = nullptr;
+  size_t bytes;
+};
+
+// Sizes around the part size (fixed at 64 KiB and 1 MiB, and sized per transfer), on one
+// thread and several.
 TEST(PinnedStaging, BytesGoUpAndComeBackUnchangedAcrossParts) {
   STRIDER_REQUIRE_GPU();
-  const size_t part = cuda::PinnedStaging::kPartBytes, guard = 256;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (int threads : {1, 3, 8}) {
-    cuda::PinnedStaging staging(/*ordinal=*/0, threads);
-    uint32_t seed = 100 * uint32_t(threads);
-    for (size_t bytes : {size_t(1), size_t(4097), part - 1, part, part + 3, 5 * part + part / 2, size_t(70), 3 * part}) {
-      SCOPED_TRACE(testing::Message() << threads << " threads, " << bytes << " bytes");
-      std::byte* device = nullptr;
-      ASSERT_EQ(cudaMalloc(&device, bytes + 2 * guard), cudaSuccess);
-      ASSERT_EQ(cudaMemset(device, 0xA5, bytes + 2 * guard), cudaSuccess);
-      const std::vector<std::byte> sent = random_bytes(bytes, ++seed);
-      ASSERT_TRUE(staging.upload(device + guard, sent.data(), bytes, stream).is_ok());
-      std::vector<std::byte> back = random_bytes(bytes, ++seed);  // not what was sent
-      ASSERT_TRUE(staging.download(back.data(), device + guard, bytes, stream).is_ok());
-      EXPECT_EQ(std::memcmp(back.data(), sent.data(), bytes), 0);
-      std::vector<std::byte> whole(bytes + 2 * guard);
-      ASSERT_EQ(cudaMemcpy(whole.data(), device, whole.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(std::memcmp(whole.data() + guard, sent.data(), bytes), 0);
-      for (size_t i = 0; i < guard; ++i) {
-        ASSERT_EQ(whole[i], std::byte(0xA5)) << "before the target, byte " << i;
-        ASSERT_EQ(whole[guard + bytes + i], std::byte(0xA5)) << "after the target, byte " << i;
+    for (size_t fixed : {size_t(0), size_t(64) << 10, size_t(1) << 20}) {
+      cuda::PinnedStaging staging(/*ordinal=*/0, threads, fixed);
+      const size_t part = fixed ? fixed : cuda::PinnedStaging::kMaxPartBytes;
+      uint32_t seed = 100 * uint32_t(threads) + uint32_t(fixed >> 10);
+      for (size_t bytes : {size_t(1), size_t(4097), part - 1, part, part + 3, 5 * part + part / 2, size_t(70), 3 * part}) {
+        SCOPED_TRACE(testing::Message() << threads << " threads, part " << fixed << ", " << bytes << " bytes");
+        Guarded device(bytes);
+        const std::vector<std::byte> sent = random_bytes(bytes, ++seed);
+        ASSERT_TRUE(staging.upload(device.target(), sent.data(), bytes, stream).is_ok());
+        std::vector<std::byte> back = random_bytes(bytes, ++seed);  // not what was sent
+        ASSERT_TRUE(staging.download(back.data(), device.target(), bytes, stream).is_ok());
+        EXPECT_EQ(std::memcmp(back.data(), sent.data(), bytes), 0);
+        device.expect_holds(sent);
       }
-      cudaFree(device);
     }
   }
   cudaStreamDestroy(stream);
+}
+
+// Several copies as one transfer: each lands in its own place, parts of different copies
+// interleaved among the threads, sizes that leave each copy's last part short.
+TEST(PinnedStaging, SeveralCopiesGoAsOneTransfer) {
+  STRIDER_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<size_t> sizes = {70, 300001, (size_t(1) << 20) + 5, 1, 4 * 65536};
+  for (int threads : {1, 4}) {
+    cuda::PinnedStaging staging(/*ordinal=*/0, threads);
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    std::vector<std::unique_ptr<Guarded>> devices;
+    std::vector<std::vector<std::byte>> sent, back;
+    std::vector<cuda::HostDeviceCopy> up, down;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      devices.push_back(std::make_unique<Guarded>(sizes[i]));
+      sent.push_back(random_bytes(sizes[i], uint32_t(7 * i + threads)));
+      back.push_back(random_bytes(sizes[i], uint32_t(1000 + i)));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      up.push_back({devices[i]->target(), sent[i].data(), sizes[i]});
+      down.push_back({back[i].data(), devices[i]->target(), sizes[i]});
+    }
+    ASSERT_TRUE(staging.upload(up, stream).is_ok());
+    ASSERT_TRUE(staging.download(down, stream).is_ok());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(testing::Message() << "copy " << i << ", " << sizes[i] << " bytes");
+      EXPECT_EQ(std::memcmp(back[i].data(), sent[i].data(), sizes[i]), 0);
+      devices[i]->expect_holds(sent[i]);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Parts give each thread about two, from 64 KiB to 1 MiB, and a fixed size wins.
+TEST(PinnedStaging, PartsAreSizedPerTransfer) {
+  cuda::PinnedStaging eight(/*ordinal=*/0, 8), fixed(/*ordinal=*/0, 8, size_t(1) << 20);
+  EXPECT_EQ(eight.part_bytes_for(1000), cuda::PinnedStaging::kMinPartBytes);
+  EXPECT_EQ(eight.part_bytes_for(size_t(4) << 20), size_t(256) << 10);  // 16 parts
+  EXPECT_EQ(eight.part_bytes_for((size_t(4) << 20) + 1), size_t(320) << 10);
+  EXPECT_EQ(eight.part_bytes_for(size_t(64) << 20), cuda::PinnedStaging::kMaxPartBytes);
+  EXPECT_EQ(fixed.part_bytes_for(1000), size_t(1) << 20);
 }
 
 // The device's uploads and downloads from and into pinned HostBuffers (one DMA, no
@@ -90,6 +153,70 @@ TEST(PinnedStaging, TheDeviceMovesHostBuffersAndPageableMemoryAlike) {
     EXPECT_EQ(std::memcmp(into_pageable.bytes(), values.bytes(), values.byte_size()), 0);
     ASSERT_TRUE((*device)->upload(random_tensor(DType::kF32, shape, 78), *view).is_ok());  // overwritten between rounds
   }
+  (*device)->release(*memory);
+}
+
+// upload_all and download_all over a dense view from pageable memory, a strided view (a
+// transpose: the staging buffer and copy kernel), a dense view from a pinned HostBuffer and
+// an empty tensor, in one call each: every tensor comes back as it went, the strided one
+// in its own element order, and the bytes between the views are untouched.
+TEST(PinnedStaging, TheDeviceMovesSeveralTensorsInOneCall) {
+  STRIDER_REQUIRE_GPU();
+  auto device = kernel_test::open_device("cuda");
+  ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+  const Shape dense_shape = {4, 300, 257}, strided_shape = {37, 53}, pinned_shape = {2, 1000, 333}, empty_shape = {0, 5};
+  const Tensor dense = random_tensor(DType::kF32, dense_shape, 81), strided = random_tensor(DType::kF32, strided_shape, 82),
+               pinned_values = random_tensor(DType::kF32, pinned_shape, 83), empty(DType::kF32, empty_shape);
+  Result<HostBuffer> pinned = (*device)->allocate_host(pinned_values.byte_size());
+  ASSERT_TRUE(pinned.is_ok());
+  std::memcpy(pinned->data(), pinned_values.bytes(), pinned_values.byte_size());
+  Result<Tensor> pinned_source = Tensor::borrow(DType::kF32, pinned_shape, pinned->data(), pinned_values.byte_size());
+  ASSERT_TRUE(pinned_source.is_ok());
+  // One allocation: dense at 0, the transpose after a gap, pinned after another gap.
+  const int64_t gap = 4096, dense_at = 0, strided_at = dense_at + int64_t(dense.byte_size()) + gap,
+                pinned_at = strided_at + int64_t(strided.byte_size()) + gap,
+                total = pinned_at + int64_t(pinned_values.byte_size()) + gap;
+  Result<Allocation*> memory = (*device)->allocate(total, 64, "batched transfer test");
+  ASSERT_TRUE(memory.is_ok());
+  ASSERT_EQ(cudaMemset((*memory)->address(), 0x3C, size_t(total)), cudaSuccess);
+  Result<TensorView> dense_view = make_dense_view(**memory, dense_at, DType::kF32, dense_shape, "dense");
+  const TensorView strided_view{*memory, strided_at, DType::kF32, strided_shape, {1, 37}};  // column-major
+  Result<TensorView> pinned_view = make_dense_view(**memory, pinned_at, DType::kF32, pinned_shape, "pinned");
+  Result<TensorView> empty_view = make_dense_view(**memory, total - gap, DType::kF32, empty_shape, "empty");
+  ASSERT_TRUE(dense_view.is_ok() && pinned_view.is_ok() && empty_view.is_ok());
+  const std::vector<Device::Upload> uploads = {
+      {&dense, &*dense_view}, {&strided, &strided_view}, {&*pinned_source, &*pinned_view}, {&empty, &*empty_view}};
+  ASSERT_TRUE((*device)->upload_all(uploads).is_ok());
+
+  Tensor dense_back, strided_back = random_tensor(DType::kF32, strided_shape, 84), empty_back;  // one reused, two made
+  Result<HostBuffer> pinned_out = (*device)->allocate_host(pinned_values.byte_size());
+  ASSERT_TRUE(pinned_out.is_ok());
+  std::memset(pinned_out->data(), 0x5A, pinned_out->size());
+  Result<Tensor> pinned_back = Tensor::borrow(DType::kF32, pinned_shape, pinned_out->data(), pinned_values.byte_size());
+  ASSERT_TRUE(pinned_back.is_ok());
+  const std::vector<Device::Download> downloads = {
+      {&*dense_view, &dense_back}, {&strided_view, &strided_back}, {&*pinned_view, &*pinned_back}, {&*empty_view, &empty_back}};
+  ASSERT_TRUE((*device)->download_all(downloads).is_ok());
+  EXPECT_EQ(std::memcmp(dense_back.bytes(), dense.bytes(), dense.byte_size()), 0);
+  EXPECT_EQ(std::memcmp(strided_back.bytes(), strided.bytes(), strided.byte_size()), 0);
+  EXPECT_EQ(pinned_back->bytes(), pinned_out->data()) << "downloaded into the caller's buffer";
+  EXPECT_EQ(std::memcmp(pinned_out->data(), pinned_values.bytes(), pinned_values.byte_size()), 0);
+  EXPECT_EQ(empty_back.shape(), empty_shape);
+
+  // The strided view really is column-major on the device, and the gaps are untouched.
+  std::vector<float> whole(size_t(total) / sizeof(float));
+  ASSERT_EQ(cudaMemcpy(whole.data(), (*memory)->address(), size_t(total), cudaMemcpyDeviceToHost), cudaSuccess);
+  const float* column_major = whole.data() + strided_at / 4;
+  EXPECT_EQ(column_major[1], strided.data<float>()[53]) << "element [1, 0] at offset 1";
+  const auto gap_untouched = [&](int64_t from) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(whole.data());
+    for (int64_t b = from; b < from + gap; ++b)
+      if (bytes[b] != 0x3C) return false;
+    return true;
+  };
+  EXPECT_TRUE(gap_untouched(dense_at + int64_t(dense.byte_size())));
+  EXPECT_TRUE(gap_untouched(strided_at + int64_t(strided.byte_size())));
+  EXPECT_TRUE(gap_untouched(pinned_at + int64_t(pinned_values.byte_size())));
   (*device)->release(*memory);
 }
 

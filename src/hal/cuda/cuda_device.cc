@@ -60,7 +60,10 @@ Status CudaDevice::init() {
   }
   STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking), "transfer stream");
   const char* staging = std::getenv("STRIDER_CUDA_PINNED_STAGING");
-  if (!staging || std::string_view(staging) != "off") pinned_staging_ = std::make_unique<PinnedStaging>(ordinal_);
+  const char* part_kb = std::getenv("STRIDER_CUDA_STAGING_PART_KB");  // fixed part size (measuring)
+  const size_t part_bytes = part_kb ? size_t(std::max(0L, std::atol(part_kb))) << 10 : 0;
+  if (!staging || std::string_view(staging) != "off")
+    pinned_staging_ = std::make_unique<PinnedStaging>(ordinal_, /*threads=*/0, part_bytes);
   return Status::ok();
 }
 
@@ -184,43 +187,6 @@ Status CudaDevice::stage(size_t bytes) {
   return staging_.allocate(bytes);
 }
 
-Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
-  std::lock_guard lock(transfer_mutex_);
-  cudaSetDevice(ordinal_);
-  size_t bytes = source.byte_size();
-  std::byte* target = destination.allocation->address() + destination.byte_offset;
-  if (destination.is_contiguous()) return host_to_device(target, source.bytes(), bytes);
-  STRIDER_RETURN_IF_ERROR(stage(bytes));
-  STRIDER_RETURN_IF_ERROR(host_to_device(staging_.as<void>(), source.bytes(), bytes));
-  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
-  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, destination.dtype, destination.sizes, "staging"));
-  STRIDER_RETURN_IF_ERROR(launch_copy(destination, dense, transfer_stream_));
-  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
-  return Status::ok();
-}
-
-Status CudaDevice::download(const TensorView& source, Tensor* destination) {
-  std::lock_guard lock(transfer_mutex_);
-  cudaSetDevice(ordinal_);
-  if (!destination->has_layout(source.dtype, source.sizes))
-    *destination = Tensor::for_overwrite(source.dtype, source.sizes);  // every byte is copied below
-  Tensor& result = *destination;
-  const std::byte* origin = source.allocation->address() + source.byte_offset;
-  if (source.is_contiguous()) return device_to_host(result.bytes(), origin, result.byte_size());
-  STRIDER_RETURN_IF_ERROR(stage(result.byte_size()));
-  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
-  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, source.dtype, source.sizes, "staging"));
-  STRIDER_RETURN_IF_ERROR(launch_copy(dense, source, transfer_stream_));  // ordered before the copy out
-  return device_to_host(result.bytes(), staging_.as<void>(), result.byte_size());
-}
-
-Result<HostBuffer> CudaDevice::allocate_host(size_t bytes) {
-  cudaSetDevice(ordinal_);
-  void* memory = nullptr;
-  STRIDER_CUDA_RETURN(cudaHostAlloc(&memory, bytes ? bytes : 1, cudaHostAllocPortable), "pinned host buffer");
-  return HostBuffer(static_cast<std::byte*>(memory), bytes, [](std::byte* p) { cudaFreeHost(p); });
-}
-
 namespace {
 
 // Whether `host` is page-locked memory CUDA knows (a HostBuffer, the caller's own pinned
@@ -235,6 +201,103 @@ bool is_pinned(const void* host) {
 }
 
 }  // namespace
+
+Status CudaDevice::upload(const Tensor& source, const TensorView& destination) {
+  const Upload one{&source, &destination};
+  return upload_all(std::span(&one, 1));
+}
+
+Status CudaDevice::download(const TensorView& source, Tensor* destination) {
+  const Download one{&source, destination};
+  return download_all(std::span(&one, 1));
+}
+
+// Dense destinations from pageable memory go as one staged transfer, from pinned memory as
+// DMAs on the same stream (waited for with it); strided ones each through the device
+// staging buffer and a copy kernel, in turn.
+Status CudaDevice::upload_all(std::span<const Upload> uploads) {
+  std::lock_guard lock(transfer_mutex_);
+  cudaSetDevice(ordinal_);
+  std::vector<HostDeviceCopy> staged;
+  cudaError_t direct = cudaSuccess;
+  for (const Upload& u : uploads) {
+    const size_t bytes = u.source->byte_size();
+    std::byte* target = u.destination->allocation->address() + u.destination->byte_offset;
+    if (bytes == 0) continue;
+    if (!u.destination->is_contiguous()) {
+      STRIDER_RETURN_IF_ERROR(finish_direct(direct, "upload"));
+      STRIDER_RETURN_IF_ERROR(upload_strided(*u.source, *u.destination));
+    } else if (pinned_staging_ && !is_pinned(u.source->bytes())) {
+      staged.push_back({target, u.source->bytes(), bytes});
+    } else if (direct == cudaSuccess) {
+      direct = cudaMemcpyAsync(target, u.source->bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_);
+    }
+  }
+  if (!staged.empty() && direct == cudaSuccess) return pinned_staging_->upload(staged, transfer_stream_);
+  return finish_direct(direct, "upload");
+}
+
+Status CudaDevice::download_all(std::span<const Download> downloads) {
+  std::lock_guard lock(transfer_mutex_);
+  cudaSetDevice(ordinal_);
+  std::vector<HostDeviceCopy> staged;
+  cudaError_t direct = cudaSuccess;
+  for (const Download& d : downloads) {
+    if (!d.destination->has_layout(d.source->dtype, d.source->sizes))
+      *d.destination = Tensor::for_overwrite(d.source->dtype, d.source->sizes);  // every byte is copied below
+    Tensor& result = *d.destination;
+    const std::byte* origin = d.source->allocation->address() + d.source->byte_offset;
+    if (result.byte_size() == 0) continue;
+    if (!d.source->is_contiguous()) {
+      STRIDER_RETURN_IF_ERROR(finish_direct(direct, "download"));
+      STRIDER_RETURN_IF_ERROR(download_strided(*d.source, result));
+    } else if (pinned_staging_ && !is_pinned(result.bytes())) {
+      staged.push_back({result.bytes(), origin, result.byte_size()});
+    } else if (direct == cudaSuccess) {
+      direct = cudaMemcpyAsync(result.bytes(), origin, result.byte_size(), cudaMemcpyDeviceToHost, transfer_stream_);
+    }
+  }
+  if (!staged.empty() && direct == cudaSuccess) return pinned_staging_->download(staged, transfer_stream_);
+  return finish_direct(direct, "download");
+}
+
+// Waits for the DMAs queued so far (even after an error: the caller's memory is not handed
+// back while a copy may still use it), then reports `queued`, the first error queuing them.
+Status CudaDevice::finish_direct(cudaError_t& queued, const char* what) {
+  const cudaError_t synced = cudaStreamSynchronize(transfer_stream_);
+  const cudaError_t first = queued;
+  queued = cudaSuccess;
+  STRIDER_CUDA_RETURN(first, what);
+  STRIDER_CUDA_RETURN(synced, what);
+  return Status::ok();
+}
+
+Status CudaDevice::upload_strided(const Tensor& source, const TensorView& destination) {
+  const size_t bytes = source.byte_size();
+  STRIDER_RETURN_IF_ERROR(stage(bytes));
+  STRIDER_RETURN_IF_ERROR(host_to_device(staging_.as<void>(), source.bytes(), bytes));
+  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, destination.dtype, destination.sizes, "staging"));
+  STRIDER_RETURN_IF_ERROR(launch_copy(destination, dense, transfer_stream_));
+  STRIDER_CUDA_RETURN(cudaStreamSynchronize(transfer_stream_), "upload");
+  return Status::ok();
+}
+
+Status CudaDevice::download_strided(const TensorView& source, Tensor& result) {
+  STRIDER_RETURN_IF_ERROR(stage(result.byte_size()));
+  Allocation staged(0, "staging", "cuda", staging_.as<std::byte>(), int64_t(staging_.size()), 64, StorageMode::kDevice, false);
+  STRIDER_ASSIGN_OR_RETURN(TensorView dense, make_dense_view(staged, 0, source.dtype, source.sizes, "staging"));
+  STRIDER_RETURN_IF_ERROR(launch_copy(dense, source, transfer_stream_));  // ordered before the copy out
+  return device_to_host(result.bytes(), staging_.as<void>(), result.byte_size());
+}
+
+Result<HostBuffer> CudaDevice::allocate_host(size_t bytes) {
+  cudaSetDevice(ordinal_);
+  void* memory = nullptr;
+  STRIDER_CUDA_RETURN(cudaHostAlloc(&memory, bytes ? bytes : 1, cudaHostAllocPortable), "pinned host buffer");
+  return HostBuffer(static_cast<std::byte*>(memory), bytes, [](std::byte* p) { cudaFreeHost(p); });
+}
+
 
 // Pinned memory goes by DMA alone; pageable memory through the pinned staging
 // (pinned_staging.h), or, with STRIDER_CUDA_PINNED_STAGING=off (for measuring the

@@ -70,6 +70,8 @@ class CudaDevice final : public Device {
   Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) override;
   Status upload(const Tensor& source, const TensorView& destination) override;
   Status download(const TensorView& source, Tensor* destination) override;
+  Status upload_all(std::span<const Upload> uploads) override;
+  Status download_all(std::span<const Download> downloads) override;
   // Pinned (cudaHostAllocPortable): upload and download find it pinned and copy by DMA alone.
   Result<HostBuffer> allocate_host(size_t bytes) override;
   // Stamps are events on the streams (cuda_trace_clock.cc).
@@ -80,6 +82,9 @@ class CudaDevice final : public Device {
   Status init();
   Result<void*> allocate_raw(size_t bytes, const std::string& label);
   Status stage(size_t bytes);
+  Status upload_strided(const Tensor& source, const TensorView& destination);  // waits for it
+  Status download_strided(const TensorView& source, Tensor& result);        // waits for it
+  Status finish_direct(cudaError_t& queued, const char* what);
   Status host_to_device(void* target, const void* source, size_t bytes);  // waits for it
   Status device_to_host(void* target, const void* source, size_t bytes);  // waits for it
 

@@ -1,6 +1,7 @@
 #include "hal/cuda/pinned_staging.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "hal/cuda/cuda_check.h"
@@ -13,7 +14,10 @@ int default_threads() {
   return std::clamp(cores / 2, 1, 8);
 }
 
-size_t parts_of(size_t bytes) { return (bytes + PinnedStaging::kPartBytes - 1) / PinnedStaging::kPartBytes; }
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Each copy starts on a 256-byte boundary of the pinned buffer, as DMA prefers.
+constexpr size_t kCopyAlignment = 256;
 
 // Waits for the stream, then reports the parts' first error. Waited for even after an
 // error: the buffer is not reused while a copy may still read or write it.
@@ -22,6 +26,12 @@ Status wait_for_parts(const std::vector<cudaError_t>& errors, cudaStream_t strea
   for (cudaError_t e : errors) STRIDER_CUDA_RETURN(e, what);
   STRIDER_CUDA_RETURN(synced, what);
   return Status::ok();
+}
+
+size_t total_bytes(std::span<const HostDeviceCopy> copies) {
+  size_t total = 0;
+  for (const HostDeviceCopy& c : copies) total += round_up(c.bytes, kCopyAlignment);
+  return total;
 }
 
 }  // namespace
@@ -33,18 +43,38 @@ Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyK
   return Status::ok();
 }
 
-PinnedStaging::PinnedStaging(int ordinal, int threads)
-    : ordinal_(ordinal), threads_(threads > 0 ? threads : default_threads()) {}
+PinnedStaging::PinnedStaging(int ordinal, int threads, size_t part_bytes)
+    : ordinal_(ordinal), threads_(threads > 0 ? threads : default_threads()), fixed_part_bytes_(part_bytes) {}
 
 PinnedStaging::~PinnedStaging() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  start_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (auto& w : workers_) w->go.release();
+  for (auto& w : workers_) w->thread.join();
   for (cudaEvent_t e : part_done_) cudaEventDestroy(e);
   if (pinned_) cudaFreeHost(pinned_);
+}
+
+size_t PinnedStaging::part_bytes_for(size_t bytes) const {
+  if (fixed_part_bytes_ > 0) return fixed_part_bytes_;
+  const size_t two_each = round_up((bytes + 2 * size_t(threads_) - 1) / (2 * size_t(threads_)), kMinPartBytes);
+  return std::clamp(two_each, kMinPartBytes, kMaxPartBytes);
+}
+
+std::vector<PinnedStaging::Part> PinnedStaging::parts_of(std::span<const HostDeviceCopy> copies,
+                                                         size_t* staged_bytes) const {
+  const size_t part = part_bytes_for(total_bytes(copies));
+  std::vector<Part> parts;
+  size_t pinned_at = 0;
+  for (size_t c = 0; c < copies.size(); ++c) {
+    for (size_t at = 0; at < copies[c].bytes; at += part)
+      parts.push_back({c, at, std::min(part, copies[c].bytes - at), pinned_at + at});
+    pinned_at += round_up(copies[c].bytes, kCopyAlignment);
+  }
+  *staged_bytes = pinned_at;
+  return parts;
 }
 
 Status PinnedStaging::reserve(size_t bytes, size_t parts) {
@@ -65,81 +95,103 @@ Status PinnedStaging::reserve(size_t bytes, size_t parts) {
   return Status::ok();
 }
 
-Status PinnedStaging::upload(void* target, const void* source, size_t bytes, cudaStream_t stream) {
-  if (bytes == 0) return Status::ok();
-  if (bytes > kMaxStagedBytes) return copy_and_wait(target, source, bytes, cudaMemcpyHostToDevice, stream);
-  const size_t parts = parts_of(bytes);
-  STRIDER_RETURN_IF_ERROR(reserve(bytes, parts));
-  std::vector<cudaError_t> errors(parts, cudaSuccess);
+Status PinnedStaging::upload(std::span<const HostDeviceCopy> copies, cudaStream_t stream) {
+  if (total_bytes(copies) > kMaxStagedBytes) {
+    for (const HostDeviceCopy& c : copies)
+      STRIDER_RETURN_IF_ERROR(c.bytes > kMaxStagedBytes
+                                  ? copy_and_wait(c.target, c.source, c.bytes, cudaMemcpyHostToDevice, stream)
+                                  : upload(c.target, c.source, c.bytes, stream));
+    return Status::ok();
+  }
+  size_t staged = 0;
+  const std::vector<Part> parts = parts_of(copies, &staged);
+  if (parts.empty()) return Status::ok();
+  STRIDER_RETURN_IF_ERROR(reserve(staged, 0));
+  std::vector<cudaError_t> errors(parts.size(), cudaSuccess);
   const std::function<void(size_t)> part = [&](size_t i) {
-    const size_t at = i * kPartBytes, n = std::min(kPartBytes, bytes - at);
-    std::memcpy(pinned_ + at, static_cast<const std::byte*>(source) + at, n);
-    errors[i] = cudaMemcpyAsync(static_cast<std::byte*>(target) + at, pinned_ + at, n, cudaMemcpyHostToDevice, stream);
+    const Part& p = parts[i];
+    const HostDeviceCopy& c = copies[p.copy];
+    std::memcpy(pinned_ + p.pinned_at, static_cast<const std::byte*>(c.source) + p.at, p.bytes);
+    errors[i] = cudaMemcpyAsync(static_cast<std::byte*>(c.target) + p.at, pinned_ + p.pinned_at, p.bytes,
+                                cudaMemcpyHostToDevice, stream);
   };
-  parallel(parts, part);
+  parallel(parts.size(), part);
   return wait_for_parts(errors, stream, "upload");
 }
 
-Status PinnedStaging::download(void* target, const void* source, size_t bytes, cudaStream_t stream) {
-  if (bytes == 0) return Status::ok();
-  if (bytes > kMaxStagedBytes) return copy_and_wait(target, source, bytes, cudaMemcpyDeviceToHost, stream);
-  const size_t parts = parts_of(bytes);
-  STRIDER_RETURN_IF_ERROR(reserve(bytes, parts));
-  std::vector<cudaError_t> errors(parts, cudaSuccess);
-  for (size_t i = 0; i < parts; ++i) {  // every part's DMA queued first, each with its event
-    const size_t at = i * kPartBytes, n = std::min(kPartBytes, bytes - at);
-    errors[i] = cudaMemcpyAsync(pinned_ + at, static_cast<const std::byte*>(source) + at, n, cudaMemcpyDeviceToHost, stream);
+Status PinnedStaging::download(std::span<const HostDeviceCopy> copies, cudaStream_t stream) {
+  if (total_bytes(copies) > kMaxStagedBytes) {
+    for (const HostDeviceCopy& c : copies)
+      STRIDER_RETURN_IF_ERROR(c.bytes > kMaxStagedBytes
+                                  ? copy_and_wait(c.target, c.source, c.bytes, cudaMemcpyDeviceToHost, stream)
+                                  : download(c.target, c.source, c.bytes, stream));
+    return Status::ok();
+  }
+  size_t staged = 0;
+  const std::vector<Part> parts = parts_of(copies, &staged);
+  if (parts.empty()) return Status::ok();
+  STRIDER_RETURN_IF_ERROR(reserve(staged, parts.size()));
+  std::vector<cudaError_t> errors(parts.size(), cudaSuccess);
+  for (size_t i = 0; i < parts.size(); ++i) {  // every part's DMA queued first, each with its event
+    const Part& p = parts[i];
+    errors[i] = cudaMemcpyAsync(pinned_ + p.pinned_at, static_cast<const std::byte*>(copies[p.copy].source) + p.at,
+                                p.bytes, cudaMemcpyDeviceToHost, stream);
     if (errors[i] == cudaSuccess) errors[i] = cudaEventRecord(part_done_[i], stream);
   }
   const std::function<void(size_t)> part = [&](size_t i) {
     if (errors[i] != cudaSuccess) return;
-    const size_t at = i * kPartBytes, n = std::min(kPartBytes, bytes - at);
+    const Part& p = parts[i];
     errors[i] = cudaEventSynchronize(part_done_[i]);
-    if (errors[i] == cudaSuccess) std::memcpy(static_cast<std::byte*>(target) + at, pinned_ + at, n);
+    if (errors[i] == cudaSuccess)
+      std::memcpy(static_cast<std::byte*>(copies[p.copy].target) + p.at, pinned_ + p.pinned_at, p.bytes);
   };
-  parallel(parts, part);
+  parallel(parts.size(), part);
   return wait_for_parts(errors, stream, "download");
 }
 
 void PinnedStaging::parallel(size_t parts, const std::function<void(size_t)>& part) {
-  const size_t stride = size_t(threads_);
-  if (parts == 1 || threads_ == 1) {
+  const size_t active = std::min(parts, size_t(threads_));
+  if (active <= 1) {
     for (size_t i = 0; i < parts; ++i) part(i);
     return;
   }
   {
     std::lock_guard lock(mutex_);
-    while (int(workers_.size()) < threads_ - 1) {
-      const int index = int(workers_.size()) + 1;
-      workers_.emplace_back([this, index, seen = generation_] { worker_loop(index, seen); });
+    while (workers_.size() < active - 1) {
+      Worker* worker = workers_.emplace_back(std::make_unique<Worker>()).get();
+      const size_t index = workers_.size();
+      worker->thread = std::thread([this, worker, index] { worker_loop(*worker, index); });
     }
     job_ = &part;
     job_parts_ = parts;
-    busy_ = threads_ - 1;
-    ++generation_;
+    job_stride_ = active;
+    busy_ = int(active) - 1;
   }
-  start_.notify_all();
-  for (size_t i = 0; i < parts; i += stride) part(i);
+  for (size_t w = 0; w + 1 < active; ++w) workers_[w]->go.release();
+  for (size_t i = 0; i < parts; i += active) part(i);
   std::unique_lock lock(mutex_);
   finished_.wait(lock, [this] { return busy_ == 0; });
   job_ = nullptr;
 }
 
-// Worker `index` takes parts index, index + threads_, ... of each job after generation
-// `seen`. A job is posted only after every worker finished the last one, so none is missed.
-void PinnedStaging::worker_loop(int index, uint64_t seen) {
+// Worker `index` takes parts index, index + stride, ... of each job it is woken for. A job
+// is posted only after every worker woken for the last one has finished it.
+void PinnedStaging::worker_loop(Worker& self, size_t index) {
   const cudaError_t on_device = cudaSetDevice(ordinal_);  // checked by the parts' own calls
   (void)on_device;
-  std::unique_lock lock(mutex_);
   for (;;) {
-    start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-    if (stopping_) return;
-    seen = generation_;
-    const std::function<void(size_t)>* job = job_;
-    const size_t parts = job_parts_;
-    lock.unlock();
-    for (size_t i = size_t(index); i < parts; i += size_t(threads_)) (*job)(i);
-    lock.lock();
+    self.go.acquire();
+    const std::function<void(size_t)>* job;
+    size_t parts, stride;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      job = job_;
+      parts = job_parts_;
+      stride = job_stride_;
+    }
+    for (size_t i = index; i < parts; i += stride) (*job)(i);
+    std::lock_guard lock(mutex_);
     if (--busy_ == 0) finished_.notify_one();
   }
 }

@@ -4,27 +4,40 @@
 // Why: on the H200 machine (bench/cuda_transfer_probe) pageable memory crossed at 5-12 GB/s
 // and pinned memory at 53 GB/s, while one thread copied host memory at only 5-10 GB/s for
 // a few MiB (so staging through pinned memory on one thread gained nothing). Here a
-// transfer is cut into parts of about 1 MiB; threads of the device's own copy the parts
-// between the caller's memory and one pinned buffer at once, and each part's DMA starts as
-// soon as its bytes are there (an upload) or its host copy waits for its own DMA (a
-// download), so the host copies run side by side and overlap the bus.
+// transfer is cut into parts; threads of the device's own copy the parts between the
+// caller's memory and one pinned buffer at once, and each part's DMA starts as soon as its
+// bytes are there (an upload) or its host copy waits for its own DMA (a download), so the
+// host copies run side by side and overlap the bus.
+//
+// Part size: a download ends with the host copy of its last part, after the last DMA, so
+// that copy is the transfer's tail: parts of 1 MiB left ~0.1-0.2 ms of it (one thread's
+// copy speed) on every run's output. Parts are sized to give each thread about two
+// (64 KiB to 1 MiB): the tail shrinks with the part, while a part still costs one DMA call.
+// STRIDER_CUDA_STAGING_PART_KB fixes the size (for measuring).
+//
+// Several copies go as one transfer (a run's inputs, or its outputs): their parts share
+// the threads, and the caller waits once, not once per tensor.
 //
 // Ownership and ordering: the pinned buffer is the device's, grown to the largest transfer
 // up to kMaxStagedBytes (larger ones go as pageable copies), and reused only after the
 // transfer that used it has completed: every call waits for its copies before returning.
 // One transfer at a time (the caller serializes them: CudaDevice's transfer mutex). The
-// threads sleep when idle (no spinning) and are made on the first transfer that uses them;
-// each makes its GPU (`ordinal`) its current device first: a CUDA call on a thread whose
-// current device was never set makes a context on GPU 0, which a session on cuda:1 must
-// never touch.
+// threads sleep when idle (no spinning), are made on the first transfer that uses them,
+// and only as many as a transfer has parts are woken; each makes its GPU (`ordinal`) its
+// current device first: a CUDA call on a thread whose current device was never set makes
+// a context on GPU 0, which a session on cuda:1 must never touch.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <semaphore>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -35,43 +48,75 @@ namespace strider::cuda {
 // One cudaMemcpyAsync on `stream` and a wait for it (pageable memory: the driver stages it).
 Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
 
+// One copy of a transfer: `bytes` from `source` to `target` (host to device for an upload,
+// device to host for a download).
+struct HostDeviceCopy {
+  void* target;
+  const void* source;
+  size_t bytes;
+};
+
 class PinnedStaging {
  public:
-  static constexpr size_t kPartBytes = size_t(1) << 20;
+  static constexpr size_t kMinPartBytes = size_t(64) << 10;
+  static constexpr size_t kMaxPartBytes = size_t(1) << 20;
   static constexpr size_t kMaxStagedBytes = size_t(256) << 20;
 
   // `ordinal`: the GPU of the streams it is given. `threads`: host copies at once (the
   // calling thread is one of them); 0 picks half the machine's cores, at most 8.
-  explicit PinnedStaging(int ordinal, int threads = 0);
+  // `part_bytes`: 0 sizes parts per transfer (above), else every part is that size.
+  explicit PinnedStaging(int ordinal, int threads = 0, size_t part_bytes = 0);
   ~PinnedStaging();
   PinnedStaging(const PinnedStaging&) = delete;
   PinnedStaging& operator=(const PinnedStaging&) = delete;
 
-  // Copies `bytes` from host `source` to device `target` on `stream`, and waits for it.
-  Status upload(void* target, const void* source, size_t bytes, cudaStream_t stream);
-  // Copies `bytes` from device `source` to host `target` on `stream`, and waits for it.
-  Status download(void* target, const void* source, size_t bytes, cudaStream_t stream);
+  // Host to device on `stream`, every copy, and waits for them.
+  Status upload(std::span<const HostDeviceCopy> copies, cudaStream_t stream);
+  // Device to host on `stream`, every copy, and waits for them.
+  Status download(std::span<const HostDeviceCopy> copies, cudaStream_t stream);
+  Status upload(void* target, const void* source, size_t bytes, cudaStream_t stream) {
+    return upload(std::span<const HostDeviceCopy>(std::array{HostDeviceCopy{target, source, bytes}}), stream);
+  }
+  Status download(void* target, const void* source, size_t bytes, cudaStream_t stream) {
+    return download(std::span<const HostDeviceCopy>(std::array{HostDeviceCopy{target, source, bytes}}), stream);
+  }
+
+  // The part size a transfer of `bytes` is cut into.
+  size_t part_bytes_for(size_t bytes) const;
 
  private:
+  // A piece of one copy, staged at `pinned_at` of the pinned buffer.
+  struct Part {
+    size_t copy, at, bytes, pinned_at;
+  };
+  std::vector<Part> parts_of(std::span<const HostDeviceCopy> copies, size_t* staged_bytes) const;
   Status reserve(size_t bytes, size_t parts);
-  // Runs part(i) for i in [0, parts): the caller takes part 0 and every `threads_`-th after.
+  // Runs part(i) for i in [0, parts) on min(parts, threads) threads: the caller takes part 0
+  // and every that-many-th after.
   void parallel(size_t parts, const std::function<void(size_t)>& part);
-  void worker_loop(int index, uint64_t seen);
+  struct Worker;
+  void worker_loop(Worker& self, size_t index);
 
   int ordinal_;
   int threads_;
+  size_t fixed_part_bytes_;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   std::vector<cudaEvent_t> part_done_;  // one per part of the largest transfer so far
 
-  std::mutex mutex_;
-  std::condition_variable start_, finished_;
-  std::vector<std::thread> workers_;
-  const std::function<void(size_t)>* job_ = nullptr;  // under mutex_
-  size_t job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
+  // A job: set before its workers' semaphores are released (which orders these writes
+  // before the workers read them); `busy_` under mutex_.
+  struct Worker {
+    std::binary_semaphore go{0};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Worker>> workers_;  // workers_[i] takes index i + 1
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t job_parts_ = 0, job_stride_ = 1;
   bool stopping_ = false;
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  int busy_ = 0;
 };
 
 }  // namespace strider::cuda
