@@ -212,53 +212,55 @@ Status CudaDevice::download(const TensorView& source, Tensor* destination) {
   return download_all(std::span(&one, 1));
 }
 
-// Dense destinations from pageable memory go as one staged transfer, from pinned memory as
-// DMAs on the same stream (waited for with it); strided ones each through the device
-// staging buffer and a copy kernel, in turn.
+// Dense tensors in pageable memory go as one staged transfer, in pinned memory as DMAs on
+// the same stream (waited for with it); strided ones each through the device staging
+// buffer and a copy kernel, in turn.
 Status CudaDevice::upload_all(std::span<const Upload> uploads) {
-  std::lock_guard lock(transfer_mutex_);
-  cudaSetDevice(ordinal_);
-  std::vector<HostDeviceCopy> staged;
-  cudaError_t direct = cudaSuccess;
+  std::vector<Move> moves;
   for (const Upload& u : uploads) {
-    const size_t bytes = u.source->byte_size();
-    std::byte* target = u.destination->allocation->address() + u.destination->byte_offset;
-    if (bytes == 0) continue;
-    if (!u.destination->is_contiguous()) {
-      STRIDER_RETURN_IF_ERROR(finish_direct(direct, "upload"));
-      STRIDER_RETURN_IF_ERROR(upload_strided(*u.source, *u.destination));
-    } else if (pinned_staging_ && !is_pinned(u.source->bytes())) {
-      staged.push_back({target, u.source->bytes(), bytes});
-    } else if (direct == cudaSuccess) {
-      direct = cudaMemcpyAsync(target, u.source->bytes(), bytes, cudaMemcpyHostToDevice, transfer_stream_);
-    }
+    const TensorView& to = *u.destination;
+    moves.push_back({{to.allocation->address() + to.byte_offset, u.source->bytes(), u.source->byte_size()},
+                     u.source->bytes(),
+                     to.is_contiguous() ? std::function<Status()>() : [this, &u] { return upload_strided(*u.source, *u.destination); }});
   }
-  if (!staged.empty() && direct == cudaSuccess) return pinned_staging_->upload(staged, transfer_stream_);
-  return finish_direct(direct, "upload");
+  return move_all(moves, cudaMemcpyHostToDevice);
 }
 
 Status CudaDevice::download_all(std::span<const Download> downloads) {
+  std::vector<Move> moves;
+  for (const Download& d : downloads) {
+    const TensorView& from = *d.source;
+    if (!d.destination->has_layout(from.dtype, from.sizes))
+      *d.destination = Tensor::for_overwrite(from.dtype, from.sizes);  // every byte is copied below
+    Tensor& result = *d.destination;
+    moves.push_back({{result.bytes(), from.allocation->address() + from.byte_offset, result.byte_size()},
+                     result.bytes(),
+                     from.is_contiguous() ? std::function<Status()>() : [this, &d] { return download_strided(*d.source, *d.destination); }});
+  }
+  return move_all(moves, cudaMemcpyDeviceToHost);
+}
+
+Status CudaDevice::move_all(std::span<const Move> moves, cudaMemcpyKind kind) {
   std::lock_guard lock(transfer_mutex_);
   cudaSetDevice(ordinal_);
+  const char* what = kind == cudaMemcpyHostToDevice ? "upload" : "download";
   std::vector<HostDeviceCopy> staged;
   cudaError_t direct = cudaSuccess;
-  for (const Download& d : downloads) {
-    if (!d.destination->has_layout(d.source->dtype, d.source->sizes))
-      *d.destination = Tensor::for_overwrite(d.source->dtype, d.source->sizes);  // every byte is copied below
-    Tensor& result = *d.destination;
-    const std::byte* origin = d.source->allocation->address() + d.source->byte_offset;
-    if (result.byte_size() == 0) continue;
-    if (!d.source->is_contiguous()) {
-      STRIDER_RETURN_IF_ERROR(finish_direct(direct, "download"));
-      STRIDER_RETURN_IF_ERROR(download_strided(*d.source, result));
-    } else if (pinned_staging_ && !is_pinned(result.bytes())) {
-      staged.push_back({result.bytes(), origin, result.byte_size()});
+  for (const Move& m : moves) {
+    if (m.copy.bytes == 0) continue;
+    if (m.strided) {
+      STRIDER_RETURN_IF_ERROR(finish_direct(direct, what));
+      STRIDER_RETURN_IF_ERROR(m.strided());
+    } else if (pinned_staging_ && !is_pinned(m.host)) {
+      staged.push_back(m.copy);
     } else if (direct == cudaSuccess) {
-      direct = cudaMemcpyAsync(result.bytes(), origin, result.byte_size(), cudaMemcpyDeviceToHost, transfer_stream_);
+      direct = cudaMemcpyAsync(m.copy.target, m.copy.source, m.copy.bytes, kind, transfer_stream_);
     }
   }
-  if (!staged.empty() && direct == cudaSuccess) return pinned_staging_->download(staged, transfer_stream_);
-  return finish_direct(direct, "download");
+  if (!staged.empty() && direct == cudaSuccess)
+    return kind == cudaMemcpyHostToDevice ? pinned_staging_->upload(staged, transfer_stream_)
+                                          : pinned_staging_->download(staged, transfer_stream_);
+  return finish_direct(direct, what);
 }
 
 // Waits for the DMAs queued so far (even after an error: the caller's memory is not handed

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -82,6 +83,14 @@ class CudaDevice final : public Device {
   Status init();
   Result<void*> allocate_raw(size_t bytes, const std::string& label);
   Status stage(size_t bytes);
+  // One tensor of a batched transfer: its bytes where both sides are dense (`copy`, the host
+  // side at `host`), else `strided`, which moves it on its own and waits.
+  struct Move {
+    HostDeviceCopy copy;
+    const void* host;
+    std::function<Status()> strided;
+  };
+  Status move_all(std::span<const Move> moves, cudaMemcpyKind kind);
   Status upload_strided(const Tensor& source, const TensorView& destination);  // waits for it
   Status download_strided(const TensorView& source, Tensor& result);        // waits for it
   Status finish_direct(cudaError_t& queued, const char* what);

@@ -95,14 +95,20 @@ Status PinnedStaging::reserve(size_t bytes, size_t parts) {
   return Status::ok();
 }
 
-Status PinnedStaging::upload(std::span<const HostDeviceCopy> copies, cudaStream_t stream) {
-  if (total_bytes(copies) > kMaxStagedBytes) {
-    for (const HostDeviceCopy& c : copies)
-      STRIDER_RETURN_IF_ERROR(c.bytes > kMaxStagedBytes
-                                  ? copy_and_wait(c.target, c.source, c.bytes, cudaMemcpyHostToDevice, stream)
-                                  : upload(c.target, c.source, c.bytes, stream));
-    return Status::ok();
+// Copies too large to stage together: each on its own, staged, or as a pageable copy when
+// it alone is larger than the most the buffer grows to.
+Status PinnedStaging::one_by_one(std::span<const HostDeviceCopy> copies, cudaMemcpyKind kind, cudaStream_t stream) {
+  for (const HostDeviceCopy& c : copies) {
+    const std::span<const HostDeviceCopy> one(&c, 1);
+    STRIDER_RETURN_IF_ERROR(c.bytes > kMaxStagedBytes ? copy_and_wait(c.target, c.source, c.bytes, kind, stream)
+                            : kind == cudaMemcpyHostToDevice ? upload(one, stream)
+                                                             : download(one, stream));
   }
+  return Status::ok();
+}
+
+Status PinnedStaging::upload(std::span<const HostDeviceCopy> copies, cudaStream_t stream) {
+  if (total_bytes(copies) > kMaxStagedBytes) return one_by_one(copies, cudaMemcpyHostToDevice, stream);
   size_t staged = 0;
   const std::vector<Part> parts = parts_of(copies, &staged);
   if (parts.empty()) return Status::ok();
@@ -120,13 +126,7 @@ Status PinnedStaging::upload(std::span<const HostDeviceCopy> copies, cudaStream_
 }
 
 Status PinnedStaging::download(std::span<const HostDeviceCopy> copies, cudaStream_t stream) {
-  if (total_bytes(copies) > kMaxStagedBytes) {
-    for (const HostDeviceCopy& c : copies)
-      STRIDER_RETURN_IF_ERROR(c.bytes > kMaxStagedBytes
-                                  ? copy_and_wait(c.target, c.source, c.bytes, cudaMemcpyDeviceToHost, stream)
-                                  : download(c.target, c.source, c.bytes, stream));
-    return Status::ok();
-  }
+  if (total_bytes(copies) > kMaxStagedBytes) return one_by_one(copies, cudaMemcpyDeviceToHost, stream);
   size_t staged = 0;
   const std::vector<Part> parts = parts_of(copies, &staged);
   if (parts.empty()) return Status::ok();

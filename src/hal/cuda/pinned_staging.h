@@ -91,6 +91,7 @@ class PinnedStaging {
   };
   std::vector<Part> parts_of(std::span<const HostDeviceCopy> copies, size_t* staged_bytes) const;
   Status reserve(size_t bytes, size_t parts);
+  Status one_by_one(std::span<const HostDeviceCopy> copies, cudaMemcpyKind kind, cudaStream_t stream);
   // Runs part(i) for i in [0, parts) on min(parts, threads) threads: the caller takes part 0
   // and every that-many-th after.
   void parallel(size_t parts, const std::function<void(size_t)>& part);
