@@ -12,6 +12,12 @@
 // Copying a borrowed Tensor makes another view of the same bytes (not a copy of them);
 // `owns_bytes()` says which kind a Tensor is. Device memory is never a Tensor: inside a
 // session, values are TensorViews of allocations (src/memory/tensor_view.h).
+//
+// An owning Tensor may hold its bytes in a HostBuffer it adopted (Tensor::adopt): a cuda
+// session returns large outputs in pinned memory that way, so the download is one DMA and
+// no host copy (hal/cuda/pinned_pool.h). It is owning in every respect: copying it copies
+// the bytes (into ordinary memory), moving it moves the buffer, destroying it frees the
+// buffer (the HostBuffer's own release).
 #pragma once
 
 #include <cstddef>
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "strider/dtype.h"
+#include "strider/host_buffer.h"
 #include "strider/status.h"
 
 namespace strider {
@@ -52,6 +59,11 @@ struct ByteAllocator : std::allocator<std::byte> {
 class Tensor {
  public:
   Tensor() = default;
+  Tensor(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(const Tensor& other);
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor() = default;
   // Zero-filled tensor. The shape must be valid (no negative dim, at most 2^52 bytes):
   // anything else is a programming error and aborts. Sizes from a file or a model go
   // through create() instead.
@@ -69,6 +81,9 @@ class Tensor {
   // must match exactly; INVALID_ARGUMENT otherwise, or for a null `data` with bytes. The
   // lifetime rule above applies.
   static Result<Tensor> borrow(DType dtype, Shape shape, void* data, size_t byte_size);
+  // An owning tensor whose bytes are `buffer`'s first ones (unspecified, as for_overwrite's);
+  // the buffer must hold at least dtype and shape's bytes (INVALID_ARGUMENT otherwise).
+  static Result<Tensor> adopt(DType dtype, Shape shape, HostBuffer buffer);
 
   template <typename T>
   static Tensor from_values(DType dtype, Shape shape, std::span<const T> values) {
@@ -82,7 +97,7 @@ class Tensor {
   int64_t rank() const { return int64_t(shape_.size()); }
   int64_t num_elements() const;
   size_t byte_size() const { return borrowed_ ? borrowed_size_ : data_.size(); }
-  bool owns_bytes() const { return borrowed_ == nullptr; }
+  bool owns_bytes() const { return borrowed_ == nullptr || adopted_.data() != nullptr; }
   // Whether this tensor has exactly this dtype and shape, with its bytes (what a caller's
   // output tensor must be for a run to write into it).
   bool has_layout(DType dtype, const Shape& shape) const;
@@ -108,8 +123,9 @@ class Tensor {
   DType dtype_ = DType::kF32;
   Shape shape_;
   std::vector<std::byte, detail::ByteAllocator> data_;
-  std::byte* borrowed_ = nullptr;  // not null: the caller's bytes, not data_
+  std::byte* borrowed_ = nullptr;  // not null: the caller's bytes (or adopted_'s), not data_
   size_t borrowed_size_ = 0;
+  HostBuffer adopted_;  // holds borrowed_'s memory when the tensor adopted it
 };
 
 // "[2, 3, 4]" and "2x3x4" (a scalar: "[]", "scalar"), for messages (src/base/shape.cc).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <new>
+#include <utility>
 
 #include "base/check.h"
 #include "base/checked_math.h"
@@ -75,6 +76,62 @@ Result<Tensor> Tensor::borrow(DType dtype, Shape shape, void* data, size_t byte_
   t.borrowed_ = data ? static_cast<std::byte*>(data) : empty_tensor_bytes;
   t.borrowed_size_ = expected;
   return t;
+}
+
+Result<Tensor> Tensor::adopt(DType dtype, Shape shape, HostBuffer buffer) {
+  std::optional<int64_t> count = checked_element_count(shape, dtype_size(dtype));
+  if (!count || size_t(*count * dtype_size(dtype)) > buffer.size() || (buffer.data() == nullptr && *count > 0))
+    return invalid_argument(fmt::format("{}{} does not fit a host buffer of {} bytes", dtype_name(dtype),
+                                        shape_to_string(shape), buffer.size()));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.borrowed_size_ = size_t(*count * dtype_size(dtype));
+  t.adopted_ = std::move(buffer);
+  static std::byte empty_tensor_bytes[1];
+  t.borrowed_ = t.adopted_.data() ? t.adopted_.data() : empty_tensor_bytes;
+  return t;
+}
+
+// A copy of an adopting tensor owns a copy of the bytes in ordinary memory; a copy of a
+// borrowed one views the same bytes; a copy of an ordinary one copies its vector.
+Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
+  if (other.adopted_.data()) {
+    data_.assign(other.bytes(), other.bytes() + other.byte_size());
+  } else {
+    data_ = other.data_;
+    borrowed_ = other.borrowed_;
+    borrowed_size_ = other.borrowed_size_;
+  }
+}
+
+// The moved-from tensor is left empty (it no longer points at bytes it gave away).
+Tensor::Tensor(Tensor&& other) noexcept
+    : dtype_(other.dtype_),
+      shape_(std::move(other.shape_)),
+      data_(std::move(other.data_)),
+      borrowed_(std::exchange(other.borrowed_, nullptr)),
+      borrowed_size_(std::exchange(other.borrowed_size_, 0)),
+      adopted_(std::move(other.adopted_)) {
+  other.shape_.clear();
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    other.shape_.clear();
+    data_ = std::move(other.data_);
+    borrowed_ = std::exchange(other.borrowed_, nullptr);
+    borrowed_size_ = std::exchange(other.borrowed_size_, 0);
+    adopted_ = std::move(other.adopted_);
+  }
+  return *this;
 }
 
 bool Tensor::has_layout(DType dtype, const Shape& shape) const {

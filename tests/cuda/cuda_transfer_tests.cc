@@ -3,7 +3,8 @@
 // into device memory whose neighbours must stay as they were; and the buffer is reused
 // across transfers of different sizes (a later, smaller one must not see an earlier one's
 // bytes). The device's batched transfers (upload_all, download_all) mix dense, strided and
-// pinned tensors in one call.
+// pinned tensors in one call. Outputs the device makes come in pinned blocks of its
+// PinnedPool, reused once given back.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "hal/cuda/pinned_pool.h"
 #include "hal/cuda/pinned_staging.h"
 #include "hal/device.h"
 #include "kernel_harness.h"
@@ -217,6 +219,88 @@ TEST(PinnedStaging, TheDeviceMovesSeveralTensorsInOneCall) {
   EXPECT_TRUE(gap_untouched(dense_at + int64_t(dense.byte_size())));
   EXPECT_TRUE(gap_untouched(strided_at + int64_t(strided.byte_size())));
   EXPECT_TRUE(gap_untouched(pinned_at + int64_t(pinned_values.byte_size())));
+  (*device)->release(*memory);
+}
+
+bool is_pinned(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+TEST(PinnedPool, HandsOutPinnedBlocksAndReusesThoseGivenBack) {
+  STRIDER_REQUIRE_GPU();
+  std::shared_ptr<cuda::PinnedPool> pool = cuda::PinnedPool::create(0);
+  EXPECT_EQ(pool->take(cuda::PinnedPool::kMinBytes - 1).data(), nullptr) << "small: pageable is as fast";
+  std::byte *first = nullptr, *second = nullptr;
+  size_t block = 0;
+  {
+    HostBuffer a = pool->take(300001);
+    ASSERT_NE(a.data(), nullptr);
+    EXPECT_GE(a.size(), 300001u);
+    EXPECT_TRUE(is_pinned(a.data()));
+    EXPECT_EQ(pool->outstanding_bytes(), a.size());
+    HostBuffer b = pool->take(300001);  // while a is out: another block
+    ASSERT_NE(b.data(), nullptr);
+    EXPECT_NE(b.data(), a.data());
+    first = a.data();
+    second = b.data();
+    block = a.size();
+    std::memset(a.data(), 0x11, a.size());  // the whole block is the caller's
+  }
+  EXPECT_EQ(pool->outstanding_bytes(), 0u);
+  EXPECT_EQ(pool->cached_bytes(), 2 * block);
+  HostBuffer again = pool->take(300001);
+  EXPECT_TRUE(again.data() == first || again.data() == second) << "a given-back block is reused";
+  EXPECT_EQ(pool->cached_bytes(), block);
+  HostBuffer far_smaller = pool->take(cuda::PinnedPool::kMinBytes);
+  EXPECT_NE(far_smaller.data(), nullptr);
+  // The pool outlives its handle while a block is out; the block's release frees it last.
+  pool.reset();
+  std::memset(again.data(), 0x22, again.size());
+}
+
+// A download into a tensor the device makes comes back in pinned memory when it is large
+// (one DMA), in ordinary memory when small, with the right bytes either way; a copy of it
+// is ordinary memory; once dropped, its block serves the next download.
+TEST(PinnedPool, TheDeviceHandsBackLargeOutputsInPinnedMemory) {
+  STRIDER_REQUIRE_GPU();
+  auto device = kernel_test::open_device("cuda");
+  ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+  const Shape large_shape = {7, 211, 199}, small_shape = {3, 5};
+  const Tensor large = random_tensor(DType::kF32, large_shape, 91), small = random_tensor(DType::kF32, small_shape, 92);
+  Result<Allocation*> memory = (*device)->allocate(int64_t(large.byte_size() + 4096), 256, "pinned output test");
+  ASSERT_TRUE(memory.is_ok());
+  Result<TensorView> large_view = make_dense_view(**memory, 0, DType::kF32, large_shape, "large");
+  Result<TensorView> small_view = make_dense_view(**memory, int64_t(large.byte_size()) + 256, DType::kF32, small_shape, "small");
+  ASSERT_TRUE(large_view.is_ok() && small_view.is_ok());
+  ASSERT_TRUE((*device)->upload(large, *large_view).is_ok());
+  ASSERT_TRUE((*device)->upload(small, *small_view).is_ok());
+  std::byte* block = nullptr;
+  {
+    Tensor large_back, small_back;
+    const std::vector<Device::Download> downloads = {{&*large_view, &large_back}, {&*small_view, &small_back}};
+    ASSERT_TRUE((*device)->download_all(downloads).is_ok());
+    EXPECT_TRUE(is_pinned(large_back.bytes())) << "a large output in pinned memory";
+    EXPECT_FALSE(is_pinned(small_back.bytes())) << "a small one in ordinary memory";
+    EXPECT_TRUE(large_back.owns_bytes());
+    EXPECT_EQ(large_back.shape(), large_shape);
+    EXPECT_EQ(std::memcmp(large_back.bytes(), large.bytes(), large.byte_size()), 0);
+    EXPECT_EQ(std::memcmp(small_back.bytes(), small.bytes(), small.byte_size()), 0);
+    const Tensor copy = large_back;
+    EXPECT_FALSE(is_pinned(copy.bytes())) << "a copy is ordinary memory";
+    EXPECT_EQ(std::memcmp(copy.bytes(), large.bytes(), large.byte_size()), 0);
+    block = large_back.bytes();
+  }
+  ASSERT_TRUE((*device)->upload(random_tensor(DType::kF32, large_shape, 93), *large_view).is_ok());
+  Tensor next;
+  ASSERT_TRUE((*device)->download(*large_view, &next).is_ok());
+  EXPECT_EQ(next.bytes(), block) << "the dropped output's block serves the next download";
+  const Tensor wanted = random_tensor(DType::kF32, large_shape, 93);
+  EXPECT_EQ(std::memcmp(next.bytes(), wanted.bytes(), wanted.byte_size()), 0);
   (*device)->release(*memory);
 }
 

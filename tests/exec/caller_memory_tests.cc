@@ -1,5 +1,6 @@
 // The public API over the caller's memory (strider/tensor.h, strider/session.h): borrowed
-// tensors are views, not copies; a run writes its outputs into the caller's tensors in
+// tensors are views, not copies; a tensor that adopted a host buffer owns it (copies copy
+// the bytes, moves move the buffer, the last owner releases it once); a run writes its outputs into the caller's tensors in
 // place; a wrong output tensor is refused before anything runs, leaving it untouched.
 #include <gtest/gtest.h>
 
@@ -37,6 +38,60 @@ std::unique_ptr<Session> load(DType dtype = DType::kF32, Layout layout = Layout:
   auto session = Session::load((kModel / "model.onnx").string(), options);
   EXPECT_TRUE(session.is_ok()) << session.status().to_string();
   return session.is_ok() ? std::move(session).value() : nullptr;
+}
+
+// A HostBuffer of `bytes` whose release counts into `released` (and frees the memory).
+HostBuffer counted_buffer(size_t bytes, int* released) {
+  return HostBuffer(new std::byte[bytes], bytes, [released](std::byte* p) {
+    ++*released;
+    delete[] p;
+  });
+}
+
+TEST(AdoptedTensor, OwnsItsBufferThroughCopiesAndMoves) {
+  int released = 0;
+  {
+    HostBuffer buffer = counted_buffer(4 * 6 + 8, &released);  // larger than needed: allowed
+    std::byte* memory = buffer.data();
+    Result<Tensor> adopted = Tensor::adopt(DType::kF32, {2, 3}, std::move(buffer));
+    ASSERT_TRUE(adopted.is_ok()) << adopted.status().to_string();
+    Tensor t = std::move(*adopted);
+    EXPECT_EQ(t.bytes(), memory) << "the tensor's bytes are the buffer's";
+    EXPECT_TRUE(t.owns_bytes());
+    EXPECT_EQ(t.byte_size(), 24u) << "its own size, not the buffer's";
+    std::mt19937 rng(34);
+    for (int i = 0; i < 6; ++i) t.data<float>()[i] = float(rng() % 1000) / 7.0f;
+
+    Tensor copy = t;  // a copy owns a copy of the bytes in ordinary memory
+    EXPECT_NE(copy.bytes(), memory);
+    EXPECT_TRUE(copy.owns_bytes());
+    EXPECT_EQ(std::memcmp(copy.bytes(), t.bytes(), 24), 0);
+    copy.data<float>()[0] = -1.0f;
+    EXPECT_NE(t.data<float>()[0], -1.0f) << "nothing aliases an owning tensor";
+
+    Tensor moved = std::move(t);  // a move hands the buffer on
+    EXPECT_EQ(moved.bytes(), memory);
+    EXPECT_EQ(t.byte_size(), 0u) << "the moved-from tensor points at nothing";
+    Tensor assigned;
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned.bytes(), memory);
+    Tensor copy_assigned;
+    copy_assigned = assigned;
+    EXPECT_NE(copy_assigned.bytes(), memory);
+    EXPECT_EQ(std::memcmp(copy_assigned.bytes(), assigned.bytes(), 24), 0);
+    EXPECT_EQ(released, 0) << "released while a tensor still held it";
+    assigned = Tensor(DType::kF32, {1});  // overwriting the last owner releases it
+    EXPECT_EQ(released, 1);
+  }
+  EXPECT_EQ(released, 1) << "released exactly once";
+}
+
+TEST(AdoptedTensor, RefusesABufferTooSmall) {
+  int released = 0;
+  Result<Tensor> adopted = Tensor::adopt(DType::kF32, {2, 3}, counted_buffer(23, &released));
+  ASSERT_FALSE(adopted.is_ok());
+  EXPECT_EQ(adopted.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(released, 1) << "a refused buffer is still released";
 }
 
 TEST(Tensor, BorrowIsAViewOfTheCallersBytes) {

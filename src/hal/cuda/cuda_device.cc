@@ -60,6 +60,8 @@ Status CudaDevice::init() {
   }
   STRIDER_CUDA_RETURN(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking), "transfer stream");
   const char* staging = std::getenv("STRIDER_CUDA_PINNED_STAGING");
+  const char* pinned_outputs = std::getenv("STRIDER_CUDA_PINNED_OUTPUTS");  // "off": pageable (measuring)
+  if (!pinned_outputs || std::string_view(pinned_outputs) != "off") output_pool_ = PinnedPool::create(ordinal_);
   const char* part_kb = std::getenv("STRIDER_CUDA_STAGING_PART_KB");  // fixed part size (measuring)
   const size_t part_bytes = part_kb ? size_t(std::max(0L, std::atol(part_kb))) << 10 : 0;
   if (!staging || std::string_view(staging) != "off")
@@ -230,14 +232,27 @@ Status CudaDevice::download_all(std::span<const Download> downloads) {
   std::vector<Move> moves;
   for (const Download& d : downloads) {
     const TensorView& from = *d.source;
-    if (!d.destination->has_layout(from.dtype, from.sizes))
-      *d.destination = Tensor::for_overwrite(from.dtype, from.sizes);  // every byte is copied below
+    if (!d.destination->has_layout(from.dtype, from.sizes)) *d.destination = output_tensor(from.dtype, from.sizes);
     Tensor& result = *d.destination;
     moves.push_back({{result.bytes(), from.allocation->address() + from.byte_offset, result.byte_size()},
                      result.bytes(),
                      from.is_contiguous() ? std::function<Status()>() : [this, &d] { return download_strided(*d.source, *d.destination); }});
   }
   return move_all(moves, cudaMemcpyDeviceToHost);
+}
+
+// A tensor for a download to make: in a pinned block when the pool gives one (then the
+// download is one DMA), else in ordinary memory. Its bytes are unspecified: every one is
+// copied next.
+Tensor CudaDevice::output_tensor(DType dtype, const Shape& sizes) {
+  const size_t bytes = size_t(num_elements(sizes) * dtype_size(dtype));
+  if (output_pool_) {
+    if (HostBuffer block = output_pool_->take(bytes); block.data()) {
+      Result<Tensor> adopted = Tensor::adopt(dtype, sizes, std::move(block));
+      if (adopted.is_ok()) return std::move(*adopted);
+    }
+  }
+  return Tensor::for_overwrite(dtype, sizes);
 }
 
 Status CudaDevice::move_all(std::span<const Move> moves, cudaMemcpyKind kind) {

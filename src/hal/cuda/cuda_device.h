@@ -7,7 +7,9 @@
 // Uploads and downloads are host-queue commands ordered by the hazard tracker; they copy on
 // a transfer stream of their own and wait for it, through the device's pinned host
 // buffer (pinned_staging.h: the bus at pinned speed, host copies on several threads), and
-// non-dense views through a device buffer and a strided copy kernel.
+// non-dense views through a device buffer and a strided copy kernel. An output tensor the
+// device makes for a download is pinned memory of its PinnedPool (pinned_pool.h) when it
+// is large: one DMA, no host copy.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/device_buffer.h"
+#include "hal/cuda/pinned_pool.h"
 #include "hal/cuda/pinned_staging.h"
 #include "hal/device.h"
 
@@ -91,6 +94,7 @@ class CudaDevice final : public Device {
     std::function<Status()> strided;
   };
   Status move_all(std::span<const Move> moves, cudaMemcpyKind kind);
+  Tensor output_tensor(DType dtype, const Shape& sizes);
   Status upload_strided(const Tensor& source, const TensorView& destination);  // waits for it
   Status download_strided(const TensorView& source, Tensor& result);        // waits for it
   Status finish_direct(cudaError_t& queued, const char* what);
@@ -105,6 +109,9 @@ class CudaDevice final : public Device {
   cudaStream_t transfer_stream_ = nullptr;
   DeviceBuffer staging_;  // for non-dense uploads and downloads
   std::unique_ptr<PinnedStaging> pinned_staging_;  // null: pageable copies (measuring aid)
+  // Pinned blocks for the outputs download_all makes (pinned_pool.h); null: ordinary
+  // memory (STRIDER_CUDA_PINNED_OUTPUTS=off, a measuring aid). Shared with the tensors.
+  std::shared_ptr<PinnedPool> output_pool_;
   std::mutex transfer_mutex_;  // one upload or download at a time (they share the buffers)
   std::atomic<uint64_t> next_id_{1};  // allocate() may be called from several threads (instances sharing weights)
 };
