@@ -8,6 +8,7 @@
 //   stg1M    the same with 1-MiB parts (sessions 13-33)
 //   stg256K  256-KiB parts
 //   stg16t   16 threads instead of the default (half the cores, at most 8)
+//   spin     idle threads polling 300 us before sleeping (STRIDER_CUDA_STAGING_SPIN_US=300)
 //   fresh    stg's download into memory allocated for it (as run() returns a new tensor
 //            each call: the allocator may hand back pages that fault on first touch)
 // Run with no arguments on the GPU machine (scripts/gpu-check probes).
@@ -57,7 +58,8 @@ int main() {
   void* pinned = nullptr;
   if (cudaMalloc(&device, most) != cudaSuccess || cudaHostAlloc(&pinned, most, cudaHostAllocDefault) != cudaSuccess) return 1;
   std::vector<std::byte> pageable(most, std::byte(7));
-  PinnedStaging staged(0), staged_1m(0, 0, size_t(1) << 20), staged_256k(0, 0, size_t(256) << 10), staged_16t(0, 16);
+  PinnedStaging staged(0), staged_1m(0, 0, size_t(1) << 20), staged_256k(0, 0, size_t(256) << 10), staged_16t(0, 16),
+      staged_spin(0, 0, 0, /*spin_us=*/300);
   const auto h2d = [&](const void* from, size_t n) {
     return cudaMemcpyAsync(device, from, n, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
            cudaStreamSynchronize(stream) == cudaSuccess;
@@ -67,24 +69,24 @@ int main() {
            cudaStreamSynchronize(stream) == cudaSuccess;
   };
   std::printf("GB/s, median of 15; parts by default: %s\n", "about two a thread, 64 KiB to 1 MiB");
-  std::printf("%8s %4s %7s %7s %7s %7s %7s %7s %7s\n", "MiB", "dir", "pin", "page", "stg", "stg1M", "stg256K", "stg16t",
-              "fresh");
+  std::printf("%8s %4s %7s %7s %7s %7s %7s %7s %7s %7s\n", "MiB", "dir", "pin", "page", "stg", "stg1M", "stg256K",
+              "stg16t", "spin", "fresh");
   for (double mib : {0.03, 0.26, 1.0, 4.2, 16.8, 39.0, 64.0}) {
     const size_t n = std::min(most, size_t(mib * 1048576.0));
     const auto up = [&](PinnedStaging& s) { return [&] { return ok(s.upload(device, pageable.data(), n, stream)); }; };
     const auto down = [&](PinnedStaging& s) { return [&] { return ok(s.download(pageable.data(), device, n, stream)); }; };
-    std::printf("%8.2f %4s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7s\n", mib, "h2d",
+    std::printf("%8.2f %4s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7s\n", mib, "h2d",
                 median_gbs(n, [&] { return h2d(pinned, n); }), median_gbs(n, [&] { return h2d(pageable.data(), n); }),
                 median_gbs(n, up(staged)), median_gbs(n, up(staged_1m)), median_gbs(n, up(staged_256k)),
-                median_gbs(n, up(staged_16t)), "-");
+                median_gbs(n, up(staged_16t)), median_gbs(n, up(staged_spin)), "-");
     const double fresh = median_gbs(n, [&] {
       std::unique_ptr<std::byte[]> target(new std::byte[n]);  // not zeroed: as Tensor::for_overwrite
       return ok(staged.download(target.get(), device, n, stream));
     });
-    std::printf("%8.2f %4s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f\n", mib, "d2h",
+    std::printf("%8.2f %4s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f\n", mib, "d2h",
                 median_gbs(n, [&] { return d2h(pinned, n); }), median_gbs(n, [&] { return d2h(pageable.data(), n); }),
                 median_gbs(n, down(staged)), median_gbs(n, down(staged_1m)), median_gbs(n, down(staged_256k)),
-                median_gbs(n, down(staged_16t)), fresh);
+                median_gbs(n, down(staged_16t)), median_gbs(n, down(staged_spin)), fresh);
   }
   return 0;
 }

@@ -9,6 +9,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -110,6 +113,26 @@ TEST(PinnedStaging, SeveralCopiesGoAsOneTransfer) {
     }
   }
   cudaStreamDestroy(stream);
+}
+
+// The staging threads' hand-over (no GPU needed): across thousands of jobs of 1-19 parts,
+// with threads sleeping at once or polling first, and pauses that let pollers fall
+// asleep, every part of every job runs exactly once and before the job returns.
+TEST(PinnedStaging, ThreadsRunEveryPartOnceAcrossManyJobs) {
+  for (int threads : {2, 3, 8}) {
+    for (int spin_us : {0, 200}) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, spin " << spin_us << " us");
+      cuda::PinnedStaging staging(/*ordinal=*/0, threads, 0, spin_us);
+      std::mt19937 rng(uint32_t(threads * 1000 + spin_us));
+      for (int job = 0; job < 3000; ++job) {
+        const size_t parts = 1 + rng() % 19;
+        std::vector<std::atomic<int>> runs(parts);
+        staging.parallel(parts, [&](size_t i) { runs[i].fetch_add(1); });
+        for (size_t i = 0; i < parts; ++i) ASSERT_EQ(runs[i].load(), 1) << "job " << job << ", part " << i;
+        if (job % 500 == 499) std::this_thread::sleep_for(std::chrono::microseconds(400 + rng() % 400));
+      }
+    }
+  }
 }
 
 // Parts give each thread about two, from 64 KiB to 1 MiB, and a fixed size wins.

@@ -1,6 +1,7 @@
 #include "hal/cuda/pinned_staging.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,6 +14,13 @@ int default_threads() {
   const int cores = int(std::thread::hardware_concurrency());
   return std::clamp(cores / 2, 1, 8);
 }
+
+// A spinning thread's pause between polls (it yields the core's pipeline to its sibling).
+#if defined(__x86_64__) || defined(__i386__)
+inline void cpu_relax() { __builtin_ia32_pause(); }
+#else
+inline void cpu_relax() { std::this_thread::yield(); }
+#endif
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -43,15 +51,19 @@ Status copy_and_wait(void* target, const void* source, size_t bytes, cudaMemcpyK
   return Status::ok();
 }
 
-PinnedStaging::PinnedStaging(int ordinal, int threads, size_t part_bytes)
-    : ordinal_(ordinal), threads_(threads > 0 ? threads : default_threads()), fixed_part_bytes_(part_bytes) {}
+PinnedStaging::PinnedStaging(int ordinal, int threads, size_t part_bytes, int spin_us)
+    : ordinal_(ordinal),
+      threads_(threads > 0 ? threads : default_threads()),
+      fixed_part_bytes_(part_bytes),
+      spin_us_(std::max(0, spin_us)) {}
 
 PinnedStaging::~PinnedStaging() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    generation_.fetch_add(1);
   }
-  for (auto& w : workers_) w->go.release();
+  for (auto& w : workers_) w->go.release();  // a spinning worker sees the generation; a token left over is harmless
   for (auto& w : workers_) w->thread.join();
   for (cudaEvent_t e : part_done_) cudaEventDestroy(e);
   if (pinned_) cudaFreeHost(pinned_);
@@ -165,34 +177,67 @@ void PinnedStaging::parallel(size_t parts, const std::function<void(size_t)>& pa
     job_ = &part;
     job_parts_ = parts;
     job_stride_ = active;
-    busy_ = int(active) - 1;
+    busy_.store(int(active) - 1);
+    generation_.fetch_add(1);
   }
-  for (size_t w = 0; w + 1 < active; ++w) workers_[w]->go.release();
+  for (size_t w = 0; w + 1 < active; ++w)  // a spinning worker sees the generation; a sleeping one is woken
+    if (workers_[w]->asleep.exchange(false)) workers_[w]->go.release();
   for (size_t i = 0; i < parts; i += active) part(i);
+  spin_until([this] { return busy_.load() == 0; });
   std::unique_lock lock(mutex_);
-  finished_.wait(lock, [this] { return busy_ == 0; });
+  finished_.wait(lock, [this] { return busy_.load() == 0; });
   job_ = nullptr;
 }
 
-// Worker `index` takes parts index, index + stride, ... of each job it is woken for. A job
-// is posted only after every worker woken for the last one has finished it.
+// Up to spin_us_ of polling `done` (a thread that sleeps takes tens of microseconds to
+// wake on a virtual machine, against a part's copy of about as long); whether it became true.
+bool PinnedStaging::spin_until(const std::function<bool()>& done) const {
+  if (done()) return true;
+  if (spin_us_ <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+  } while (std::chrono::steady_clock::now() < until);
+  return done();
+}
+
+// Worker `index` takes parts index, index + stride, ... of each job after the generation it
+// saw last, when it is one of the job's threads. It polls for the next job for spin_us_,
+// then sleeps: it marks itself asleep and checks once more; a poster that finds it marked
+// releases its semaphore (so a job posted between the mark and the sleep is not missed,
+// and a release it did not wait for is consumed). A poster may find it marked for its
+// next sleep after it ran the job by polling: that wake-up sees no new generation.
 void PinnedStaging::worker_loop(Worker& self, size_t index) {
   const cudaError_t on_device = cudaSetDevice(ordinal_);  // checked by the parts' own calls
   (void)on_device;
+  uint64_t seen = 0;
   for (;;) {
-    self.go.acquire();
+    if (!spin_until([&] { return generation_.load() != seen; })) {
+      self.asleep.store(true);
+      if (generation_.load() == seen || !self.asleep.exchange(false)) self.go.acquire();
+    }
     const std::function<void(size_t)>* job;
     size_t parts, stride;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
+      // A wake-up for the job this thread already ran: its poster found it asleep again
+      // after it had seen that job by polling (late, on a busy machine). Not run twice.
+      if (generation_.load() == seen) continue;
+      seen = generation_.load();
       job = job_;
       parts = job_parts_;
       stride = job_stride_;
     }
+    if (index >= stride || job == nullptr) continue;  // not one of this job's threads
     for (size_t i = index; i < parts; i += stride) (*job)(i);
-    std::lock_guard lock(mutex_);
-    if (--busy_ == 0) finished_.notify_one();
+    if (busy_.fetch_sub(1) == 1) {
+      std::lock_guard lock(mutex_);  // the caller checks busy_ under it: no lost wake-up
+      finished_.notify_one();
+    }
   }
 }
 

@@ -25,12 +25,15 @@
 // threads sleep when idle (no spinning), are made on the first transfer that uses them,
 // and only as many as a transfer has parts are woken; each makes its GPU (`ordinal`) its
 // current device first: a CUDA call on a thread whose current device was never set makes
-// a context on GPU 0, which a session on cuda:1 must never touch.
+// a context on GPU 0, which a session on cuda:1 must never touch. Optionally (spin_us) the
+// threads poll for a while before sleeping, so that the transfers of a run, and of runs
+// back to back, find them awake (STRIDER_CUDA_STAGING_SPIN_US; off until measured).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -65,7 +68,9 @@ class PinnedStaging {
   // `ordinal`: the GPU of the streams it is given. `threads`: host copies at once (the
   // calling thread is one of them); 0 picks half the machine's cores, at most 8.
   // `part_bytes`: 0 sizes parts per transfer (above), else every part is that size.
-  explicit PinnedStaging(int ordinal, int threads = 0, size_t part_bytes = 0);
+  // `spin_us`: how long an idle thread polls for the next job (and the caller for the
+  // threads to finish) before sleeping; 0 sleeps at once.
+  explicit PinnedStaging(int ordinal, int threads = 0, size_t part_bytes = 0, int spin_us = 0);
   ~PinnedStaging();
   PinnedStaging(const PinnedStaging&) = delete;
   PinnedStaging& operator=(const PinnedStaging&) = delete;
@@ -84,6 +89,11 @@ class PinnedStaging {
   // The part size a transfer of `bytes` is cut into.
   size_t part_bytes_for(size_t bytes) const;
 
+  // Runs part(i) for i in [0, parts) on min(parts, threads) threads: the caller takes part 0
+  // and every that-many-th after. What upload and download do with their parts; public for
+  // the tests of the threads' hand-over (it needs no GPU).
+  void parallel(size_t parts, const std::function<void(size_t)>& part);
+
  private:
   // A piece of one copy, staged at `pinned_at` of the pinned buffer.
   struct Part {
@@ -92,32 +102,34 @@ class PinnedStaging {
   std::vector<Part> parts_of(std::span<const HostDeviceCopy> copies, size_t* staged_bytes) const;
   Status reserve(size_t bytes, size_t parts);
   Status one_by_one(std::span<const HostDeviceCopy> copies, cudaMemcpyKind kind, cudaStream_t stream);
-  // Runs part(i) for i in [0, parts) on min(parts, threads) threads: the caller takes part 0
-  // and every that-many-th after.
-  void parallel(size_t parts, const std::function<void(size_t)>& part);
   struct Worker;
   void worker_loop(Worker& self, size_t index);
+  bool spin_until(const std::function<bool()>& done) const;
 
   int ordinal_;
   int threads_;
   size_t fixed_part_bytes_;
+  int spin_us_;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   std::vector<cudaEvent_t> part_done_;  // one per part of the largest transfer so far
 
-  // A job: set before its workers' semaphores are released (which orders these writes
-  // before the workers read them); `busy_` under mutex_.
+  // A job: its fields and generation_'s step are written under mutex_, where workers read
+  // them; busy_ counts the job's workers still copying (the caller polls it, then waits
+  // for finished_ under mutex_).
   struct Worker {
     std::binary_semaphore go{0};
+    std::atomic<bool> asleep{false};  // set by the worker before it sleeps; taken by the one who wakes it
     std::thread thread;
   };
   std::vector<std::unique_ptr<Worker>> workers_;  // workers_[i] takes index i + 1
   const std::function<void(size_t)>* job_ = nullptr;
   size_t job_parts_ = 0, job_stride_ = 1;
   bool stopping_ = false;
+  std::atomic<uint64_t> generation_{0};
   std::mutex mutex_;
   std::condition_variable finished_;
-  int busy_ = 0;
+  std::atomic<int> busy_{0};
 };
 
 }  // namespace strider::cuda
