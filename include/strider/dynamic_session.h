@@ -63,7 +63,8 @@ class DynamicSession {
   const std::vector<ValueInfo>& outputs() const;
 
   // Runs on inputs by name, planning for their shapes first if no cached plan has them.
-  // Outputs in outputs() order, with the sizes this run gave them.
+  // Outputs in outputs() order, with the sizes this run gave them (owning tensors; large
+  // ones in pinned memory on cuda, as Session::run says).
   Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
   // Runs on the caller's memory (strider/io_binding.h), planning for the bound inputs'
   // shapes first if no cached plan has them.

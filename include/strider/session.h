@@ -116,7 +116,9 @@ class Session {
   const std::vector<ValueInfo>& inputs() const;
   const std::vector<ValueInfo>& outputs() const;
 
-  // Inputs by position (in inputs() order) or by name. Outputs in outputs() order.
+  // Inputs by position (in inputs() order) or by name. Outputs in outputs() order, as
+  // owning tensors; on cuda those of 64 KiB or more hold pinned host memory of the device's
+  // (Tensor::adopt: the download was one DMA), freed or reused when the tensor is destroyed.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
   Result<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs);
   // The same, writing into `outputs`: one tensor per output, in outputs() order, with its
