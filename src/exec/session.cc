@@ -26,6 +26,8 @@
 #include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
+#include "passes/fuse_gated_stack.h"
+#include "ops/gated_stack.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
 #include "ops/conv_chain.h"
@@ -300,9 +302,15 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
   }
   if (options.fusion && device.has_kernel(kFusedConvOp))
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
-  if (options.fusion && device.has_kernel(kFusedGatedConvOp))
-    STRIDER_RETURN_IF_ERROR(
-        fuse_gated_convs(graph, [&device](const GatedConvUnit& unit) { return device.fuses_gated_conv(unit); }).status());
+  if (options.fusion && device.has_kernel(kFusedGatedConvOp)) {
+    // Units a stack will take are fused as FusedGatedConv first (the stack pass folds those).
+    const bool stacks = device.has_kernel(kFusedGatedStackOp);
+    auto stacked = [&device, stacks](const GatedConvUnit& unit) { return stacks && device.fuses_gated_stack(unit); };
+    STRIDER_RETURN_IF_ERROR(fuse_gated_convs(graph, [&](const GatedConvUnit& unit) {
+                              return device.fuses_gated_conv(unit) || stacked(unit);
+                            }).status());
+    if (stacks) STRIDER_RETURN_IF_ERROR(fuse_gated_stacks(graph, stacked).status());
+  }
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
   if (options.fusion && device.has_kernel(kFusedPointwiseDepthwiseOp))
     STRIDER_RETURN_IF_ERROR(

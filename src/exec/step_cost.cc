@@ -5,6 +5,7 @@
 #include "ops/conv_chain.h"
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
+#include "ops/gated_stack.h"
 
 namespace strider {
 namespace {
@@ -45,6 +46,12 @@ double flops(const Plan& plan, const Node& node) {
     const double pixels = double(x.sizes[0]) * double(x.sizes[2]) * double(x.sizes[3]);
     return 2.0 * pixels * double(w1.sizes[0]) * double(w1.sizes[1]) +
            product_flops(y, w2.sizes[1] * w2.sizes[2] * w2.sizes[3]);
+  }
+  if (ours && op == kFusedGatedStackOp && node.inputs.size() > 1) {
+    // Each unit: a product of 2C rows of C per pixel (the gates' few flops not counted).
+    const TensorView& x = plan.view(node.inputs[0]);
+    if (x.rank() < 2) return 0;
+    return double(gated_stack_units(node)) * product_flops(x, 2 * x.sizes[1]);
   }
   if (ours && op == kFusedAttentionOp && node.inputs.size() > kAttnV) {
     const TensorView& q = plan.view(node.inputs[kAttnQ]);   // [.., Sq, D]

@@ -110,6 +110,9 @@ class Device {
   // Whether a gated unit's convolution and gate should run as one FusedGatedConv
   // (passes/fuse_gated_conv.h), where the device has a kernel for it.
   virtual bool fuses_gated_conv(const GatedConvUnit&) const { return true; }
+  // Whether a gated residual unit of one tap should run inside a FusedGatedStack with the
+  // units it chains with (passes/fuse_gated_stack.h), where the device has a kernel for it.
+  virtual bool fuses_gated_stack(const GatedConvUnit&) const { return false; }
   // Whether MatMuls that read one activation with constant weights should run as one
   // product and a Split (passes/merge_sibling_matmuls.h): fewer kernels where each costs a
   // launch, but each sibling loses an epilogue that reads another one's product.

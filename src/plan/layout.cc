@@ -18,8 +18,8 @@
 namespace strider::plan_internal {
 namespace {
 
-constexpr std::array<std::string_view, 19> kSpatialOps = {
-    "Conv", "ConvTranspose", "FusedConv", "FusedGatedConv", "FusedPointwiseDepthwise", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+constexpr std::array<std::string_view, 20> kSpatialOps = {
+    "Conv", "ConvTranspose", "FusedConv", "FusedGatedConv", "FusedGatedStack", "FusedPointwiseDepthwise", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "LpPool", "MaxUnpool", "BatchNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
     "Resize", "Upsample", "DepthToSpace", "SpaceToDepth"};
 constexpr std::array<std::string_view, 7> kChannelPreservingOps = {"Concat", "Split", "Slice", "Pad",

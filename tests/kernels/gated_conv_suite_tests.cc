@@ -13,6 +13,8 @@
 #include "ops/fused_elementwise.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
+#include "passes/fuse_gated_stack.h"
+#include "ops/gated_stack.h"
 #include "passes/infer_shapes.h"
 
 namespace strider {
@@ -43,6 +45,42 @@ TEST_P(KernelSuite, GatedUnits) {
       ASSERT_TRUE(folded.is_ok() && *folded == 1 && fused.num_nodes() == 1) << "the unit did not fold";
       ASSERT_EQ(fused.node(0).op_type, kFusedGatedConvOp);
       check_graph(std::move(fused), {{"x", random_tensor(t, c.unit.x, 1)}}, &unfused);
+    }
+}
+
+// FusedGatedStack (passes/fuse_gated_stack.h): chains of units folded into one node, on
+// every device and layout, against the float64 reference of the unfused chain. The CUDA
+// cases cover a block's column groups (C = 8: 32 groups; 96: two, with idle threads; 128:
+// two), each column count a thread may carry (Q = 1 at 2 x 7 pixels, up to 8 at 2 x 600),
+// and columns past the last pixel.
+TEST_P(KernelSuite, GatedStacks) {
+  struct Case {
+    const char* name;
+    Shape x;
+    int units;
+  };
+  const std::vector<Case> cases = {
+      {"three units", {2, 8, 12}, 3},
+      {"one unit", {1, 16, 9}, 1},
+      {"96 channels", {2, 96, 7}, 2},
+      {"128 channels, many pixels", {2, 128, 600}, 2},
+      {"8 channels, many pixels", {2, 8, 1100}, 4},
+  };
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      testing_support::GatedUnit unit;
+      unit.x = c.x;
+      Graph unfused = testing_support::gated_stack_graph(
+          unit, c.units, t, [&](const Shape& shape, uint32_t seed) { return random_tensor(t, shape, seed); });
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_gated_convs(fused).is_ok());
+      auto stacks = fuse_gated_stacks(fused);
+      ASSERT_TRUE(stacks.is_ok() && *stacks == 1 && fused.num_nodes() == 1) << "the units did not stack";
+      ASSERT_EQ(fused.node(0).op_type, kFusedGatedStackOp);
+      check_graph(std::move(fused), {{"x", random_tensor(t, c.x, 1)}}, &unfused);
     }
 }
 

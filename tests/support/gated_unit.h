@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/builder.h"
@@ -19,34 +20,67 @@ struct GatedUnit {
   bool halves_read_twice = false;  // a second output reads the first half: the unit must stay unfused
 };
 
-// `random(shape, seed)` makes the weights and bias in `dtype`.
+// Appends one unit reading `x` to `b` and returns its output; the constants' names end in
+// `tag`, and `random(shape, seed)` makes the weights and bias (seeds from `seed`).
 template <typename Random>
-Graph gated_unit_graph(const GatedUnit& u, DType dtype, Random random) {
-  GraphBuilder b(22);
+ValueId add_gated_unit(GraphBuilder& b, ValueId x, const GatedUnit& u, DType dtype, Random random,
+                       const std::string& tag = "", uint32_t seed = 2) {
   auto i64s = [](std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); };
   const int64_t c = u.x[1], pad = u.chomp ? u.dilation * (u.kernel - 1) : 0;
-  ValueId x = b.input("x", dtype, u.x);
   AttributeMap conv;
   conv.set_ints("pads", {pad, pad});
   conv.set_ints("dilations", {u.dilation});
   conv.set_ints("strides", {u.stride});
-  ValueId z = b.op("Conv", {x, b.constant("w", random(Shape{2 * c, c, u.kernel}, 2)), b.constant("bias", random(Shape{2 * c}, 3))},
+  ValueId z = b.op("Conv", {x, b.constant("w" + tag, random(Shape{2 * c, c, u.kernel}, seed)),
+                            b.constant("bias" + tag, random(Shape{2 * c}, seed + 1))},
                    conv);
   if (u.chomp)
-    z = b.op("Slice", {z, b.constant("starts", i64s({0})), b.constant("ends", i64s({-pad})), b.constant("axes", i64s({2}))});
+    z = b.op("Slice", {z, b.constant("starts" + tag, i64s({0})), b.constant("ends" + tag, i64s({-pad})),
+                       b.constant("axes" + tag, i64s({2}))});
   ValueId a, g;
   if (u.split) {
     AttributeMap axis;
     axis.set_int("axis", 1);
-    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split", i64s({c, c}))}, 2, axis);
+    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split" + tag, i64s({c, c}))}, 2, axis);
     a = halves[0], g = halves[1];
   } else {
-    a = b.op("Slice", {z, b.constant("s0", i64s({0})), b.constant("e0", i64s({c})), b.constant("x0", i64s({1}))});
-    g = b.op("Slice", {z, b.constant("s1", i64s({c})), b.constant("e1", i64s({2 * c})), b.constant("x1", i64s({1}))});
+    a = b.op("Slice", {z, b.constant("s0" + tag, i64s({0})), b.constant("e0" + tag, i64s({c})),
+                       b.constant("x0" + tag, i64s({1}))});
+    g = b.op("Slice", {z, b.constant("s1" + tag, i64s({c})), b.constant("e1" + tag, i64s({2 * c})),
+                       b.constant("x1" + tag, i64s({1}))});
   }
   ValueId gated = b.op("Mul", {b.op("Tanh", {a}), b.op("Sigmoid", {g})});
-  b.output(u.residual ? b.op("Add", {x, gated}) : gated);
   if (u.halves_read_twice) b.output(b.op("Relu", {a}));
+  return u.residual ? b.op("Add", {x, gated}) : gated;
+}
+
+// `random(shape, seed)` makes the weights and bias in `dtype`.
+template <typename Random>
+Graph gated_unit_graph(const GatedUnit& u, DType dtype, Random random) {
+  GraphBuilder b(22);
+  ValueId x = b.input("x", dtype, u.x);
+  const ValueId y = add_gated_unit(b, x, u, dtype, random);
+  // The unit's output first, then any second output the unit made.
+  b.output(y);
+  return b.build();
+}
+
+// A gated stack: `units` units of `u` in a chain, each reading the one before (as
+// models/architectures.py's GatedChain). `tap_after`: the unit (0-based) whose output a
+// second graph output (a Relu of it) also reads, -1 for none; `no_residual`: the unit
+// that has no residual add, -1 for none.
+template <typename Random>
+Graph gated_stack_graph(const GatedUnit& u, int units, DType dtype, Random random, int tap_after = -1,
+                        int no_residual = -1) {
+  GraphBuilder b(22);
+  ValueId h = b.input("x", dtype, u.x);
+  for (int i = 0; i < units; ++i) {
+    GatedUnit unit = u;
+    unit.residual = u.residual && i != no_residual;
+    h = add_gated_unit(b, h, unit, dtype, random, std::to_string(i), uint32_t(2 + 2 * i));
+    if (i == tap_after) b.output(b.op("Relu", {h}));
+  }
+  b.output(h);
   return b.build();
 }
 

@@ -10,6 +10,7 @@
 #include "hal/cuda/attention.h"
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_queue.h"
+#include "hal/cuda/gated_stack.h"
 #include "hal/cuda_device_factory.h"
 #include "hal/host_queue.h"
 #include "ops/fused_elementwise.h"
@@ -171,6 +172,14 @@ bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
   const char* env = std::getenv("STRIDER_CUDA_GATED_CONV");
   if (env && std::string_view(env) == "everywhere") return true;
   return (unit.dtype == DType::kBF16 || unit.dtype == DType::kF16) && unit.taps > 1;
+}
+
+bool CudaDevice::fuses_gated_stack(const GatedConvUnit& unit) const {
+  const char* env = std::getenv("STRIDER_CUDA_GATED_STACK");
+  if (env && std::string_view(env) == "off") return false;
+  return unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
+         unit.in_channels <= cuda::kGatedStackMaxChannels &&
+         (unit.dtype == DType::kF32 || unit.dtype == DType::kBF16 || unit.dtype == DType::kF16);
 }
 
 bool CudaDevice::merges_sibling_matmuls() const {

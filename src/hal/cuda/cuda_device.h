@@ -63,6 +63,11 @@ class CudaDevice final : public Device {
   // node only added its buffer), f32 units too. So: 16-bit units of more than one tap.
   // STRIDER_CUDA_GATED_CONV=everywhere fuses every unit (a testing aid), =off none.
   bool fuses_gated_conv(const GatedConvUnit& unit) const override;
+  // Every gated residual unit of one tap and at most kGatedStackMaxChannels channels, in
+  // f32, bf16 and f16: the stack's kernel carries a pixel's channels through all its units
+  // in shared memory (gated_stack.h), one launch where there were one or two a unit.
+  // STRIDER_CUDA_GATED_STACK=off fuses none (the A/B switch).
+  bool fuses_gated_stack(const GatedConvUnit& unit) const override;
   // Yes: a merged group is one cuBLASLt product where there were several (and for Llama's
   // gate and up, one map after it where the gate's product had its map in place). On an
   // H100 (session 27) Llama's decoder ran 4-6% faster merged (b1 bf16 0.176 -> 0.166 ms,

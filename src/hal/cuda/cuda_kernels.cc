@@ -28,6 +28,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_index_map_kernels(t);
     register_scatter_kernels(t);
     register_attention_kernels(t);
+    register_gated_stack_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

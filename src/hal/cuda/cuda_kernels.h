@@ -52,6 +52,7 @@ void register_normalization_kernels(std::vector<KernelEntry>& table);  // normal
 void register_index_map_kernels(std::vector<KernelEntry>& table);      // index_map.cu: Pad, Tile
 void register_scatter_kernels(std::vector<KernelEntry>& table);        // scatter.cu: scatters, GatherND
 void register_attention_kernels(std::vector<KernelEntry>& table);      // attention.cu: FusedAttention
+void register_gated_stack_kernels(std::vector<KernelEntry>& table);    // gated_stack.cu: FusedGatedStack
 
 class MappedReport;
 // OK, or OUT_OF_RANGE naming `node` and the bad index a kernel flagged in `report` (gather.h).
