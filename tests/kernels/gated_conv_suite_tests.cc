@@ -51,8 +51,9 @@ TEST_P(KernelSuite, GatedUnits) {
 // FusedGatedStack (passes/fuse_gated_stack.h): chains of units folded into one node, on
 // every device and layout, against the float64 reference of the unfused chain. The CUDA
 // cases cover a block's column groups (C = 8: 32 groups; 96: two, with idle threads; 128:
-// two), each column count a thread may carry (Q = 1 at 2 x 7 pixels, up to 8 at 2 x 600),
-// and columns past the last pixel.
+// two), each column count a thread may carry on a GPU of 132 multiprocessors (Q = 1 at
+// 2 x 7 pixels, 2 at 64 channels of 1500, 4 at 128 of 2 x 600, 8 at 128 of 2 x 1100), and
+// columns past the last pixel.
 TEST_P(KernelSuite, GatedStacks) {
   struct Case {
     const char* name;
@@ -63,7 +64,9 @@ TEST_P(KernelSuite, GatedStacks) {
       {"three units", {2, 8, 12}, 3},
       {"one unit", {1, 16, 9}, 1},
       {"96 channels", {2, 96, 7}, 2},
-      {"128 channels, many pixels", {2, 128, 600}, 2},
+      {"64 channels, 1500 pixels", {1, 64, 1500}, 2},
+      {"128 channels, 1200 pixels", {2, 128, 600}, 2},
+      {"128 channels, 2200 pixels", {2, 128, 1100}, 1},
       {"8 channels, many pixels", {2, 8, 1100}, 4},
   };
   for (DType t : {DType::kF32, DType::kBF16})
