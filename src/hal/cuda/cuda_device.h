@@ -66,7 +66,7 @@ class CudaDevice final : public Device {
   // Every gated residual unit of one tap and at most kGatedStackMaxChannels channels, in
   // f32, bf16 and f16: the stack's kernel carries a pixel's channels through all its units
   // in shared memory (gated_stack.h), one launch where there were one or two a unit.
-  // STRIDER_CUDA_GATED_STACK=off fuses none (the A/B switch).
+  // Off by default until measured on a GPU; STRIDER_CUDA_GATED_STACK=on fuses them.
   bool fuses_gated_stack(const GatedConvUnit& unit) const override;
   // Yes: a merged group is one cuBLASLt product where there were several (and for Llama's
   // gate and up, one map after it where the gate's product had its map in place). On an
