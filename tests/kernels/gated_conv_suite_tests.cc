@@ -16,6 +16,7 @@
 #include "passes/fuse_gated_stack.h"
 #include "ops/gated_stack.h"
 #include "passes/infer_shapes.h"
+#include "onnx/importer.h"
 
 namespace strider {
 namespace {
@@ -85,6 +86,27 @@ TEST_P(KernelSuite, GatedStacks) {
       ASSERT_EQ(fused.node(0).op_type, kFusedGatedStackOp);
       check_graph(std::move(fused), {{"x", random_tensor(t, c.x, 1)}}, &unfused);
     }
+}
+
+// The committed exports of the gated chains (models/real: torch's Split lowering, and the
+// opset-13 one whose halves are Slices of computed bounds) fold into one stack of every
+// unit, which then matches the float64 reference of the whole exported graph.
+TEST_P(KernelSuite, GatedStacksOfTheExportedChains) {
+  for (const auto& [model, units] : {std::pair{"GatedChain20_split_op17", 20}, std::pair{"GatedChain11_shape_op13", 11}}) {
+    SCOPED_TRACE(model);
+    auto imported = import_model_file(std::string(STRIDER_SOURCE_DIR) + "/models/real/" + model + "/model.onnx");
+    ASSERT_TRUE(imported.is_ok()) << imported.status().to_string();
+    Graph unfused = std::move(*imported);
+    ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+    Graph fused = unfused;
+    ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+    ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+    ASSERT_TRUE(fuse_gated_convs(fused).is_ok());
+    auto stacks = fuse_gated_stacks(fused);
+    ASSERT_TRUE(stacks.is_ok() && *stacks == 1 && fused.num_nodes() == 1) << "the chain did not stack whole";
+    ASSERT_EQ(gated_stack_units(fused.node(0)), units);
+    check_graph(std::move(fused), {{"x", random_tensor(DType::kF32, {1, 64, 256}, 1)}}, &unfused);
+  }
 }
 
 }  // namespace
