@@ -25,6 +25,30 @@ __device__ __forceinline__ void column_offsets(const GatedStackArgs& a, int64_t 
   *xo = x, *yo = y;
 }
 
+// The block's columns of x into h [C][columns] as f32 (zeros past the last column). A
+// warp's elements run along channels where x's channels are neighbours (channels-last),
+// else along columns: neighbouring elements in memory either way.
+template <typename T>
+__device__ __forceinline__ void load_tile(const GatedStackArgs& a, const int64_t* x_off, int columns, float* h) {
+  const int c = a.c;
+  const bool channels_inner = a.x_channel == 1;
+  for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
+    const int k = channels_inner ? e % c : e / columns, p = channels_inner ? e / c : e % columns;
+    h[k * columns + p] = x_off[p] >= 0 ? load<T>(a.x, x_off[p] + k * a.x_channel) : 0.0f;
+  }
+}
+
+// h [C][columns] into the block's columns of y, in y's order as load_tile reads x.
+template <typename T>
+__device__ __forceinline__ void store_tile(const GatedStackArgs& a, const int64_t* y_off, int columns, const float* h) {
+  const int c = a.c;
+  const bool channels_inner = a.y_channel == 1;
+  for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
+    const int k = channels_inner ? e % c : e / columns, p = channels_inner ? e / c : e % columns;
+    if (y_off[p] >= 0) store<T>(a.y, y_off[p] + k * a.y_channel, h[k * columns + p]);
+  }
+}
+
 // Thread (k, g): channel k of column group g, Q columns [g Q, g Q + Q) of the block's P.
 // Shared memory: x's and y's offsets of the P columns (-1 past the last column), then h
 // [C][P] as f32.
@@ -43,13 +67,7 @@ __global__ void __launch_bounds__(kThreads) gated_stack_kernel(const GatedStackA
     x_off[p] = xo, y_off[p] = yo;
   }
   __syncthreads();
-  // Channels innermost where x's channels are neighbours (channels-last), else columns:
-  // a warp's loads then touch neighbouring elements either way.
-  const bool channels_inner = a.x_channel == 1;
-  for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
-    const int k = channels_inner ? e % c : e / columns, p = channels_inner ? e / c : e % columns;
-    h[k * columns + p] = x_off[p] >= 0 ? load<T>(a.x, x_off[p] + k * a.x_channel) : 0.0f;
-  }
+  load_tile<T>(a, x_off, columns, h);
   __syncthreads();
   const int k = int(threadIdx.x) % c, g = int(threadIdx.x) / c;
   const bool active = g < a.groups;
@@ -67,7 +85,10 @@ __global__ void __launch_bounds__(kThreads) gated_stack_kernel(const GatedStackA
         float hv[Q];
         if constexpr (Q % 4 == 0) {
 #pragma unroll
-          for (int q = 0; q < Q; q += 4) *reinterpret_cast<float4*>(hv + q) = *reinterpret_cast<const float4*>(hj + q);
+          for (int q = 0; q < Q; q += 4) {  // hj + q is 16-byte aligned: columns and g Q are multiples of 4
+            const float4 v = *reinterpret_cast<const float4*>(hj + q);
+            hv[q] = v.x, hv[q + 1] = v.y, hv[q + 2] = v.z, hv[q + 3] = v.w;
+          }
         } else {
 #pragma unroll
           for (int q = 0; q < Q; ++q) hv[q] = hj[q];
@@ -88,11 +109,7 @@ __global__ void __launch_bounds__(kThreads) gated_stack_kernel(const GatedStackA
     }
     __syncthreads();
   }
-  const bool y_channels_inner = a.y_channel == 1;
-  for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
-    const int kk = y_channels_inner ? e % c : e / columns, p = y_channels_inner ? e / c : e % columns;
-    if (y_off[p] >= 0) store<T>(a.y, y_off[p] + kk * a.y_channel, h[kk * columns + p]);
-  }
+  store_tile<T>(a, y_off, columns, h);
 }
 
 template <typename T, int Q>
