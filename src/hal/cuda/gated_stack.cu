@@ -25,114 +25,163 @@ __device__ __forceinline__ void column_offsets(const GatedStackArgs& a, int64_t 
   *xo = x, *yo = y;
 }
 
-// The block's columns of x into h [C][columns] as f32 (zeros past the last column). A
-// warp's elements run along channels where x's channels are neighbours (channels-last),
-// else along columns: neighbouring elements in memory either way.
+// Asynchronous 16-byte copies from global into shared memory (cp.async, sm_80 and up):
+// the copy runs while the thread goes on; copy_async_wait<N>() returns once at most N of
+// this thread's committed groups are still in flight.
+__device__ __forceinline__ void copy_async_16(void* shared_destination, const void* global_source) {
+  const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(global_source) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Unit u's weights and bias (unit_floats, a multiple of 4: 2C(C+1) with C(C+1) even) into
+// `buffer` by the whole block, one group of copies a thread.
+__device__ __forceinline__ void fetch_unit(const GatedStackArgs& a, int u, float* buffer) {
+  const int64_t unit_floats = gated_stack_unit_floats(a.c);
+  const float4* source = reinterpret_cast<const float4*>(a.weights + u * unit_floats);
+  float4* destination = reinterpret_cast<float4*>(buffer);
+  for (int64_t i = threadIdx.x; i < unit_floats / 4; i += blockDim.x) copy_async_16(destination + i, source + i);
+  copy_async_commit();
+}
+
+// The block's `valid` columns of x into h [C][ld] as f32, zeros in the columns after them
+// up to `columns`. A warp's elements run along channels where x's channels are neighbours
+// (channels-last), else along columns: neighbouring elements in memory either way. (An
+// offset may be negative: a view with negative strides addresses below its first element.)
 template <typename T>
-__device__ __forceinline__ void load_tile(const GatedStackArgs& a, const int64_t* x_off, int columns, float* h) {
+__device__ __forceinline__ void load_tile(const GatedStackArgs& a, const int64_t* x_off, int valid, int columns, int ld,
+                                          float* h) {
   const int c = a.c;
   const bool channels_inner = a.x_channel == 1;
   for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
     const int k = channels_inner ? e % c : e / columns, p = channels_inner ? e / c : e % columns;
-    h[k * columns + p] = x_off[p] >= 0 ? load<T>(a.x, x_off[p] + k * a.x_channel) : 0.0f;
+    h[k * ld + p] = p < valid ? load<T>(a.x, x_off[p] + k * a.x_channel) : 0.0f;
   }
 }
 
-// h [C][columns] into the block's columns of y, in y's order as load_tile reads x.
+// h [C][ld]'s first `valid` columns into the block's columns of y, in y's order as
+// load_tile reads x.
 template <typename T>
-__device__ __forceinline__ void store_tile(const GatedStackArgs& a, const int64_t* y_off, int columns, const float* h) {
+__device__ __forceinline__ void store_tile(const GatedStackArgs& a, const int64_t* y_off, int valid, int ld,
+                                           const float* h) {
   const int c = a.c;
   const bool channels_inner = a.y_channel == 1;
-  for (int e = int(threadIdx.x); e < c * columns; e += blockDim.x) {
-    const int k = channels_inner ? e % c : e / columns, p = channels_inner ? e / c : e % columns;
-    if (y_off[p] >= 0) store<T>(a.y, y_off[p] + k * a.y_channel, h[k * columns + p]);
+  for (int e = int(threadIdx.x); e < c * valid; e += blockDim.x) {
+    const int k = channels_inner ? e % c : e / valid, p = channels_inner ? e / c : e % valid;
+    store<T>(a.y, y_off[p] + k * a.y_channel, h[k * ld + p]);
+  }
+}
+
+// Thread (k, g)'s gate rows a_k, b_k for its Q columns: unit weights w (W^T [C][2C], then
+// B) times h's columns [g Q, g Q + Q), plus the bias.
+template <int Q>
+__device__ __forceinline__ void gate_rows(const float* w, const float* h, int c, int ld, int k, int g, float* acc_a,
+                                          float* acc_b) {
+#pragma unroll
+  for (int q = 0; q < Q; ++q) acc_a[q] = w[2 * c * c + k], acc_b[q] = w[2 * c * c + c + k];
+#pragma unroll 4
+  for (int j = 0; j < c; ++j) {
+    const float wa = w[j * 2 * c + k], wb = w[j * 2 * c + c + k];
+    const float* hj = h + j * ld + g * Q;
+    float hv[Q];
+    if constexpr (Q % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < Q; q += 4) {  // hj + q is 16-byte aligned: ld and g Q are multiples of 4
+        const float4 v = *reinterpret_cast<const float4*>(hj + q);
+        hv[q] = v.x, hv[q + 1] = v.y, hv[q + 2] = v.z, hv[q + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < Q; ++q) hv[q] = hj[q];
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q) acc_a[q] = fmaf(wa, hv[q], acc_a[q]), acc_b[q] = fmaf(wb, hv[q], acc_b[q]);
   }
 }
 
 // Thread (k, g): channel k of column group g, Q columns [g Q, g Q + Q) of the block's P.
-// Shared memory: x's and y's offsets of the P columns (-1 past the last column), then h
-// [C][P] as f32.
+// Shared memory (gated_stack_shared_bytes): x's and y's offsets of the P columns, the
+// weight buffers (two: unit u + 1's copy runs during unit u; one where two do not fit),
+// then h [C][ld] as f32.
 template <typename T, int Q>
 __global__ void __launch_bounds__(kThreads) gated_stack_kernel(const GatedStackArgs a) {
   device::order_after_producers();
   extern __shared__ __align__(16) unsigned char shared[];
-  const int c = a.c, columns = a.groups * Q;
+  const int c = a.c, columns = a.groups * Q, ld = gated_stack_row_stride(columns, Q);
+  const int64_t unit_floats = gated_stack_unit_floats(c);
   int64_t* x_off = reinterpret_cast<int64_t*>(shared);
   int64_t* y_off = x_off + columns;
-  float* h = reinterpret_cast<float*>(y_off + columns);
+  float* const buffer0 = reinterpret_cast<float*>(y_off + columns);  // 16-byte aligned: 16 x columns bytes in
+  float* const buffer1 = buffer0 + (a.weight_buffers - 1) * unit_floats;  // buffer0 itself with one buffer
+  float* h = buffer0 + a.weight_buffers * unit_floats;
+  fetch_unit(a, 0, buffer0);
   const int64_t first = int64_t(blockIdx.x) * columns;
-  for (int p = int(threadIdx.x); p < columns; p += blockDim.x) {
-    int64_t xo = -1, yo = -1;
-    if (first + p < a.columns) column_offsets(a, first + p, &xo, &yo);
-    x_off[p] = xo, y_off[p] = yo;
-  }
+  const int valid = int(min(int64_t(columns), a.columns - first));
+  for (int p = int(threadIdx.x); p < valid; p += blockDim.x) column_offsets(a, first + p, x_off + p, y_off + p);
   __syncthreads();
-  load_tile<T>(a, x_off, columns, h);
-  __syncthreads();
+  load_tile<T>(a, x_off, valid, columns, ld, h);
   const int k = int(threadIdx.x) % c, g = int(threadIdx.x) / c;
   const bool active = g < a.groups;
-  const int64_t unit_floats = 2 * int64_t(c) * c + 2 * c;
   for (int u = 0; u < a.units; ++u) {
-    const float* wt = a.weights + u * unit_floats;
-    float acc_a[Q], acc_b[Q];
-#pragma unroll
-    for (int q = 0; q < Q; ++q) acc_a[q] = 0.0f, acc_b[q] = 0.0f;
-    if (active) {
-#pragma unroll 4
-      for (int j = 0; j < c; ++j) {
-        const float wa = __ldg(wt + j * 2 * c + k), wb = __ldg(wt + j * 2 * c + c + k);
-        const float* hj = h + j * columns + g * Q;
-        float hv[Q];
-        if constexpr (Q % 4 == 0) {
-#pragma unroll
-          for (int q = 0; q < Q; q += 4) {  // hj + q is 16-byte aligned: columns and g Q are multiples of 4
-            const float4 v = *reinterpret_cast<const float4*>(hj + q);
-            hv[q] = v.x, hv[q + 1] = v.y, hv[q + 2] = v.z, hv[q + 3] = v.w;
-          }
-        } else {
-#pragma unroll
-          for (int q = 0; q < Q; ++q) hv[q] = hj[q];
-        }
-#pragma unroll
-        for (int q = 0; q < Q; ++q) acc_a[q] = fmaf(wa, hv[q], acc_a[q]), acc_b[q] = fmaf(wb, hv[q], acc_b[q]);
-      }
+    const float* w = (u & 1) ? buffer1 : buffer0;
+    if (a.weight_buffers == 2 && u + 1 < a.units) {
+      fetch_unit(a, u + 1, (u & 1) ? buffer0 : buffer1);  // read by every thread before the last barrier
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
     }
-    __syncthreads();  // every thread has read this unit's h
+    __syncthreads();  // unit u's weights and the previous unit's h are in place
+    float acc_a[Q], acc_b[Q];
+    if (active) gate_rows<Q>(w, h, c, ld, k, g, acc_a, acc_b);
+    __syncthreads();  // every thread has read h and unit u's weights
+    if (a.weight_buffers == 1 && u + 1 < a.units) fetch_unit(a, u + 1, buffer0);
     if (active) {
-      const float* bias = wt + 2 * int64_t(c) * c;
-      const float ba = __ldg(bias + k), bb = __ldg(bias + c + k);
 #pragma unroll
       for (int q = 0; q < Q; ++q) {
-        float* hq = h + k * columns + g * Q + q;
-        *hq = gated_residual(*hq, acc_a[q] + ba, acc_b[q] + bb);
+        float* hq = h + k * ld + g * Q + q;
+        *hq = gated_residual(*hq, acc_a[q], acc_b[q]);
       }
     }
-    __syncthreads();
   }
-  store_tile<T>(a, y_off, columns, h);
+  __syncthreads();
+  store_tile<T>(a, y_off, valid, ld, h);
 }
 
 template <typename T, int Q>
 cudaError_t launch(const GatedStackArgs& a, cudaStream_t stream) {
   const int columns = a.groups * Q;
-  const size_t shared = size_t(columns) * 2 * sizeof(int64_t) + size_t(a.c) * columns * sizeof(float);
   const int64_t blocks = (a.columns + columns - 1) / columns;
-  return launch_dependent(gated_stack_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads), shared, stream, a);
+  return launch_dependent(gated_stack_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads),
+                          gated_stack_shared_bytes(a), stream, a);
 }
 
+template <typename T, int Q>
+cudaError_t allow_shared(size_t bytes) {
+  return cudaFuncSetAttribute(gated_stack_kernel<T, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+struct Instantiation {
+  GatedStackLaunch::Launcher launcher;
+  cudaError_t (*allow)(size_t);
+};
+
 template <typename T>
-GatedStackLaunch::Launcher launcher_for(int q) {
+Instantiation instantiation_for(int q) {
   switch (q) {
-    case 8: return launch<T, 8>;
-    case 4: return launch<T, 4>;
-    case 2: return launch<T, 2>;
-    default: return launch<T, 1>;
+    case 8: return {launch<T, 8>, allow_shared<T, 8>};
+    case 4: return {launch<T, 4>, allow_shared<T, 4>};
+    case 2: return {launch<T, 2>, allow_shared<T, 2>};
+    default: return {launch<T, 1>, allow_shared<T, 1>};
   }
 }
 
 }  // namespace
 
-Status prepare_gated_stack(DType dtype, int sms, GatedStackLaunch* launch) {
+Status prepare_gated_stack(DType dtype, int sms, size_t shared_limit, GatedStackLaunch* launch) {
   GatedStackArgs& a = launch->args;
   if (a.c < 1 || a.c > kGatedStackMaxChannels || a.spatial_rank < 1 || a.spatial_rank > 3)
     return unsupported("gated stack: " + std::to_string(a.c) + " channels, " + std::to_string(a.spatial_rank) +
@@ -151,12 +200,25 @@ Status prepare_gated_stack(DType dtype, int sms, GatedStackLaunch* launch) {
   const int64_t blocks = (a.columns + int64_t(a.groups) * a.q - 1) / (int64_t(a.groups) * a.q);
   if (blocks > INT32_MAX) return unsupported("gated stack: too many pixels for one launch");
   launch->blocks = int32_t(blocks);
+  // Two weight buffers where they fit (the next unit's copy overlaps this unit's work), else one.
+  a.weight_buffers = 2;
+  if (gated_stack_shared_bytes(a) > shared_limit) a.weight_buffers = 1;
+  const size_t shared = gated_stack_shared_bytes(a);
+  if (shared > shared_limit)
+    return unsupported("gated stack: " + std::to_string(shared) + " bytes of shared memory for " + std::to_string(a.c) +
+                       " channels, the device allows " + std::to_string(shared_limit));
+  Instantiation chosen;
   switch (dtype) {
-    case DType::kF32: launch->launcher = launcher_for<float>(a.q); break;
-    case DType::kBF16: launch->launcher = launcher_for<__nv_bfloat16>(a.q); break;
-    case DType::kF16: launch->launcher = launcher_for<__half>(a.q); break;
+    case DType::kF32: chosen = instantiation_for<float>(a.q); break;
+    case DType::kBF16: chosen = instantiation_for<__nv_bfloat16>(a.q); break;
+    case DType::kF16: chosen = instantiation_for<__half>(a.q); break;
     default: return unsupported("gated stack: no kernel for this dtype");
   }
+  const cudaError_t error = chosen.allow(shared);
+  if (error != cudaSuccess)
+    return device_error("gated stack: shared memory of " + std::to_string(shared) + " bytes refused: " +
+                        cudaGetErrorString(error));
+  launch->launcher = chosen.launcher;
   return Status::ok();
 }
 

@@ -16,7 +16,7 @@ using KernelPtr = std::unique_ptr<Kernel>;
 
 class GatedStackKernel final : public Kernel {
  public:
-  Status init(const KernelRequest& r, int sms) {
+  Status init(const KernelRequest& r, int sms, size_t shared_limit) {
     const TensorView &x = r.inputs.at(0), &y = r.outputs.at(0);
     GatedStackArgs& a = launch_.args;
     a.units = int32_t(gated_stack_units(r.node));
@@ -33,11 +33,12 @@ class GatedStackKernel final : public Kernel {
     STRIDER_RETURN_IF_ERROR(upload_weights(r));
     a.x = x.allocation->address() + x.byte_offset;
     a.y = y.allocation->address() + y.byte_offset;
-    return prepare_gated_stack(x.dtype, sms, &launch_);
+    return prepare_gated_stack(x.dtype, sms, shared_limit, &launch_);
   }
   Status run(const QueueContext& queue) override { return run_gated_stack(launch_, stream_of(queue)); }
   std::string implementation() const override {
-    return fmt::format("strider-cuda:gated-stack ({} units, {} columns a thread)", launch_.args.units, launch_.args.q);
+    return fmt::format("strider-cuda:gated-stack ({} units, {} columns a thread, {} weight buffers)", launch_.args.units,
+                       launch_.args.q, launch_.args.weight_buffers);
   }
 
  private:
@@ -46,7 +47,7 @@ class GatedStackKernel final : public Kernel {
   Status upload_weights(const KernelRequest& r) {
     const int64_t c = launch_.args.c;
     std::vector<float> all;
-    all.reserve(size_t(launch_.args.units * (2 * c * c + 2 * c)));
+    all.reserve(size_t(launch_.args.units * gated_stack_unit_floats(c)));
     for (int64_t u = 0; u < launch_.args.units; ++u) {
       const Tensor* w = r.constant_input(size_t(1 + 2 * u));
       const Tensor* b = r.constant_input(size_t(2 + 2 * u));
@@ -66,13 +67,14 @@ class GatedStackKernel final : public Kernel {
 };
 
 Result<KernelPtr> make_gated_stack(const KernelRequest& r, const CudaContext& context) {
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, context.ordinal) != cudaSuccess) {
+  int sms = 0, shared_limit = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, context.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, context.ordinal) != cudaSuccess) {
     cudaGetLastError();
-    sms = 132;
+    return device_error(fmt::format("{}: the device's multiprocessors or shared memory could not be read", describe_node(r.node)));
   }
   auto kernel = std::make_unique<GatedStackKernel>();
-  STRIDER_RETURN_IF_ERROR(kernel->init(r, sms));
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, sms, size_t(shared_limit)));
   return KernelPtr(std::move(kernel));
 }
 
