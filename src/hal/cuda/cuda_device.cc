@@ -65,9 +65,9 @@ Status CudaDevice::init() {
   if (!pinned_outputs || std::string_view(pinned_outputs) != "off") output_pool_ = PinnedPool::create(ordinal_);
   const char* part_kb = std::getenv("STRIDER_CUDA_STAGING_PART_KB");  // fixed part size (measuring)
   const size_t part_bytes = part_kb ? size_t(std::max(0L, std::atol(part_kb))) << 10 : 0;
-  const char* spin_us = std::getenv("STRIDER_CUDA_STAGING_SPIN_US");  // idle threads poll this long (measuring)
+  const char* spin_us = std::getenv("STRIDER_CUDA_STAGING_SPIN_US");  // idle threads poll this long (0: sleep at once)
   if (!staging || std::string_view(staging) != "off")
-    pinned_staging_ = std::make_unique<PinnedStaging>(ordinal_, /*threads=*/0, part_bytes, spin_us ? std::atoi(spin_us) : 0);
+    pinned_staging_ = std::make_unique<PinnedStaging>(ordinal_, /*threads=*/0, part_bytes, spin_us ? std::atoi(spin_us) : PinnedStaging::kDefaultSpinUs);
   return Status::ok();
 }
 
