@@ -27,6 +27,7 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
 #include "passes/fuse_gated_stack.h"
+#include "passes/fuse_wavenet_layer.h"
 #include "ops/gated_stack.h"
 #include "passes/infer_shapes.h"
 #include "passes/lower_precision.h"
@@ -304,12 +305,18 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
     STRIDER_RETURN_IF_ERROR(fuse_conv_activations(graph, device.fuses_conv_into_concat()).status());
   if (options.fusion && device.has_kernel(kFusedGatedConvOp)) {
     // Units a stack will take are fused as FusedGatedConv first (the stack pass folds those).
+    // So are the gates of WaveNet layers the device fuses (the layer pass then folds those
+    // with their projections; a gate it finds none for stays a FusedGatedConv).
     const bool stacks = device.has_kernel(kFusedGatedStackOp);
+    const bool layers = device.has_kernel(kFusedWaveNetLayerOp);
     auto stacked = [&device, stacks](const GatedConvUnit& unit) { return stacks && device.fuses_gated_stack(unit); };
+    auto layered = [&device, layers](const WaveNetLayerShape& shape) { return layers && device.fuses_wavenet_layer(shape); };
     STRIDER_RETURN_IF_ERROR(fuse_gated_convs(graph, [&](const GatedConvUnit& unit) {
-                              return device.fuses_gated_conv(unit) || stacked(unit);
+                              return device.fuses_gated_conv(unit) || stacked(unit) ||
+                                     layered({unit, true, unit.in_channels});
                             }).status());
     if (stacks) STRIDER_RETURN_IF_ERROR(fuse_gated_stacks(graph, stacked).status());
+    if (layers) STRIDER_RETURN_IF_ERROR(fuse_wavenet_layers(graph, layered).status());
   }
   if (options.fusion && device.has_kernel(kFusedMatMulOp)) STRIDER_RETURN_IF_ERROR(fuse_matmul_epilogues(graph).status());
   if (options.fusion && device.has_kernel(kFusedPointwiseDepthwiseOp))

@@ -6,6 +6,7 @@
 #include "ops/fused_attention.h"
 #include "ops/fused_elementwise.h"
 #include "ops/gated_stack.h"
+#include "ops/wavenet_layer.h"
 
 namespace strider {
 namespace {
@@ -25,6 +26,17 @@ double conv_flops(const Plan& plan, const Node& node) {
 double flops(const Plan& plan, const Node& node) {
   const std::string_view op = node.op_type;
   const bool ours = node.domain == "strider";
+  if (ours && op == kFusedWaveNetLayerOp && node.inputs.size() > 1) {
+    // Per time step: the gate's 2C rows of C K, then C rows of C (residual) and S of C (skip).
+    const TensorView& x = plan.view(node.inputs[0]);
+    const TensorView& wg = plan.view(node.inputs[1]);
+    if (x.rank() != 3 || wg.rank() != 3) return 0;
+    const double steps = double(x.sizes[0]) * double(x.sizes[2]), c = double(x.sizes[1]);
+    double rows = 2 * c * double(wg.sizes[2]) * c;
+    for (size_t w : {size_t(kWaveResW), size_t(kWaveSkipW)})
+      if (node.input(w) != kNoValue) rows += double(plan.view(node.inputs[w]).sizes[0]) * c;
+    return 2.0 * steps * rows;
+  }
   if (node.outputs.empty() || node.outputs[0] == kNoValue) return 0;
   if ((op == "Conv" || (ours && op == kFusedConvOp)) && node.inputs.size() > 1) return conv_flops(plan, node);
   if (ours && op == kFusedGatedConvOp && node.inputs.size() > 1) return 2 * conv_flops(plan, node);  // 2K channels

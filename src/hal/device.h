@@ -29,6 +29,8 @@
 
 namespace strider {
 
+struct WaveNetLayerShape;  // ops/wavenet_layer.h
+
 struct DeviceOptions {
   int queues = 1;          // device queues besides the host
   // cpu: threads each kernel may use (oneDNN's OpenMP team per queue); 0: every core.
@@ -113,6 +115,9 @@ class Device {
   // Whether a gated residual unit of one tap should run inside a FusedGatedStack with the
   // units it chains with (passes/fuse_gated_stack.h), where the device has a kernel for it.
   virtual bool fuses_gated_stack(const GatedConvUnit&) const { return false; }
+  // Whether a WaveNet layer's gate and the projections that read it should run as one
+  // FusedWaveNetLayer (passes/fuse_wavenet_layer.h), where the device has a kernel for it.
+  virtual bool fuses_wavenet_layer(const WaveNetLayerShape&) const { return false; }
   // Whether MatMuls that read one activation with constant weights should run as one
   // product and a Split (passes/merge_sibling_matmuls.h): fewer kernels where each costs a
   // launch, but each sibling loses an epilogue that reads another one's product.

@@ -5,6 +5,7 @@
 #include "ops/attention.h"
 #include "ops/conv_chain.h"
 #include "ops/gated_stack.h"
+#include "ops/wavenet_layer.h"
 #include "ops/function_ops.h"
 #include "ops/quantize.h"
 #include "ops/recurrent.h"
@@ -108,9 +109,11 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
   static const OpSchema kFusedAttention = fused_attention_schema();
   static const OpSchema kConvChain = conv_chain_schema();
   static const OpSchema kGatedStack = gated_stack_schema();
+  static const OpSchema kWaveNetLayer = wavenet_layer_schema();
   if (domain == kStriderDomain) {
     if (op_type == kConvChain.op_type) return &kConvChain;
     if (op_type == kGatedStack.op_type) return &kGatedStack;
+    if (op_type == kWaveNetLayer.op_type) return &kWaveNetLayer;
     if (op_type == "Materialize") return &kMaterialize;
     if (op_type == kFusedConv.op_type) return &kFusedConv;
     if (op_type == kFusedGatedConv.op_type) return &kFusedGatedConv;

@@ -18,8 +18,8 @@
 namespace strider::plan_internal {
 namespace {
 
-constexpr std::array<std::string_view, 20> kSpatialOps = {
-    "Conv", "ConvTranspose", "FusedConv", "FusedGatedConv", "FusedGatedStack", "FusedPointwiseDepthwise", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+constexpr std::array<std::string_view, 21> kSpatialOps = {
+    "Conv", "ConvTranspose", "FusedConv", "FusedGatedConv", "FusedGatedStack", "FusedWaveNetLayer", "FusedPointwiseDepthwise", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "LpPool", "MaxUnpool", "BatchNormalization", "InstanceNormalization", "GroupNormalization", "LRN",
     "Resize", "Upsample", "DepthToSpace", "SpaceToDepth"};
 constexpr std::array<std::string_view, 7> kChannelPreservingOps = {"Concat", "Split", "Slice", "Pad",
@@ -64,7 +64,10 @@ void decide_layouts(PlannerState& s) {
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& node = g.node(id);
     if (!is_one_of(kSpatialOps, node.op_type)) continue;
-    for (ValueId v : {node.input(0), node.outputs.empty() ? kNoValue : node.outputs[0]})
+    // Input 0 and output 0; every output of a FusedWaveNetLayer (Y, S and G, any absent).
+    std::vector<ValueId> marked = {node.input(0), node.outputs.empty() ? kNoValue : node.outputs[0]};
+    if (node.op_type == "FusedWaveNetLayer") marked.insert(marked.end(), node.outputs.begin(), node.outputs.end());
+    for (ValueId v : marked)
       if (image_rank(s, v)) s.channels_last[size_t(v)] = true;
   }
   // To a fixed point: each pass over the channel-preserving nodes spreads the marks one

@@ -31,7 +31,7 @@ LayoutChoice resolve_layout(const Graph& graph, LayoutChoice choice, const Devic
     // A fused conv counts too: layout is chosen after fusion, which may leave no plain Conv.
     const bool conv = node.op_type == "Conv" ||
                       (node.domain == "strider" && (node.op_type == "FusedConv" || node.op_type == "FusedGatedConv" ||
-                                                    node.op_type == "FusedGatedStack" ||
+                                                    node.op_type == "FusedGatedStack" || node.op_type == "FusedWaveNetLayer" ||
                                                     node.op_type == "FusedPointwiseDepthwise"));
     const size_t rank = weights == kNoValue ? 0 : graph.value(weights).shape.size();
     if (conv && (rank == 4 || (rank == 3 && capabilities.channels_last_1d))) {

@@ -14,6 +14,7 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_gated_conv.h"
 #include "passes/fuse_gated_stack.h"
+#include "passes/fuse_wavenet_layer.h"
 #include "ops/gated_stack.h"
 #include "passes/infer_shapes.h"
 #include "onnx/importer.h"
@@ -107,6 +108,49 @@ TEST_P(KernelSuite, GatedStacksOfTheExportedChains) {
     ASSERT_EQ(gated_stack_units(fused.node(0)), units);
     check_graph(std::move(fused), {{"x", random_tensor(DType::kF32, {1, 64, 256}, 1)}}, &unfused);
   }
+}
+
+// FusedWaveNetLayer (passes/fuse_wavenet_layer.h): a WaveNet layer folded with its
+// projections, on every device and layout, against the float64 reference of the unfused
+// layer. Every form of layer: residual and skip (most layers), skip alone (the last one,
+// its residual dead), residual and G (the first one, whose skip FusedConv also sums the
+// skips), all three, and a skip of other width than the layer. Dilations reach past the
+// tile of time steps a CUDA block takes, and the taps before the first step read zeros.
+TEST_P(KernelSuite, WaveNetLayers) {
+  struct Case {
+    const char* name;
+    Shape x;
+    int64_t kernel, dilation;
+    bool residual;
+    int64_t skip_channels;
+    bool g_output;
+  };
+  const std::vector<Case> cases = {
+      {"residual and skip", {2, 8, 30}, 2, 4, true, 8, false},
+      {"skip alone", {1, 16, 40}, 2, 1, false, 16, false},
+      {"residual and G", {2, 8, 50}, 2, 16, true, 0, true},
+      {"everything, 3 taps", {1, 32, 70}, 3, 2, true, 32, true},
+      {"a wider skip", {2, 16, 33}, 2, 2, true, 24, false},
+      {"64 channels, dilation 64, many steps", {1, 64, 1100}, 2, 64, true, 64, false},
+      {"32 channels, dilation 128, batch 3", {3, 32, 300}, 2, 128, true, 32, false},
+  };
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      testing_support::GatedUnit unit;
+      unit.x = c.x, unit.kernel = c.kernel, unit.dilation = c.dilation;
+      Graph unfused = testing_support::wavenet_layer_graph(
+          unit, c.residual, c.skip_channels, c.g_output, t,
+          [&](const Shape& shape, uint32_t seed) { return random_tensor(t, shape, seed); });
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
+      ASSERT_TRUE(fuse_gated_convs(fused).is_ok());
+      auto layers = fuse_wavenet_layers(fused);
+      ASSERT_TRUE(layers.is_ok() && *layers == 1 && fused.num_nodes() == 1) << "the layer did not fold";
+      check_graph(std::move(fused), {{"x", random_tensor(t, c.x, 1)}}, &unfused);
+    }
 }
 
 }  // namespace

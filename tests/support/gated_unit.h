@@ -84,4 +84,56 @@ Graph gated_stack_graph(const GatedUnit& u, int units, DType dtype, Random rando
   return b.build();
 }
 
+// One WaveNet layer whose projections are the graph's outputs: x -> the gate unit `u`
+// (chomped, no residual) -> G; then, in FusedWaveNetLayer's order of outputs, Y = x +
+// Conv1x1(G) where `residual`, S = Conv1x1(G) to `skip_channels` (0: none), and G itself
+// where `g_output`.
+template <typename Random>
+Graph wavenet_layer_graph(const GatedUnit& u, bool residual, int64_t skip_channels, bool g_output, DType dtype,
+                          Random random) {
+  GraphBuilder b(22);
+  const ValueId x = b.input("x", dtype, u.x);
+  GatedUnit unit = u;
+  unit.chomp = true, unit.residual = false;
+  const ValueId g = add_gated_unit(b, x, unit, dtype, random);
+  const int64_t c = u.x[1];
+  if (residual)
+    b.output(b.op("Add", {x, b.op("Conv", {g, b.constant("wr", random(Shape{c, c, 1}, 7)),
+                                         b.constant("br", random(Shape{c}, 8))})}));
+  if (skip_channels > 0)
+    b.output(b.op("Conv", {g, b.constant("ws", random(Shape{skip_channels, c, 1}, 9)),
+                           b.constant("bs", random(Shape{skip_channels}, 10))}));
+  if (g_output) b.output(g);
+  return b.build();
+}
+
+// WaveNet (models/architectures.py's WaveNet, without its head): `layers` layers of gated
+// units of 2 taps, dilations 1, 2, 4, ... (`u`'s dilation ignored), each chomped, with a
+// residual 1x1 convolution added to its input and a skip 1x1 convolution; the skips
+// summed, then a Relu, as the graph's first output. `last_x_output`: the last layer's
+// residual as a second output (else it is dead, and that layer has only its skip).
+template <typename Random>
+Graph wavenet_graph(const GatedUnit& u, int layers, DType dtype, Random random, bool last_x_output = false) {
+  GraphBuilder b(22);
+  ValueId x = b.input("x", dtype, u.x);
+  const int64_t c = u.x[1];
+  ValueId skips = kNoValue;
+  for (int i = 0; i < layers; ++i) {
+    GatedUnit unit = u;
+    unit.kernel = 2, unit.dilation = int64_t(1) << i, unit.chomp = true, unit.residual = false;
+    const std::string tag = std::to_string(i);
+    const uint32_t seed = uint32_t(2 + 6 * i);
+    const ValueId g = add_gated_unit(b, x, unit, dtype, random, tag, seed);
+    const ValueId res = b.op("Conv", {g, b.constant("wr" + tag, random(Shape{c, c, 1}, seed + 2)),
+                                      b.constant("br" + tag, random(Shape{c}, seed + 3))});
+    const ValueId skip = b.op("Conv", {g, b.constant("ws" + tag, random(Shape{c, c, 1}, seed + 4)),
+                                       b.constant("bs" + tag, random(Shape{c}, seed + 5))});
+    x = b.op("Add", {x, res});
+    skips = skips == kNoValue ? skip : b.op("Add", {skips, skip});
+  }
+  b.output(b.op("Relu", {skips}));
+  if (last_x_output) b.output(x);
+  return b.build();
+}
+
 }  // namespace strider::testing_support

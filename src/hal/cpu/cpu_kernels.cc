@@ -22,6 +22,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_conv_kernels(t);
     register_conv_chain_kernels(t);
     register_gated_stack_kernels(t);
+    register_wavenet_layer_kernels(t);
     register_fused_matmul_kernels(t);
     register_pool_kernels(t);
     register_reduce_kernels(t);

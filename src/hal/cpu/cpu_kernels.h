@@ -47,6 +47,7 @@ void register_matmul_kernels(std::vector<KernelEntry>& table);
 void register_conv_kernels(std::vector<KernelEntry>& table);
 void register_conv_chain_kernels(std::vector<KernelEntry>& table);
 void register_gated_stack_kernels(std::vector<KernelEntry>& table);  // FusedGatedStack
+void register_wavenet_layer_kernels(std::vector<KernelEntry>& table);  // FusedWaveNetLayer
 void register_fused_matmul_kernels(std::vector<KernelEntry>& table);
 void register_pool_kernels(std::vector<KernelEntry>& table);
 void register_reduce_kernels(std::vector<KernelEntry>& table);
