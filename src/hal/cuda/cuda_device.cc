@@ -11,9 +11,11 @@
 #include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_queue.h"
 #include "hal/cuda/gated_stack.h"
+#include "hal/cuda/wavenet_layer.h"
 #include "hal/cuda_device_factory.h"
 #include "hal/host_queue.h"
 #include "ops/fused_elementwise.h"
+#include "ops/wavenet_layer.h"
 
 namespace strider::cuda {
 
@@ -181,6 +183,18 @@ bool CudaDevice::fuses_gated_stack(const GatedConvUnit& unit) const {
   if (!env || std::string_view(env) != "on") return false;
   return unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
          unit.in_channels <= cuda::kGatedStackMaxChannels &&
+         (unit.dtype == DType::kF32 || unit.dtype == DType::kBF16 || unit.dtype == DType::kF16);
+}
+
+bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
+  // Off unless asked for (=on) until the kernel has run on a GPU: it was written in a session
+  // whose device calls mostly did not start. The kernel suite checks it either way.
+  const char* env = std::getenv("STRIDER_CUDA_WAVENET_LAYER");
+  if (!env || std::string_view(env) != "on") return false;
+  const GatedConvUnit& unit = shape.gate;
+  return unit.taps >= 2 && unit.taps <= cuda::kWaveNetLayerMaxTaps && unit.in_channels == unit.gated_channels &&
+         unit.in_channels >= 1 && unit.in_channels <= cuda::kWaveNetLayerMaxChannels &&
+         (shape.skip_channels == 0 || shape.skip_channels == unit.in_channels) &&
          (unit.dtype == DType::kF32 || unit.dtype == DType::kBF16 || unit.dtype == DType::kF16);
 }
 

@@ -68,6 +68,10 @@ class CudaDevice final : public Device {
   // in shared memory (gated_stack.h), one launch where there were one or two a unit.
   // Off by default until measured on a GPU; STRIDER_CUDA_GATED_STACK=on fuses them.
   bool fuses_gated_stack(const GatedConvUnit& unit) const override;
+  // WaveNet layers of 2-3 taps, at most kWaveNetLayerMaxChannels channels and a skip as
+  // wide, in one kernel (wavenet_layer.h); off unless STRIDER_CUDA_WAVENET_LAYER=on until
+  // the kernel has run on a GPU.
+  bool fuses_wavenet_layer(const WaveNetLayerShape& shape) const override;
   // Yes: a merged group is one cuBLASLt product where there were several (and for Llama's
   // gate and up, one map after it where the gate's product had its map in place). On an
   // H100 (session 27) Llama's decoder ran 4-6% faster merged (b1 bf16 0.176 -> 0.166 ms,

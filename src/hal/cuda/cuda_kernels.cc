@@ -29,6 +29,7 @@ const KernelTable<KernelEntry>& kernel_table() {
     register_scatter_kernels(t);
     register_attention_kernels(t);
     register_gated_stack_kernels(t);
+    register_wavenet_layer_kernels(t);
     return KernelTable<KernelEntry>(std::move(t));
   }();
   return table;

@@ -53,6 +53,7 @@ void register_index_map_kernels(std::vector<KernelEntry>& table);      // index_
 void register_scatter_kernels(std::vector<KernelEntry>& table);        // scatter.cu: scatters, GatherND
 void register_attention_kernels(std::vector<KernelEntry>& table);      // attention.cu: FusedAttention
 void register_gated_stack_kernels(std::vector<KernelEntry>& table);    // gated_stack.cu: FusedGatedStack
+void register_wavenet_layer_kernels(std::vector<KernelEntry>& table);  // wavenet_layer.cu: FusedWaveNetLayer
 
 class MappedReport;
 // OK, or OUT_OF_RANGE naming `node` and the bad index a kernel flagged in `report` (gather.h).

@@ -2,6 +2,7 @@
 // in shared memory.
 #include <string>
 
+#include "hal/cuda/copy_async.cuh"
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/gated_stack.h"
 #include "hal/cuda/launch.h"
@@ -23,19 +24,6 @@ __device__ __forceinline__ void column_offsets(const GatedStackArgs& a, int64_t 
     x += i * a.x_spatial[d], y += i * a.y_spatial[d];
   }
   *xo = x, *yo = y;
-}
-
-// Asynchronous 16-byte copies from global into shared memory (cp.async, sm_80 and up):
-// the copy runs while the thread goes on; copy_async_wait<N>() returns once at most N of
-// this thread's committed groups are still in flight.
-__device__ __forceinline__ void copy_async_16(void* shared_destination, const void* global_source) {
-  const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(global_source) : "memory");
-}
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Unit u's weights and bias (unit_floats, a multiple of 4: 2C(C+1) with C(C+1) even) into
