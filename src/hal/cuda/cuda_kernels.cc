@@ -56,6 +56,16 @@ std::string declines(const Graph& graph, const Node& node) {
   return {};
 }
 
+Result<DeviceLimits> device_limits(const CudaContext& context, const Node& node) {
+  int sms = 0, shared = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, context.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, context.ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return device_error(fmt::format("{}: the device's multiprocessors or shared memory could not be read", describe_node(node)));
+  }
+  return DeviceLimits{sms, size_t(shared)};
+}
+
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context) {
   STRIDER_ASSIGN_OR_RETURN(const KernelEntry* entry, kernel_table().entry_for(request.node, "CUDA"));
   STRIDER_RETURN_IF_ERROR(check_dtypes(request));

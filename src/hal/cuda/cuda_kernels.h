@@ -32,6 +32,15 @@ struct KernelEntry {
 };
 
 Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request, const CudaContext& context);
+
+// What a kernel sizes its launch by: the device's multiprocessors, and the dynamic shared
+// memory a block may opt into.
+struct DeviceLimits {
+  int multiprocessors = 0;
+  size_t shared_per_block = 0;
+};
+// The limits of the device `context` is for; a DEVICE error naming `node` if unreadable.
+Result<DeviceLimits> device_limits(const CudaContext& context, const Node& node);
 bool has_kernel(std::string_view op_type);
 // The element types no CUDA kernel takes (their nodes run on the host; cuda_kernels.cc says why).
 bool no_kernel_takes(DType dtype);

@@ -2,6 +2,7 @@
 // in shared memory.
 #include <string>
 
+#include "hal/cuda/column_kernels.cuh"
 #include "hal/cuda/copy_async.cuh"
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/gated_stack.h"
@@ -139,33 +140,19 @@ __global__ void __launch_bounds__(kThreads) gated_stack_kernel(const GatedStackA
   store_tile<T>(a, y_off, valid, ld, h);
 }
 
+// The kernel for storage T and Q columns a thread, as column_kernels.cuh picks them.
 template <typename T, int Q>
-cudaError_t launch(const GatedStackArgs& a, cudaStream_t stream) {
-  const int columns = a.groups * Q;
-  const int64_t blocks = (a.columns + columns - 1) / columns;
-  return launch_dependent(gated_stack_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads),
-                          gated_stack_shared_bytes(a), stream, a);
-}
-
-template <typename T, int Q>
-cudaError_t allow_shared(size_t bytes) {
-  return cudaFuncSetAttribute(gated_stack_kernel<T, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-}
-
-struct Instantiation {
-  GatedStackLaunch::Launcher launcher;
-  cudaError_t (*allow)(size_t);
-};
-
-template <typename T>
-Instantiation instantiation_for(int q) {
-  switch (q) {
-    case 8: return {launch<T, 8>, allow_shared<T, 8>};
-    case 4: return {launch<T, 4>, allow_shared<T, 4>};
-    case 2: return {launch<T, 2>, allow_shared<T, 2>};
-    default: return {launch<T, 1>, allow_shared<T, 1>};
+struct GatedStackEntry {
+  static cudaError_t launch(const GatedStackArgs& a, cudaStream_t stream) {
+    const int columns = a.groups * Q;
+    const int64_t blocks = (a.columns + columns - 1) / columns;
+    return launch_dependent(gated_stack_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads),
+                            gated_stack_shared_bytes(a), stream, a);
   }
-}
+  static cudaError_t allow(size_t bytes) {
+    return cudaFuncSetAttribute(gated_stack_kernel<T, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  }
+};
 
 }  // namespace
 
@@ -175,16 +162,7 @@ Status prepare_gated_stack(DType dtype, int sms, size_t shared_limit, GatedStack
     return unsupported("gated stack: " + std::to_string(a.c) + " channels, " + std::to_string(a.spatial_rank) +
                        " spatial axes (the kernel takes 1-128 and 1-3)");
   a.groups = kThreads / a.c;
-  // The most columns a thread may carry while the launch still has a block for every
-  // multiprocessor: more columns share each weight load, more blocks fill the GPU.
-  a.q = 1;
-  for (int q : {8, 4, 2}) {
-    const int64_t per_block = int64_t(a.groups) * q;
-    if ((a.columns + per_block - 1) / per_block >= sms) {
-      a.q = q;
-      break;
-    }
-  }
+  a.q = columns_per_thread(a.columns, a.groups, sms, [](int) { return true; });
   const int64_t blocks = (a.columns + int64_t(a.groups) * a.q - 1) / (int64_t(a.groups) * a.q);
   if (blocks > INT32_MAX) return unsupported("gated stack: too many pixels for one launch");
   launch->blocks = int32_t(blocks);
@@ -195,18 +173,8 @@ Status prepare_gated_stack(DType dtype, int sms, size_t shared_limit, GatedStack
   if (shared > shared_limit)
     return unsupported("gated stack: " + std::to_string(shared) + " bytes of shared memory for " + std::to_string(a.c) +
                        " channels, the device allows " + std::to_string(shared_limit));
-  Instantiation chosen;
-  switch (dtype) {
-    case DType::kF32: chosen = instantiation_for<float>(a.q); break;
-    case DType::kBF16: chosen = instantiation_for<__nv_bfloat16>(a.q); break;
-    case DType::kF16: chosen = instantiation_for<__half>(a.q); break;
-    default: return unsupported("gated stack: no kernel for this dtype");
-  }
-  const cudaError_t error = chosen.allow(shared);
-  if (error != cudaSuccess)
-    return device_error("gated stack: shared memory of " + std::to_string(shared) + " bytes refused: " +
-                        cudaGetErrorString(error));
-  launch->launcher = chosen.launcher;
+  STRIDER_ASSIGN_OR_RETURN(launch->launcher,
+                           (column_kernel<GatedStackEntry, GatedStackLaunch::Launcher>(dtype, a.q, shared, "gated stack")));
   return Status::ok();
 }
 

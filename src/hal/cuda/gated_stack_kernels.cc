@@ -67,14 +67,9 @@ class GatedStackKernel final : public Kernel {
 };
 
 Result<KernelPtr> make_gated_stack(const KernelRequest& r, const CudaContext& context) {
-  int sms = 0, shared_limit = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, context.ordinal) != cudaSuccess ||
-      cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, context.ordinal) != cudaSuccess) {
-    cudaGetLastError();
-    return device_error(fmt::format("{}: the device's multiprocessors or shared memory could not be read", describe_node(r.node)));
-  }
+  STRIDER_ASSIGN_OR_RETURN(DeviceLimits limits, device_limits(context, r.node));
   auto kernel = std::make_unique<GatedStackKernel>();
-  STRIDER_RETURN_IF_ERROR(kernel->init(r, sms, size_t(shared_limit)));
+  STRIDER_RETURN_IF_ERROR(kernel->init(r, limits.multiprocessors, limits.shared_per_block));
   return KernelPtr(std::move(kernel));
 }
 

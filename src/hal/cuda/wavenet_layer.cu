@@ -2,6 +2,7 @@
 // gate and both projections in shared memory.
 #include <string>
 
+#include "hal/cuda/column_kernels.cuh"
 #include "hal/cuda/copy_async.cuh"
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/launch.h"
@@ -162,33 +163,19 @@ __global__ void __launch_bounds__(kThreads) wavenet_layer_kernel(const WaveNetLa
   if (a.g.data) store_output<T>(a.g, a.c, t, t.g);
 }
 
+// The kernel for storage T and Q columns a thread, as column_kernels.cuh picks them.
 template <typename T, int Q>
-cudaError_t launch(const WaveNetLayerArgs& a, cudaStream_t stream) {
-  const int columns = a.groups * Q;
-  const int64_t blocks = (a.columns + columns - 1) / columns;
-  return launch_dependent(wavenet_layer_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads),
-                          wavenet_layer_shared_bytes(a.c, a.taps, a.tiles, a.groups, Q), stream, a);
-}
-
-template <typename T, int Q>
-cudaError_t allow_shared(size_t bytes) {
-  return cudaFuncSetAttribute(wavenet_layer_kernel<T, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-}
-
-struct Instantiation {
-  WaveNetLayerLaunch::Launcher launcher;
-  cudaError_t (*allow)(size_t);
-};
-
-template <typename T>
-Instantiation instantiation_for(int q) {
-  switch (q) {
-    case 8: return {launch<T, 8>, allow_shared<T, 8>};
-    case 4: return {launch<T, 4>, allow_shared<T, 4>};
-    case 2: return {launch<T, 2>, allow_shared<T, 2>};
-    default: return {launch<T, 1>, allow_shared<T, 1>};
+struct WaveNetLayerEntry {
+  static cudaError_t launch(const WaveNetLayerArgs& a, cudaStream_t stream) {
+    const int columns = a.groups * Q;
+    const int64_t blocks = (a.columns + columns - 1) / columns;
+    return launch_dependent(wavenet_layer_kernel<T, Q>, dim3(unsigned(blocks)), dim3(kThreads),
+                            wavenet_layer_shared_bytes(a.c, a.taps, a.tiles, a.groups, Q), stream, a);
   }
-}
+  static cudaError_t allow(size_t bytes) {
+    return cudaFuncSetAttribute(wavenet_layer_kernel<T, Q>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  }
+};
 
 }  // namespace
 
@@ -199,17 +186,9 @@ Status prepare_wavenet_layer(DType dtype, int sms, size_t shared_limit, WaveNetL
     return unsupported("WaveNet layer: " + std::to_string(a.c) + " channels, " + std::to_string(a.taps) +
                        " taps (the kernel takes 1-64 and 1-3, and fewer than 2^31 images and steps)");
   a.groups = kThreads / a.c;
-  // The most columns a thread may carry while the launch still has a block for every
-  // multiprocessor and its shared memory fits.
-  a.q = 1;
-  for (int q : {8, 4, 2}) {
-    const int64_t per_block = int64_t(a.groups) * q;
-    if ((a.columns + per_block - 1) / per_block >= sms &&
-        wavenet_layer_shared_bytes(a.c, a.taps, a.tiles, a.groups, q) <= shared_limit) {
-      a.q = q;
-      break;
-    }
-  }
+  a.q = columns_per_thread(a.columns, a.groups, sms, [&](int q) {
+    return wavenet_layer_shared_bytes(a.c, a.taps, a.tiles, a.groups, q) <= shared_limit;
+  });
   launch->shared = wavenet_layer_shared_bytes(a.c, a.taps, a.tiles, a.groups, a.q);
   if (launch->shared > shared_limit)
     return unsupported("WaveNet layer: " + std::to_string(launch->shared) + " bytes of shared memory, the device allows " +
@@ -217,18 +196,8 @@ Status prepare_wavenet_layer(DType dtype, int sms, size_t shared_limit, WaveNetL
   const int64_t blocks = (a.columns + int64_t(a.groups) * a.q - 1) / (int64_t(a.groups) * a.q);
   if (blocks > INT32_MAX) return unsupported("WaveNet layer: too many steps for one launch");
   launch->blocks = int32_t(blocks);
-  Instantiation chosen;
-  switch (dtype) {
-    case DType::kF32: chosen = instantiation_for<float>(a.q); break;
-    case DType::kBF16: chosen = instantiation_for<__nv_bfloat16>(a.q); break;
-    case DType::kF16: chosen = instantiation_for<__half>(a.q); break;
-    default: return unsupported("WaveNet layer: no kernel for this dtype");
-  }
-  const cudaError_t error = chosen.allow(launch->shared);
-  if (error != cudaSuccess)
-    return device_error("WaveNet layer: shared memory of " + std::to_string(launch->shared) + " bytes refused: " +
-                        cudaGetErrorString(error));
-  launch->launcher = chosen.launcher;
+  STRIDER_ASSIGN_OR_RETURN(launch->launcher, (column_kernel<WaveNetLayerEntry, WaveNetLayerLaunch::Launcher>(
+                                                 dtype, a.q, launch->shared, "WaveNet layer")));
   return Status::ok();
 }
 
