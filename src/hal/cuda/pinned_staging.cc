@@ -63,7 +63,7 @@ PinnedStaging::~PinnedStaging() {
     stopping_ = true;
     generation_.fetch_add(1);
   }
-  for (auto& w : workers_) w->go.release();  // a spinning worker sees the generation; a token left over is harmless
+  for (auto& w : workers_) w->go.release();  // a spinning worker sees the generation; a second token is harmless
   for (auto& w : workers_) w->thread.join();
   for (cudaEvent_t e : part_done_) cudaEventDestroy(e);
   if (pinned_) cudaFreeHost(pinned_);

@@ -123,7 +123,7 @@ class PinnedStaging {
   // them; busy_ counts the job's workers still copying (the caller polls it, then waits
   // for finished_ under mutex_).
   struct Worker {
-    std::binary_semaphore go{0};
+    std::counting_semaphore<> go{0};  // counting: the destructor releases one that may hold a token already
     std::atomic<bool> asleep{false};  // set by the worker before it sleeps; taken by the one who wakes it
     std::thread thread;
   };
