@@ -68,8 +68,19 @@ Tensor int64_tensor(Shape shape, const std::vector<int64_t>& values) {
 // ---- shape functions: evaluate on constant inputs (infer_and_fold never calls them
 // otherwise: it splits the graph at the node instead) --------------------------------
 
+// Input i's value, which the output's shape depends on. infer_and_fold calls these shape
+// functions only when it is constant, but a schema's infer is reachable by other callers
+// (tools, tests loading one-node models): a missing value is an error, not a null read.
+Result<const Tensor*> value_of_input(const InferContext& ctx, size_t i) {
+  const Tensor* t = ctx.input_constant(i);
+  if (t == nullptr)
+    return unsupported(fmt::format("input {} is not constant, and the output's shape depends on its values", i));
+  return t;
+}
+
 Status infer_nonzero(InferContext& ctx) {
-  ctx.set_output_constant(0, nonzero(*ctx.input_constant(0)));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* x, value_of_input(ctx, 0));
+  ctx.set_output_constant(0, nonzero(*x));
   return Status::ok();
 }
 
@@ -80,14 +91,17 @@ std::optional<int64_t> optional_axis(const NodeInputs& node) {
 }
 
 Status infer_compress(InferContext& ctx) {
-  STRIDER_ASSIGN_OR_RETURN(Tensor y, compress(*ctx.input_constant(0), *ctx.input_constant(1), optional_axis(ctx)));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* x, value_of_input(ctx, 0));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* condition, value_of_input(ctx, 1));
+  STRIDER_ASSIGN_OR_RETURN(Tensor y, compress(*x, *condition, optional_axis(ctx)));
   ctx.set_output_constant(0, std::move(y));
   return Status::ok();
 }
 
 Status infer_unique(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(int64_t sorted, ctx.attributes().get_int("sorted", 1));
-  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, unique(*ctx.input_constant(0), optional_axis(ctx), sorted != 0));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* x, value_of_input(ctx, 0));
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, unique(*x, optional_axis(ctx), sorted != 0));
   for (size_t i = 0; i < outputs.size(); ++i)
     if (ctx.has_output(i)) ctx.set_output_constant(i, std::move(outputs[i]));
   return Status::ok();
@@ -106,7 +120,9 @@ Result<NmsParams> resolve_nms(const NodeInputs& node) {
 
 Status infer_nms(InferContext& ctx) {
   STRIDER_ASSIGN_OR_RETURN(NmsParams params, resolve_nms(ctx));
-  STRIDER_ASSIGN_OR_RETURN(Tensor selected, non_max_suppression(*ctx.input_constant(0), *ctx.input_constant(1), params));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* boxes, value_of_input(ctx, 0));
+  STRIDER_ASSIGN_OR_RETURN(const Tensor* scores, value_of_input(ctx, 1));
+  STRIDER_ASSIGN_OR_RETURN(Tensor selected, non_max_suppression(*boxes, *scores, params));
   ctx.set_output_constant(0, std::move(selected));
   return Status::ok();
 }
