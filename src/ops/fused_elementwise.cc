@@ -14,6 +14,13 @@ std::string_view fused_op_name(FusedOp op) { return elementwise_op_name(op); }
 
 int fused_op_arity(FusedOp op) { return elementwise_arity(elementwise_kind(op)); }
 
+int64_t positions_per_channel(const Shape& shape) {
+  if (shape.size() < 2) return 0;
+  int64_t positions = shape[0];
+  for (size_t d = 2; d < shape.size(); ++d) positions *= shape[d];
+  return positions;
+}
+
 bool fused_op_from_onnx(std::string_view op_type, FusedOp* op) {
   std::optional<ElementwiseOp> found = elementwise_op_from_onnx(op_type);
   if (!found || !elementwise_fusable(elementwise_kind(*found))) return false;

@@ -42,7 +42,12 @@ struct GatedConvUnit {
   DType dtype = DType::kF32;
   int64_t taps = 1;  // the window's elements
   int64_t in_channels = 0, gated_channels = 0;  // C and K (the Conv's 2K)
+  // N x the output's spatial size: the pixels (steps) every channel row has, which is what
+  // a kernel's work grows with at a larger batch (0: not known to whoever built the unit).
+  int64_t positions = 0;
 };
+// `shape`'s elements per channel (dim 1): N x spatial; 0 for a shape of rank below 2.
+int64_t positions_per_channel(const Shape& shape);
 // A MatMul whose output goes through a program (its epilogue: bias, GELU, a residual add)
 // before anything reads it. Inputs: A, B, then the program's other operands; register 0 is
 // A x B, register k >= 1 is input k + 1, each broadcast to the MatMul's output shape.

@@ -152,7 +152,10 @@ class GatedConvFuser {
     if (!pays_) return true;
     const Node& conv = g_.node(gc.conv);
     const Shape& w = g_.value(conv.inputs[1]).shape;
-    GatedConvUnit unit{g_.value(conv.outputs[0]).dtype, 1, w.size() > 1 ? w[1] : 0, w.empty() ? 0 : w[0] / 2};
+    const Value& y = g_.value(conv.outputs[0]);
+    Shape unit_output = y.shape;  // the Conv's, less the chomped steps
+    if (gc.chomp != kNoNode) unit_output[size_t(gc.chomp_axis)] -= gc.chomped;
+    GatedConvUnit unit{y.dtype, 1, w.size() > 1 ? w[1] : 0, w.empty() ? 0 : w[0] / 2, positions_per_channel(unit_output)};
     for (size_t d = 2; d < w.size(); ++d) unit.taps *= w[d];
     return pays_(unit);
   }

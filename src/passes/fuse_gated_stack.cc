@@ -43,7 +43,7 @@ std::optional<GatedConvUnit> stackable_unit(const Graph& graph, const Node& node
     if (g->strides[d] != 1 || g->pads_begin[d] != 0 || g->pads_end[d] != 0) return std::nullopt;
   Result<FusedProgram> program = read_fused_program_of(node, 3);
   if (!program.is_ok() || !is_residual_gate(*program)) return std::nullopt;
-  return GatedConvUnit{x.dtype, 1, x.shape[1], x.shape[1]};
+  return GatedConvUnit{x.dtype, 1, x.shape[1], x.shape[1], positions_per_channel(x.shape)};
 }
 
 }  // namespace

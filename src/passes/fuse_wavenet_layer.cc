@@ -76,7 +76,7 @@ std::optional<std::pair<GatedConvUnit, WindowGeometry>> gate_unit(const Graph& g
   if (!window || window->output[0] != x.shape[2] || !program.is_ok() ||
       !is_one_of(describe_fused_program(*program), kForms))
     return std::nullopt;
-  return std::pair{GatedConvUnit{x.dtype, w.shape[2], x.shape[1], x.shape[1]}, *window};
+  return std::pair{GatedConvUnit{x.dtype, w.shape[2], x.shape[1], x.shape[1], positions_per_channel(x.shape)}, *window};
 }
 
 std::string folded_names(const Node& node) {

@@ -67,6 +67,7 @@ TEST(GatedConvFusion, TheChompBecomesLessEndPadding) {
   EXPECT_EQ(asked.taps, 2);
   EXPECT_EQ(asked.in_channels, 8);
   EXPECT_EQ(asked.gated_channels, 8);
+  EXPECT_EQ(asked.positions, 20);  // batch 1 x 20 steps, the chomped ones not counted
   Graph g = unit_graph(u);
   auto fused = fuse(g);
   ASSERT_TRUE(fused.is_ok()) << fused.status().to_string();

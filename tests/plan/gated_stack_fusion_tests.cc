@@ -98,8 +98,12 @@ TEST(GatedStackFusion, TwoTapUnitsAndDeclinedUnitsStayOut) {
   EXPECT_EQ(*stacks, 0);
   EXPECT_EQ(summary(g), "G G G");
 
-  Graph declined = stack_graph(GatedUnit{}, 3);
-  stacks = fuse(declined, [](const GatedConvUnit& unit) { return unit.in_channels > 8; });
+  GatedUnit batch3;
+  batch3.x = {3, 8, 20};
+  Graph declined = stack_graph(batch3, 3);
+  std::vector<int64_t> positions;  // what the device is asked with, a unit each
+  stacks = fuse(declined, [&](const GatedConvUnit& unit) { return positions.push_back(unit.positions), unit.in_channels > 8; });
+  EXPECT_EQ(positions, std::vector<int64_t>(3, 60));  // 3 images x 20 steps
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 0);
   EXPECT_EQ(summary(declined), "G G G");

@@ -94,8 +94,10 @@ TEST(WaveNetLayerFusion, DeclinedLayersStayAsTheyWere) {
   EXPECT_EQ(*layers, 2);
   EXPECT_EQ(summary(g), "Wyg Wys G Conv FusedConv");
 
-  Graph none = wavenet({1, 16, 20}, 2);
-  layers = fuse(none, [](const WaveNetLayerShape&) { return false; });
+  Graph none = wavenet({2, 16, 20}, 2);
+  std::vector<int64_t> positions;  // what the device is asked with, a layer each
+  layers = fuse(none, [&](const WaveNetLayerShape& shape) { return positions.push_back(shape.gate.positions), false; });
+  EXPECT_EQ(positions, std::vector<int64_t>(2, 40));  // 2 images x 20 steps
   ASSERT_TRUE(layers.is_ok()) << layers.status().to_string();
   EXPECT_EQ(*layers, 0);
   EXPECT_EQ(summary(none), "G FusedConv G Conv FusedConv");

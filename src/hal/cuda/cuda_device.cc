@@ -176,26 +176,50 @@ bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
   return (unit.dtype == DType::kBF16 || unit.dtype == DType::kF16) && unit.taps > 1;
 }
 
+namespace {
+
+// How the kernels not yet measured on a GPU are switched (STRIDER_CUDA_GATED_STACK,
+// STRIDER_CUDA_WAVENET_LAYER): unset or anything else, off; "on", where
+// fused_kernel_pays says so; "everywhere", every unit the kernel takes (for A/B timing).
+enum class FusionSwitch { kOff, kOn, kEverywhere };
+FusionSwitch fusion_switch(const char* variable) {
+  const char* env = std::getenv(variable);
+  if (env && std::string_view(env) == "everywhere") return FusionSwitch::kEverywhere;
+  return env && std::string_view(env) == "on" ? FusionSwitch::kOn : FusionSwitch::kOff;
+}
+
+// The stack and layer kernels multiply on f32 FMAs; unfused, a 16-bit unit's product runs on
+// tensor cores (cuDNN, cuBLASLt). What fusing saves is launches and stored intermediates,
+// fixed per unit; what it costs grows with the positions. Session 36 on an H100, GatedChain20
+// in bf16 (T = 256), stack against unfused: batch 1 0.084 against 0.115 ms, batch 32 0.259
+// against 0.148; the lines through those points cross near 2000 positions. f32 products run
+// on the same FMAs either way (TF32 off), so f32 units fuse at any size.
+constexpr int64_t kMaxFusedHalfPositions = 2048;
+bool fused_kernel_pays(const GatedConvUnit& unit) {
+  return unit.dtype == DType::kF32 || (unit.positions > 0 && unit.positions <= kMaxFusedHalfPositions);
+}
+
+bool takes_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+}  // namespace
+
 bool CudaDevice::fuses_gated_stack(const GatedConvUnit& unit) const {
-  // Off unless asked for (=on) until the kernel has run on a GPU: it was written in a session
-  // whose device calls never started. The kernel suite checks it either way.
-  const char* env = std::getenv("STRIDER_CUDA_GATED_STACK");
-  if (!env || std::string_view(env) != "on") return false;
-  return unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
-         unit.in_channels <= cuda::kGatedStackMaxChannels &&
-         (unit.dtype == DType::kF32 || unit.dtype == DType::kBF16 || unit.dtype == DType::kF16);
+  // Off unless asked for until the kernel has run on a GPU and been timed. The kernel suite
+  // checks it either way.
+  const FusionSwitch fusion = fusion_switch("STRIDER_CUDA_GATED_STACK");
+  const bool takes = unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
+                     unit.in_channels <= cuda::kGatedStackMaxChannels && takes_dtype(unit.dtype);
+  return takes && (fusion == FusionSwitch::kEverywhere || (fusion == FusionSwitch::kOn && fused_kernel_pays(unit)));
 }
 
 bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
-  // Off unless asked for (=on) until the kernel has run on a GPU: it was written in a session
-  // whose device calls mostly did not start. The kernel suite checks it either way.
-  const char* env = std::getenv("STRIDER_CUDA_WAVENET_LAYER");
-  if (!env || std::string_view(env) != "on") return false;
+  // As the stack: off unless asked for until the kernel has run on a GPU.
+  const FusionSwitch fusion = fusion_switch("STRIDER_CUDA_WAVENET_LAYER");
   const GatedConvUnit& unit = shape.gate;
-  return unit.taps >= 2 && unit.taps <= cuda::kWaveNetLayerMaxTaps && unit.in_channels == unit.gated_channels &&
-         unit.in_channels >= 1 && unit.in_channels <= cuda::kWaveNetLayerMaxChannels &&
-         (shape.skip_channels == 0 || shape.skip_channels == unit.in_channels) &&
-         (unit.dtype == DType::kF32 || unit.dtype == DType::kBF16 || unit.dtype == DType::kF16);
+  const bool takes = unit.taps >= 2 && unit.taps <= cuda::kWaveNetLayerMaxTaps && unit.in_channels == unit.gated_channels &&
+                     unit.in_channels >= 1 && unit.in_channels <= cuda::kWaveNetLayerMaxChannels &&
+                     (shape.skip_channels == 0 || shape.skip_channels == unit.in_channels) && takes_dtype(unit.dtype);
+  return takes && (fusion == FusionSwitch::kEverywhere || (fusion == FusionSwitch::kOn && fused_kernel_pays(unit)));
 }
 
 bool CudaDevice::merges_sibling_matmuls() const {
