@@ -57,6 +57,8 @@ struct Node {
 
   // The input at `index`, or kNoValue if absent or omitted.
   ValueId input(size_t index) const { return index < inputs.size() ? inputs[index] : kNoValue; }
+  // The standard ONNX domain: the importer writes it as "", graphs built in code may spell it.
+  bool in_default_domain() const { return domain.empty() || domain == "ai.onnx"; }
 };
 
 // "node 'conv_1' (Conv)" for messages; names and op types come from the model, so they

@@ -24,7 +24,7 @@ using TP = onnx::TensorProto;
 
 // `bytes` is the size in the proto: for the sub-byte types, packed (two or four elements
 // to a byte, low bits first); strider's tensor holds one element per byte.
-struct Layout {
+struct StoredLayout {
   DType dtype;
   Shape shape;
   int64_t count = 0;
@@ -36,7 +36,7 @@ std::string describe(const TP& proto, const std::string& what) {
   return what.empty() ? fmt::format("tensor '{}'", proto.name()) : what;
 }
 
-Result<Layout> layout_of(const TP& proto, const std::string& what) {
+Result<StoredLayout> layout_of(const TP& proto, const std::string& what) {
   if (proto.has_segment())
     return unsupported(fmt::format("{}: segmented tensors are not supported", what));
   if (proto.data_type() == TP::UNDEFINED)
@@ -45,7 +45,7 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
   if (!dtype)
     return unsupported(fmt::format("{}: element type {} is not supported", what,
                                    onnx_type_name(proto.data_type())));
-  Layout layout{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
+  StoredLayout layout{*dtype, Shape(proto.dims().begin(), proto.dims().end())};
   for (int64_t d : layout.shape)
     if (d < 0)
       return invalid_model(
@@ -61,7 +61,7 @@ Result<Layout> layout_of(const TP& proto, const std::string& what) {
 }
 
 Status count_mismatch(const std::string& what, const char* field, int64_t got,
-                      const Layout& layout) {
+                      const StoredLayout& layout) {
   return invalid_model(fmt::format("{}: {} holds {} elements but dims {} need {}", what, field, got,
                                    shape_to_string(layout.shape), layout.count));
 }
@@ -74,7 +74,7 @@ void normalize_bools(Tensor& t) {
 }
 
 // Packed sub-byte elements into one byte each (a signed one sign-extended).
-void unpack(const Layout& layout, const uint8_t* packed, Tensor& t) {
+void unpack(const StoredLayout& layout, const uint8_t* packed, Tensor& t) {
   const int per_byte = 8 / layout.bits;
   const uint8_t mask = uint8_t((1 << layout.bits) - 1);
   uint8_t* out = t.data<uint8_t>();
@@ -85,7 +85,7 @@ void unpack(const Layout& layout, const uint8_t* packed, Tensor& t) {
   }
 }
 
-Result<Tensor> from_bytes(const Layout& layout, std::span<const std::byte> bytes,
+Result<Tensor> from_bytes(const StoredLayout& layout, std::span<const std::byte> bytes,
                           const char* source, const std::string& what) {
   if (int64_t(bytes.size()) != layout.bytes)
     return invalid_model(fmt::format("{}: {} has {} bytes but {}{} needs {}", what, source,
@@ -104,7 +104,7 @@ Result<Tensor> from_bytes(const Layout& layout, std::span<const std::byte> bytes
 // Copies a typed repeated field into a Tensor of `Dst` elements. `lo`/`hi` bound the
 // values a narrow type may take in a wider field (int32_data holding int8, f16 bits...).
 template <typename Dst, typename Field>
-Result<Tensor> from_field(const Layout& layout, const Field& field, const char* field_name,
+Result<Tensor> from_field(const StoredLayout& layout, const Field& field, const char* field_name,
                           const std::string& what, int64_t lo, int64_t hi) {
   if (int64_t(field.size()) != layout.count)
     return count_mismatch(what, field_name, field.size(), layout);
@@ -123,7 +123,7 @@ Result<Tensor> from_field(const Layout& layout, const Field& field, const char* 
   return t;
 }
 
-Result<Tensor> from_typed_fields(const TP& proto, const Layout& layout, const std::string& what) {
+Result<Tensor> from_typed_fields(const TP& proto, const StoredLayout& layout, const std::string& what) {
   switch (layout.dtype) {
     case DType::kF32:
       return from_field<float>(layout, proto.float_data(), "float_data", what, 0, 0);
@@ -174,7 +174,7 @@ Result<int64_t> parse_nonnegative(const std::string& text, const char* key,
   return v;
 }
 
-Result<Tensor> from_external(const TP& proto, const Layout& layout, const std::string& base_dir,
+Result<Tensor> from_external(const TP& proto, const StoredLayout& layout, const std::string& base_dir,
                              const std::string& what) {
   std::string location;
   int64_t offset = 0;
@@ -201,7 +201,7 @@ Result<Tensor> from_external(const TP& proto, const Layout& layout, const std::s
 Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
                                  const std::string& what_in) {
   std::string what = describe(proto, what_in);
-  STRIDER_ASSIGN_OR_RETURN(Layout layout, layout_of(proto, what));
+  STRIDER_ASSIGN_OR_RETURN(StoredLayout layout, layout_of(proto, what));
   if (proto.data_location() == TP::EXTERNAL) return from_external(proto, layout, base_dir, what);
   if (proto.has_raw_data()) {
     const std::string& raw = proto.raw_data();

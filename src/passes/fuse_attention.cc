@@ -31,7 +31,7 @@ class AttentionMatcher {
 
   std::optional<Match> match(NodeId softmax_id) const {
     const Node& softmax = g_.node(softmax_id);
-    if (!default_domain(softmax) || !last_axis_softmax(softmax)) return std::nullopt;
+    if (!softmax.in_default_domain() || !last_axis_softmax(softmax)) return std::nullopt;
     Match m;
     ValueId s = softmax.inputs[0];
     const Shape scores = g_.value(s).shape;
@@ -50,8 +50,6 @@ class AttentionMatcher {
   }
 
  private:
-  static bool default_domain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
   bool last_axis_softmax(const Node& n) const {
     if (n.op_type != "Softmax" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
     const Value& x = g_.value(n.inputs[0]);
@@ -78,7 +76,7 @@ class AttentionMatcher {
     const NodeId id = g_.value(s).producer;
     if (id == kNoNode || !internal(s) || g_.value(s).shape != scores) return false;
     const Node& n = g_.node(id);
-    if (!default_domain(n) || n.outputs.size() != 1) return false;
+    if (!n.in_default_domain() || n.outputs.size() != 1) return false;
     auto continue_with = [&](ValueId x, ScoreStep step, ValueId operand) {
       if (int(steps.size()) >= kMaxScoreSteps) return false;
       const size_t mark = m.nodes.size();
@@ -131,7 +129,7 @@ class AttentionMatcher {
   const Node* internal_producer(ValueId v, std::initializer_list<std::string_view> ops, NodeId* id) const {
     if (v == kNoValue || !internal(v) || (*id = g_.value(v).producer) == kNoNode) return nullptr;
     const Node& n = g_.node(*id);
-    if (!default_domain(n) || n.inputs.empty() || n.outputs.size() != 1) return nullptr;
+    if (!n.in_default_domain() || n.inputs.empty() || n.outputs.size() != 1) return nullptr;
     for (std::string_view op : ops)
       if (n.op_type == op) return &n;
     return nullptr;
@@ -201,7 +199,7 @@ class AttentionMatcher {
     if (!internal(v)) return nullptr;
     *id = consumers_[size_t(v)][0];
     const Node& n = g_.node(*id);
-    return default_domain(n) ? &n : nullptr;
+    return n.in_default_domain() ? &n : nullptr;
   }
 
   // From the softmax's output to the MatMul with V: a Cast, a Dropout or Identity, the NaN
@@ -243,7 +241,7 @@ class AttentionMatcher {
     }
     if (isnan == kNoNode || where == kNoNode) return false;
     const Node &i = g_.node(isnan), &w = g_.node(where);
-    if (!default_domain(i) || !default_domain(w) || w.inputs.size() != 3 || !internal(i.outputs[0]) ||
+    if (!i.in_default_domain() || !w.in_default_domain() || w.inputs.size() != 3 || !internal(i.outputs[0]) ||
         w.inputs[0] != i.outputs[0] || w.inputs[2] != p || scalar_constant(w.inputs[1]) != 0.0f)
       return false;
     m.nodes.push_back(isnan);

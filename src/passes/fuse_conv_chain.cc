@@ -13,7 +13,7 @@ namespace {
 // A Conv, or a FusedConv whose program reads only the convolution, over a 2-D image in
 // f32 or bf16 with constant weights: the parts a chain is made of.
 bool is_chain_part(const Graph& graph, const Node& node) {
-  const bool conv = (node.domain.empty() || node.domain == "ai.onnx") && node.op_type == "Conv";
+  const bool conv = node.in_default_domain() && node.op_type == "Conv";
   const bool fused = node.domain == kStriderDomain && node.op_type == kFusedConvOp;
   if (!(conv || fused) || node.inputs.size() < 2 || node.inputs.size() > 3 || node.outputs.size() != 1) return false;
   if (fused && !read_fused_program_of(node, 1).is_ok()) return false;

@@ -47,7 +47,7 @@ bool clip_bound(const Graph& g, const Node& n, size_t i, float* bound) {
 
 Candidate as_candidate(const Graph& g, const Node& n) {
   Candidate c;
-  if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return c;
+  if (!n.in_default_domain() || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return c;
   if (!fused_op_from_onnx(n.op_type, &c.op)) return c;
   const DType dtype = g.value(n.outputs[0]).dtype;
   if (!fusable_dtype(dtype)) return c;
@@ -243,7 +243,7 @@ Result<int> fuse_into_producers(Graph& graph, std::string_view op, std::string_v
   int fused = 0;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     Node& producer = graph.node(id);
-    if (!(producer.domain.empty() || producer.domain == "ai.onnx") || producer.op_type != op ||
+    if (!producer.in_default_domain() || producer.op_type != op ||
         producer.inputs.size() > fixed || producer.outputs.size() != 1)
       continue;
     const ValueId y = producer.outputs[0];

@@ -13,8 +13,6 @@
 namespace strider {
 namespace {
 
-bool default_domain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // A gate's two operands as halves of one value: `source` cut along the channels by `cuts`
 // (one Split, or two Slices), the first half `a`.
 struct Halves {
@@ -63,7 +61,7 @@ class GatedConvFuser {
   // `v` is Slice(data) along one axis, step 1: that axis, start and count.
   std::optional<SliceAxis> one_axis_slice(ValueId v, ValueId* data) const {
     const NodeId id = g_.value(v).producer;
-    if (id == kNoNode || g_.node(id).op_type != "Slice" || !default_domain(g_.node(id))) return std::nullopt;
+    if (id == kNoNode || g_.node(id).op_type != "Slice" || !g_.node(id).in_default_domain()) return std::nullopt;
     auto axes = resolve_slice(NodeInputs(g_, g_.node(id)));
     if (!axes.is_ok()) return std::nullopt;
     const Shape& in = g_.value(g_.node(id).inputs[0]).shape;
@@ -83,7 +81,7 @@ class GatedConvFuser {
     const NodeId pa = g_.value(a).producer, pb = g_.value(b).producer;
     if (pa == kNoNode || pb == kNoNode) return std::nullopt;
     const Node& split = g_.node(pa);
-    if (pa == pb && split.op_type == "Split" && default_domain(split) && split.outputs.size() == 2 &&
+    if (pa == pb && split.op_type == "Split" && split.in_default_domain() && split.outputs.size() == 2 &&
         split.outputs[0] == a && split.outputs[1] == b) {
       auto p = resolve_split(NodeInputs(g_, split));
       const int64_t rank = int64_t(g_.value(split.inputs[0]).shape.size());
@@ -121,7 +119,7 @@ class GatedConvFuser {
       z = y;
     }
     const NodeId c = g_.value(z).producer;
-    if (c == kNoNode || g_.node(c).op_type != "Conv" || !default_domain(g_.node(c)) || g_.node(c).outputs.size() != 1)
+    if (c == kNoNode || g_.node(c).op_type != "Conv" || !g_.node(c).in_default_domain() || g_.node(c).outputs.size() != 1)
       return std::nullopt;
     gc.conv = c;
     return gc;

@@ -55,7 +55,7 @@ class RmsNormMatcher {
 
  private:
   static bool onnx_node(const Node& n, std::string_view op, size_t inputs) {
-    return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op && n.inputs.size() == inputs &&
+    return n.in_default_domain() && n.op_type == op && n.inputs.size() == inputs &&
            n.outputs.size() == 1 && n.outputs[0] != kNoValue;
   }
 

@@ -402,7 +402,7 @@ Result<bool> inline_scan(Graph& g, NodeId id) {
 }  // namespace
 
 bool is_control_flow(const Node& node) {
-  return (node.domain.empty() || node.domain == "ai.onnx") &&
+  return node.in_default_domain() &&
          (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan");
 }
 

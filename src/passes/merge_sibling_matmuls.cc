@@ -52,8 +52,6 @@ int64_t MergedWeights::joins() const {
 
 namespace {
 
-bool default_domain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // One MatMul of a group: x @ weight, then (if `bias` is set) + bias in `bias_add`;
 // `result` is what the rest of the graph reads (the sum, or the product).
 struct Sibling {
@@ -89,7 +87,7 @@ class SiblingFinder {
   // `reader` as x @ W with W a constant [K, N] of x's floating dtype.
   std::optional<Sibling> sibling(ValueId x, NodeId reader) const {
     const Node& n = g_.node(reader);
-    if (n.op_type != "MatMul" || !default_domain(n) || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+    if (n.op_type != "MatMul" || !n.in_default_domain() || n.inputs.size() != 2 || n.outputs.size() != 1 ||
         n.inputs[0] != x || n.inputs[1] == x)
       return std::nullopt;
     const Value& xv = g_.value(x);
@@ -111,7 +109,7 @@ class SiblingFinder {
     if (outputs_.count(product) || consumers_[size_t(product)].size() != 1) return;
     const NodeId add_id = consumers_[size_t(product)][0];
     const Node& add = g_.node(add_id);
-    if (add.op_type != "Add" || !default_domain(add) || add.inputs.size() != 2 || add.outputs.size() != 1 ||
+    if (add.op_type != "Add" || !add.in_default_domain() || add.inputs.size() != 2 || add.outputs.size() != 1 ||
         add.inputs[0] == add.inputs[1])
       return;
     const ValueId bias = add.inputs[0] == product ? add.inputs[1] : add.inputs[0];

@@ -11,8 +11,6 @@
 namespace strider {
 namespace {
 
-bool default_domain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
 // One rotate_half pattern: sum = Add(Mul(x, cos), Mul(Concat(Neg(x2), x1), sin)).
 struct Rotary {
   NodeId sum = kNoNode;
@@ -27,7 +25,7 @@ class RotaryMatcher {
 
   std::optional<Rotary> match(NodeId concat_id) const {
     const Node& concat = g_.node(concat_id);
-    if (concat.op_type != "Concat" || !default_domain(concat) || concat.inputs.size() != 2) return std::nullopt;
+    if (concat.op_type != "Concat" || !concat.in_default_domain() || concat.inputs.size() != 2) return std::nullopt;
     Rotary r;
     NodeId neg_id = kNoNode, rotated_product = kNoNode, direct_product = kNoNode;
     const Node* neg = producer(concat.inputs[0], "Neg", &neg_id);
@@ -64,7 +62,7 @@ class RotaryMatcher {
   const Node* producer(ValueId v, std::string_view op, NodeId* id) const {
     if (v == kNoValue || !internal(v) || (*id = g_.value(v).producer) == kNoNode) return nullptr;
     const Node& n = g_.node(*id);
-    return n.op_type == op && default_domain(n) && n.outputs.size() == 1 && n.inputs.size() == (op == "Neg" ? 1u : 2u)
+    return n.op_type == op && n.in_default_domain() && n.outputs.size() == 1 && n.inputs.size() == (op == "Neg" ? 1u : 2u)
                ? &n
                : nullptr;
   }
@@ -72,7 +70,7 @@ class RotaryMatcher {
     if (!internal(v)) return nullptr;
     *id = consumers_[size_t(v)][0];
     const Node& n = g_.node(*id);
-    return n.op_type == op && default_domain(n) && n.inputs.size() == 2 && n.outputs.size() == 1 ? &n : nullptr;
+    return n.op_type == op && n.in_default_domain() && n.inputs.size() == 2 && n.outputs.size() == 1 ? &n : nullptr;
   }
   // The input of binary `n` that is not `v` (kNoValue if `v` is not one of them, or both).
   static ValueId other_input(const Node& n, ValueId v) {
@@ -91,7 +89,7 @@ class RotaryMatcher {
     const NodeId id = g_.value(v).producer;
     if (id == kNoNode) return std::nullopt;
     const Node& n = g_.node(id);
-    if (n.op_type != "Slice" || !default_domain(n) || n.inputs.size() < 4) return std::nullopt;
+    if (n.op_type != "Slice" || !n.in_default_domain() || n.inputs.size() < 4) return std::nullopt;
     auto one = [&](size_t k) -> std::optional<int64_t> {
       const Value& c = g_.value(n.inputs[k]);
       if (!c.is_constant() || c.constant->num_elements() != 1 || is_floating(c.dtype)) return std::nullopt;

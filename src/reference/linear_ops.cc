@@ -122,13 +122,13 @@ Result<OpOutputs> gemm_op(const OpContext& ctx) {
 
 // The (kernel tap, input spatial offset) pairs of one output position that read inside
 // the input (taps in the padding contribute zero and are left out).
-struct Tap {
+struct WindowTap {
   int64_t kernel_offset;
   int64_t input_offset;
 };
 
-std::vector<Tap> taps_of(const WindowGeometry& g, const std::vector<int64_t>& out_index) {
-  std::vector<Tap> taps;
+std::vector<WindowTap> taps_of(const WindowGeometry& g, const std::vector<int64_t>& out_index) {
+  std::vector<WindowTap> taps;
   Strides in_strides = contiguous_strides(g.input);
   for_each_index(g.kernel, [&](int64_t kernel_offset, const std::vector<int64_t>& k) {
     int64_t input_offset = 0;
@@ -190,14 +190,14 @@ Result<OpOutputs> conv_op(const OpContext& ctx) {
   int64_t group_in = s.in_channels / s.group, group_out = s.out_channels / s.group;
   for (int64_t n = 0; n < s.batch; ++n) {
     for_each_index(g.output, [&](int64_t position, const std::vector<int64_t>& out_index) {
-      std::vector<Tap> taps = taps_of(g, out_index);
+      std::vector<WindowTap> taps = taps_of(g, out_index);
       for (int64_t oc = 0; oc < s.out_channels; ++oc) {
         int64_t first_ic = (oc / group_out) * group_in;
         double sum = bias != nullptr ? bias->floats[size_t(oc)] : 0.0;
         for (int64_t ic = 0; ic < group_in; ++ic) {
           const double* xp = &x->floats[size_t((n * s.in_channels + first_ic + ic) * in_size)];
           const double* wp = &w->floats[size_t((oc * group_in + ic) * kernel_size)];
-          for (const Tap& t : taps) sum += xp[t.input_offset] * wp[t.kernel_offset];
+          for (const WindowTap& t : taps) sum += xp[t.input_offset] * wp[t.kernel_offset];
         }
         y.floats[size_t((n * s.out_channels + oc) * out_size + position)] = sum;
       }

@@ -210,7 +210,7 @@ TEST_P(CudaFused, BiasGeluTanhAfterAMatMul) {
       // Dense only: cuBLASLt refuses the other layouts' outputs, which the planner packs.
       check_node(fused, {{"a", random_tensor(dtype(), {2, 6, 8}, 41)}, {"w", random_tensor(dtype(), {8, 24}, 42)},
                          {"bias", random_tensor(dtype(), {24}, 43)}},
-                 Layout::kDense, &g);
+                 ViewLayout::kDense, &g);
     }
 }
 
@@ -245,12 +245,12 @@ TEST_P(CudaFused, CompiledFormsRunByRows) {
                                                {"other", random_tensor(dtype(), c.other, 52)}};
     Graph fused;
     ASSERT_NO_FATAL_FAILURE(fuse_to_one(unfused, &fused));
-    auto prepared = prepare_node(fused, inputs, Layout::kDense, nullptr);
+    auto prepared = prepare_node(fused, inputs, ViewLayout::kDense, nullptr);
     ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
     const std::string mode = c.x.back() % chunk == 0 ? " rows" : " vector";
     EXPECT_TRUE(prepared->kernel->implementation().ends_with(mode)) << prepared->kernel->implementation();
     if (c.every_layout) check_node_all_layouts(fused, inputs, &unfused);
-    else check_node(fused, inputs, Layout::kDense, &unfused);
+    else check_node(fused, inputs, ViewLayout::kDense, &unfused);
   }
 }
 
@@ -320,12 +320,12 @@ TEST(CudaCudnnGraphConv, ActivationsRunInsideTheConvolution) {
     auto folded = fuse_conv_activations(fused);
     ASSERT_TRUE(folded.is_ok() && *folded == 1) << "the activation did not fold into the convolution";
     std::map<std::string, Tensor> inputs = {{"x", random_tensor(t, c.x, 1)}};
-    auto prepared = prepare_node(fused, inputs, Layout::kPackedChannelsLast, nullptr);
+    auto prepared = prepare_node(fused, inputs, ViewLayout::kPackedChannelsLast, nullptr);
     ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
     if (std::string_view(c.activation) != "ReLU6") {
       EXPECT_TRUE(prepared->kernel->implementation().starts_with("cudnn-graph:")) << prepared->kernel->implementation();
     }
-    check_node(fused, inputs, Layout::kPackedChannelsLast, &unfused);
+    check_node(fused, inputs, ViewLayout::kPackedChannelsLast, &unfused);
   }
   unsetenv("STRIDER_CUDA_KERNEL_CHOICE");
   unsetenv("STRIDER_CUDNN_GRAPH");

@@ -18,24 +18,24 @@ struct BenchCase {
   std::string name;
   Graph graph;
   std::map<std::string, Tensor> inputs;
-  Layout layout;
+  ViewLayout layout;
 };
 
-BenchCase unary(const std::string& op, DType dtype, const Shape& shape, Layout layout) {
+BenchCase unary(const std::string& op, DType dtype, const Shape& shape, ViewLayout layout) {
   GraphBuilder b;
   b.output(b.op(op, {b.input("a", dtype, shape)}));
   return {op + " " + std::string(dtype_name(dtype)) + " " + shape_to_string(shape), b.build(),
           {{"a", random_tensor(dtype, shape, 1)}}, layout};
 }
 
-BenchCase binary(const std::string& op, const Shape& a, const Shape& c, Layout layout) {
+BenchCase binary(const std::string& op, const Shape& a, const Shape& c, ViewLayout layout) {
   GraphBuilder b;
   b.output(b.op(op, {b.input("a", DType::kF32, a), b.input("c", DType::kF32, c)}));
   return {op + " f32 " + shape_to_string(a) + " " + shape_to_string(c), b.build(),
           {{"a", random_tensor(DType::kF32, a, 1)}, {"c", random_tensor(DType::kF32, c, 2)}}, layout};
 }
 
-BenchCase upsample(const Shape& shape, const char* mode, Layout layout) {
+BenchCase upsample(const Shape& shape, const char* mode, ViewLayout layout) {
   GraphBuilder b(13);
   AttributeMap attrs;
   attrs.set_string("mode", mode);
@@ -48,10 +48,10 @@ BenchCase upsample(const Shape& shape, const char* mode, Layout layout) {
 BenchCase softmax_dfl() {
   GraphBuilder b(13);
   b.output(b.op("Softmax", {b.input("x", DType::kF32, {1, 4, 16, 8400})}, int_attribute("axis", 2)));
-  return {"Softmax axis 2 f32 [1, 4, 16, 8400]", b.build(), {{"x", random_tensor(DType::kF32, {1, 4, 16, 8400}, 1)}}, Layout::kDense};
+  return {"Softmax axis 2 f32 [1, 4, 16, 8400]", b.build(), {{"x", random_tensor(DType::kF32, {1, 4, 16, 8400}, 1)}}, ViewLayout::kDense};
 }
 
-BenchCase sppf_pool(Layout layout) {
+BenchCase sppf_pool(ViewLayout layout) {
   GraphBuilder b(12);
   AttributeMap a = ints_attribute("kernel_shape", {5, 5});
   a.set_ints("pads", {2, 2, 2, 2});
@@ -63,11 +63,11 @@ BenchCase global_average() {
   GraphBuilder b;
   b.output(b.op("GlobalAveragePool", {b.input("x", DType::kF32, {8, 512, 40, 40})}));
   return {"GlobalAveragePool f32 [8, 512, 40, 40]", b.build(), {{"x", random_tensor(DType::kF32, {8, 512, 40, 40}, 1)}},
-          Layout::kDense};
+          ViewLayout::kDense};
 }
 
 // SiLU (x * sigmoid(x)), plus a residual when `residual`, fused into one node.
-BenchCase fused_silu(DType dtype, const Shape& shape, Layout layout, bool residual) {
+BenchCase fused_silu(DType dtype, const Shape& shape, ViewLayout layout, bool residual) {
   GraphBuilder b;
   ValueId x = b.input("x", dtype, shape);
   ValueId y = b.op("Mul", {x, b.op("Sigmoid", {x})});
@@ -96,43 +96,43 @@ BenchCase fused_interpreted(DType dtype, const Shape& shape) {
   EXPECT_TRUE(fuse_elementwise(g).is_ok());
   EXPECT_EQ(g.num_nodes(), 1);
   return {"fused interpreted tanh(x)*h+sigmoid(x) " + std::string(dtype_name(dtype)) + " " + shape_to_string(shape),
-          std::move(g), {{"x", random_tensor(dtype, shape, 1)}, {"h", random_tensor(dtype, shape, 2)}}, Layout::kDense};
+          std::move(g), {{"x", random_tensor(dtype, shape, 1)}, {"h", random_tensor(dtype, shape, 2)}}, ViewLayout::kDense};
 }
 
 TEST(CudaKernelBench, Throughput) {
   STRIDER_REQUIRE_GPU();
   const Shape big = {1, 64, 320, 320};
   std::vector<BenchCase> cases;
-  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kDense));
-  cases.push_back(unary("Sigmoid", DType::kBF16, big, Layout::kDense));
-  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kChannelSlice));
-  cases.push_back(unary("Sigmoid", DType::kF32, big, Layout::kAlignedSlice));
-  cases.push_back(binary("Mul", big, big, Layout::kDense));
-  cases.push_back(binary("Mul", big, big, Layout::kChannelSlice));
-  cases.push_back(binary("Mul", big, big, Layout::kAlignedSlice));
-  cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kDense));
-  cases.push_back(binary("Add", big, {64, 1, 1}, Layout::kChannelsLast));
-  cases.push_back(unary("Relu", DType::kF32, {16}, Layout::kDense));  // the launch floor
+  cases.push_back(unary("Sigmoid", DType::kF32, big, ViewLayout::kDense));
+  cases.push_back(unary("Sigmoid", DType::kBF16, big, ViewLayout::kDense));
+  cases.push_back(unary("Sigmoid", DType::kF32, big, ViewLayout::kChannelSlice));
+  cases.push_back(unary("Sigmoid", DType::kF32, big, ViewLayout::kAlignedSlice));
+  cases.push_back(binary("Mul", big, big, ViewLayout::kDense));
+  cases.push_back(binary("Mul", big, big, ViewLayout::kChannelSlice));
+  cases.push_back(binary("Mul", big, big, ViewLayout::kAlignedSlice));
+  cases.push_back(binary("Add", big, {64, 1, 1}, ViewLayout::kDense));
+  cases.push_back(binary("Add", big, {64, 1, 1}, ViewLayout::kChannelsLast));
+  cases.push_back(unary("Relu", DType::kF32, {16}, ViewLayout::kDense));  // the launch floor
   // Fusion: SiLU fused against its two unfused kernels, detector-sized and C2f-sized.
   for (const Shape& shape : {big, Shape{1, 32, 20, 20}}) {
-    cases.push_back(unary("Sigmoid", DType::kF32, shape, Layout::kDense));
-    cases.push_back(binary("Mul", shape, shape, Layout::kDense));
-    cases.push_back(fused_silu(DType::kF32, shape, Layout::kDense, false));
-    cases.push_back(fused_silu(DType::kF32, shape, Layout::kAlignedSlice, false));
-    cases.push_back(fused_silu(DType::kBF16, shape, Layout::kDense, false));
-    cases.push_back(fused_silu(DType::kF32, shape, Layout::kDense, true));
+    cases.push_back(unary("Sigmoid", DType::kF32, shape, ViewLayout::kDense));
+    cases.push_back(binary("Mul", shape, shape, ViewLayout::kDense));
+    cases.push_back(fused_silu(DType::kF32, shape, ViewLayout::kDense, false));
+    cases.push_back(fused_silu(DType::kF32, shape, ViewLayout::kAlignedSlice, false));
+    cases.push_back(fused_silu(DType::kBF16, shape, ViewLayout::kDense, false));
+    cases.push_back(fused_silu(DType::kF32, shape, ViewLayout::kDense, true));
   }
   cases.push_back(fused_interpreted(DType::kF32, big));
   cases.push_back(fused_interpreted(DType::kBF16, big));
-  cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kDense));
-  cases.push_back(upsample({1, 256, 40, 40}, "nearest", Layout::kChannelSlice));
-  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kDense));
-  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kChannelSlice));
-  cases.push_back(upsample({1, 64, 160, 160}, "nearest", Layout::kAlignedSlice));
-  cases.push_back(upsample({1, 64, 160, 160}, "linear", Layout::kDense));
+  cases.push_back(upsample({1, 256, 40, 40}, "nearest", ViewLayout::kDense));
+  cases.push_back(upsample({1, 256, 40, 40}, "nearest", ViewLayout::kChannelSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", ViewLayout::kDense));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", ViewLayout::kChannelSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "nearest", ViewLayout::kAlignedSlice));
+  cases.push_back(upsample({1, 64, 160, 160}, "linear", ViewLayout::kDense));
   cases.push_back(softmax_dfl());
-  cases.push_back(sppf_pool(Layout::kDense));
-  cases.push_back(sppf_pool(Layout::kAlignedSlice));
+  cases.push_back(sppf_pool(ViewLayout::kDense));
+  cases.push_back(sppf_pool(ViewLayout::kAlignedSlice));
   cases.push_back(global_average());
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);

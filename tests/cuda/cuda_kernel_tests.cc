@@ -231,7 +231,7 @@ TEST_P(CudaElementwise, ConvolutionWithBiasOnDenseAndNchwSlices) {
     ValueId bias = b.constant("b", random_tensor(dtype(), {c.w[0]}, 3));
     b.output(b.op("Conv", {b.input("x", dtype(), c.x), w, bias}, c.attributes));
     Graph g = b.build();
-    for (Layout layout : {Layout::kDense, Layout::kNchwSlice}) check_node(g, {{"x", x(c.x)}}, layout);
+    for (ViewLayout layout : {ViewLayout::kDense, ViewLayout::kNchwSlice}) check_node(g, {{"x", x(c.x)}}, layout);
   }
 }
 
@@ -285,8 +285,8 @@ TEST(CudaCast, EveryDtypePair) {
         EXPECT_FALSE(cuda::declines(g, g.node(0)).empty());
         continue;
       }
-      check_node(g, {{"a", values}}, Layout::kDense);
-      check_node(g, {{"a", values}}, Layout::kChannelSlice);
+      check_node(g, {{"a", values}}, ViewLayout::kDense);
+      check_node(g, {{"a", values}}, ViewLayout::kChannelSlice);
     }
   }
   GraphBuilder like;
@@ -302,7 +302,7 @@ TEST(CudaHarness, ReportsWrongResults) {
   neg.output(neg.op("Neg", {neg.input("a", DType::kF32, {3, 4})}));
   Graph g = relu.build(), wrong = neg.build();
   Tensor a = random_tensor(DType::kF32, {3, 4}, 1);
-  EXPECT_NONFATAL_FAILURE(check_node(g, {{"a", a}}, Layout::kChannelSlice, &wrong), "output 0");
+  EXPECT_NONFATAL_FAILURE(check_node(g, {{"a", a}}, ViewLayout::kChannelSlice, &wrong), "output 0");
 }
 
 // What the CUDA device does not take is refused at creation, naming the op and dtype.

@@ -63,7 +63,7 @@ TEST(CudaMmaConv, PointwiseAndFewTapConvolutionsWithEpilogues) {
       {"pointwise residual", {2, 32, 4, 6}, {32, 32, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, "residual"},
   };
   for (DType t : {DType::kBF16, DType::kF16})
-    for (Layout layout : {Layout::kPackedChannelsLast, Layout::kAlignedSlice})
+    for (ViewLayout layout : {ViewLayout::kPackedChannelsLast, ViewLayout::kAlignedSlice})
       for (const ConvCase& c : cases) {
         SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(t)) + " " + layout_name(layout));
         Graph unfused = conv_graph(c, t);
@@ -109,7 +109,7 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
   for (const char* choice : {"strider-cuda:mma-conv", "library"}) {
     setenv("STRIDER_CUDA_KERNEL_CHOICE", choice, 1);
     for (DType t : {DType::kBF16, DType::kF16, DType::kF32})
-      for (Layout layout : {Layout::kPackedChannelsLast, Layout::kAlignedSlice, Layout::kDense})
+      for (ViewLayout layout : {ViewLayout::kPackedChannelsLast, ViewLayout::kAlignedSlice, ViewLayout::kDense})
         for (const GatedCase& c : cases) {
           SCOPED_TRACE(fmt::format("{} {} {} {}", c.name, dtype_name(t), layout_name(layout), choice));
           Graph unfused = testing_support::gated_unit_graph(
@@ -123,7 +123,7 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
           auto prepared = prepare_node(fused, inputs, layout, nullptr);
           // f32 channel slices: no f32 convolution takes them (cuDNN refuses NHWC slices,
           // the direct kernel channels-last rows); the planner gives such a node packed views.
-          if (t == DType::kF32 && layout == Layout::kAlignedSlice && !prepared.is_ok() &&
+          if (t == DType::kF32 && layout == ViewLayout::kAlignedSlice && !prepared.is_ok() &&
               prepared.status().code() == StatusCode::kUnsupported)
             continue;
           ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
@@ -131,10 +131,10 @@ TEST(CudaMmaConv, GatedUnitsInOneKernelOrAConvolutionThenTheGate) {
           const bool library = std::string_view(choice) == "library";
           // (A library convolution may refuse the 16-bit channel slices: then it is the
           // tensor-core kernel either way.)
-          if (t != DType::kF32 && layout != Layout::kDense && !library) {
+          if (t != DType::kF32 && layout != ViewLayout::kDense && !library) {
             EXPECT_EQ(made, "strider-cuda:mma-conv+gate");
           }
-          if (t == DType::kF32 || layout == Layout::kDense || (library && layout == Layout::kPackedChannelsLast)) {
+          if (t == DType::kF32 || layout == ViewLayout::kDense || (library && layout == ViewLayout::kPackedChannelsLast)) {
             EXPECT_NE(made.find(" then strider-cuda:fused"), std::string::npos) << made;
           }
           check_node(fused, inputs, layout, &unfused);

@@ -57,7 +57,7 @@ std::vector<double> doubles(const Tensor& t) {
 
 }  // namespace
 
-DeviceTensor::DeviceTensor(DType dtype, const Shape& sizes, Layout layout) {
+DeviceTensor::DeviceTensor(DType dtype, const Shape& sizes, ViewLayout layout) {
   kernel_test::Placement p = kernel_test::place(sizes, layout, false);
   const int64_t esize = dtype_size(dtype);
   const int64_t bytes = p.elements * esize;
@@ -144,7 +144,7 @@ Status run_and_download(PreparedNode& node, cudaStream_t stream) {
 
 }  // namespace
 
-void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout, const Graph* reference) {
+void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, ViewLayout layout, const Graph* reference) {
   ASSERT_EQ(graph.num_nodes(), 1);
   InferContext context(graph, 0);
   const Node& node = graph.node(0);
@@ -178,7 +178,7 @@ void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout
 }
 
 void check_node_all_layouts(const Graph& graph, const std::map<std::string, Tensor>& inputs, const Graph* reference) {
-  for (Layout layout : kAllLayouts) check_node(graph, inputs, layout, reference);
+  for (ViewLayout layout : kAllLayouts) check_node(graph, inputs, layout, reference);
 }
 
 // cuDNN and cuBLASLt handles for kernels that call the libraries (convolutions, matmuls),
@@ -200,7 +200,7 @@ cuda::CudaContext library_context() {
   return context;
 }
 
-Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, ViewLayout layout,
                                   void* stream) {
   const Node& node = graph.node(0);
   PreparedNode prepared;
@@ -214,7 +214,7 @@ Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string
     auto it = inputs.find(v.name);
     if (!v.is_constant() && it == inputs.end()) return invalid_argument("no value for input " + v.name);
     const Tensor& value = v.is_constant() ? *v.constant : it->second;
-    prepared.inputs.push_back(std::make_unique<DeviceTensor>(v.dtype, v.shape, v.is_constant() ? Layout::kDense : layout));
+    prepared.inputs.push_back(std::make_unique<DeviceTensor>(v.dtype, v.shape, v.is_constant() ? ViewLayout::kDense : layout));
     prepared.inputs.back()->upload(&value, stream);
     request.inputs.push_back(prepared.inputs.back()->view());
   }
@@ -237,7 +237,7 @@ Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string
 
 Result<std::vector<Tensor>> run_dense(const Graph& graph, const std::map<std::string, Tensor>& inputs) {
   Stream stream;
-  STRIDER_ASSIGN_OR_RETURN(PreparedNode prepared, prepare_node(graph, inputs, Layout::kDense, stream.stream));
+  STRIDER_ASSIGN_OR_RETURN(PreparedNode prepared, prepare_node(graph, inputs, ViewLayout::kDense, stream.stream));
   STRIDER_RETURN_IF_ERROR(run_and_download(prepared, stream.stream));
   std::vector<Tensor> result;
   for (const auto& out : prepared.outputs) result.push_back(out ? out->elements() : Tensor());

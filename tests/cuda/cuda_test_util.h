@@ -31,17 +31,17 @@ bool have_gpu();
 
 // The layouts and values of the kernel harness every device shares
 // (tests/support/kernel_harness.h); these tests add the NCHW channel slice cuDNN takes.
-using kernel_test::Layout;
+using kernel_test::ViewLayout;
 using kernel_test::layout_name;
 using kernel_test::random_tensor;
 using kernel_test::tolerance_for;
-inline constexpr Layout kAllLayouts[] = {Layout::kDense, Layout::kChannelsLast, Layout::kReversed, Layout::kChannelSlice,
-                                         Layout::kAlignedSlice};
+inline constexpr ViewLayout kAllLayouts[] = {ViewLayout::kDense, ViewLayout::kChannelsLast, ViewLayout::kReversed, ViewLayout::kChannelSlice,
+                                         ViewLayout::kAlignedSlice};
 
 // Device memory for one view, with its poisoned host mirror.
 class DeviceTensor {
  public:
-  DeviceTensor(DType dtype, const Shape& sizes, Layout layout);
+  DeviceTensor(DType dtype, const Shape& sizes, ViewLayout layout);
   ~DeviceTensor();
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
@@ -73,7 +73,7 @@ Tensor random_magnitudes(DType dtype, const Shape& shape, uint32_t seed, double 
 // output in `layout` (constants dense) and checks each output against the reference.
 // `reference`, when given, is an equivalent graph over the same inputs that the float64
 // reference evaluates instead (for ops it lacks, such as the variadic Sum).
-void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+void check_node(Graph graph, const std::map<std::string, Tensor>& inputs, ViewLayout layout,
                 const Graph* reference = nullptr);
 // The same for every layout.
 void check_node_all_layouts(const Graph& graph, const std::map<std::string, Tensor>& inputs,
@@ -87,7 +87,7 @@ struct PreparedNode {
   std::unique_ptr<Kernel> kernel;
   int64_t bytes = 0;  // bytes of every input and output element: what one run moves at least
 };
-Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+Result<PreparedNode> prepare_node(const Graph& graph, const std::map<std::string, Tensor>& inputs, ViewLayout layout,
                                   void* stream);
 
 // Runs node 0 (already inferred) on dense device views; returns its outputs, or the

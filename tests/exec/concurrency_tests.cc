@@ -4,30 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <filesystem>
 #include <thread>
 
 #include "exec/session_internal.h"
 #include "ir/builder.h"
-#include "onnx/importer.h"
-#include "onnx/tensor_proto.h"
 #include "support/test_util.h"
 
 namespace strider {
 namespace {
-namespace fs = std::filesystem;
 
-struct Model {
-  Graph graph;
-  Tensor input;
-};
+using testing::load_seed_model;
+using testing::SeedModel;
 
-Model load(const std::string& name) {
-  fs::path dir = fs::path(STRIDER_SOURCE_DIR) / "models/seed" / name;
-  return {*import_model_file((dir / "model.onnx").string()), *read_tensor_pb((dir / "test_data_set_0/input_0.pb").string())};
-}
-
-std::unique_ptr<Session> open(const Model& m, const std::string& layout, int queues = 2) {
+std::unique_ptr<Session> open(const SeedModel& m, const std::string& layout, int queues = 2) {
   SessionOptions options;
   options.layout = *parse_layout(layout);
   options.queues = queues;
@@ -43,7 +32,7 @@ Tensor run_once(Session& s, const Tensor& input) {
 }
 
 TEST(Concurrency, TwoHundredRunsAreBitIdentical) {
-  Model m = load("C2f_split_op17");
+  SeedModel m = load_seed_model("C2f_split_op17");
   auto session = open(m, "nhwc");
   ASSERT_NE(session, nullptr);
   Tensor first = run_once(*session, m.input);
@@ -51,13 +40,13 @@ TEST(Concurrency, TwoHundredRunsAreBitIdentical) {
 }
 
 TEST(Concurrency, FourSessionsOfTwoModelsFromFourThreads) {
-  Model a = load("PointwiseC2f_split_op17"), b = load("C2f_split_op17");
+  SeedModel a = load_seed_model("PointwiseC2f_split_op17"), b = load_seed_model("C2f_split_op17");
   Tensor lone_a = run_once(*open(a, "nhwc", 1), a.input), lone_b = run_once(*open(b, "nchw", 1), b.input);
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      const Model& m = t % 2 ? b : a;
+      const SeedModel& m = t % 2 ? b : a;
       auto session = open(m, t % 2 ? "nchw" : "nhwc");
       for (int i = 0; i < 30 && session; ++i)
         if (!testing::same_tensor(run_once(*session, m.input), t % 2 ? lone_b : lone_a)) ++mismatches;
@@ -67,7 +56,7 @@ TEST(Concurrency, FourSessionsOfTwoModelsFromFourThreads) {
 }
 
 TEST(Concurrency, DestroyingASessionLeavesAnotherCorrect) {
-  Model a = load("C2f_split_op17"), b = load("PointwiseC2f_split_op17");
+  SeedModel a = load_seed_model("C2f_split_op17"), b = load_seed_model("PointwiseC2f_split_op17");
   auto keeper = open(a, "nhwc");
   Tensor expected = run_once(*keeper, a.input);
   std::atomic<bool> done{false};

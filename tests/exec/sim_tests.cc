@@ -9,9 +9,8 @@
 #include "base/float16.h"
 #include "strider/compare.h"
 #include "exec/session_internal.h"
-#include "onnx/importer.h"
-#include "onnx/tensor_proto.h"
 #include "reference/reference.h"
+#include "support/test_util.h"
 
 namespace strider {
 namespace {
@@ -21,6 +20,7 @@ struct Scenario {
   std::string model, layout;
 };
 
+// A seed model and its float64 reference output.
 struct Loaded {
   Graph graph;
   Tensor input;
@@ -28,9 +28,8 @@ struct Loaded {
 };
 
 Loaded load(const std::string& model) {
-  fs::path dir = fs::path(STRIDER_SOURCE_DIR) / "models/seed" / model;
-  Loaded l{*import_model_file((dir / "model.onnx").string()),
-           *read_tensor_pb((dir / "test_data_set_0/input_0.pb").string()), {}};
+  testing::SeedModel seed = testing::load_seed_model(model);
+  Loaded l{std::move(seed.graph), std::move(seed.input), {}};
   auto reference = evaluate_reference(l.graph, {{l.graph.value(l.graph.inputs()[0]).name, l.input}});
   for (int64_t i = 0; i < reference->outputs[0].num_elements(); ++i)
     l.expected.push_back(reference->outputs[0].element_as_double(i));

@@ -19,7 +19,7 @@
 namespace strider {
 namespace {
 
-using kernel_test::Layout;
+using kernel_test::ViewLayout;
 
 // The CPU device with its bf16 arithmetic forced, remembering what it made.
 class ForcedBf16CpuDevice final : public cpu::CpuDevice {
@@ -43,7 +43,7 @@ constexpr const char* kBf16Devices[] = {"cpu", "sim", "cuda", "cpu-widened", "cp
 constexpr const char* kBf16Devices[] = {"cpu", "sim", "cpu-widened", "cpu-native"};
 #endif
 
-class Bf16MatMulConv : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {
+class Bf16MatMulConv : public ::testing::TestWithParam<std::tuple<const char*, ViewLayout>> {
  protected:
   void SetUp() override {
     std::string name = std::get<0>(GetParam());
@@ -58,7 +58,7 @@ class Bf16MatMulConv : public ::testing::TestWithParam<std::tuple<const char*, L
   }
   void TearDown() override {
     // Packed views must take the forced path (strided ones may be refused, then packed).
-    if (forced_ == cpu::Bf16Arithmetic::kWidened && layout() == Layout::kDense) {
+    if (forced_ == cpu::Bf16Arithmetic::kWidened && layout() == ViewLayout::kDense) {
       ASSERT_FALSE(made_.empty());
       for (const std::string& kernel : made_) EXPECT_NE(kernel.find("widened"), std::string::npos) << kernel;
     }
@@ -66,7 +66,7 @@ class Bf16MatMulConv : public ::testing::TestWithParam<std::tuple<const char*, L
       for (const std::string& kernel : made_) EXPECT_EQ(kernel.find("widened"), std::string::npos) << kernel;
     }
   }
-  Layout layout() const { return std::get<1>(GetParam()); }
+  ViewLayout layout() const { return std::get<1>(GetParam()); }
   void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
     kernel_test::check_node(*device_, b.build(), inputs, layout());
   }

@@ -4,7 +4,6 @@
 // float64 reference of that pattern, on every device and view layout of the catalog.
 #include <gtest/gtest.h>
 
-#include <cstring>
 
 #include <cmath>
 #include <cstdio>
@@ -32,17 +31,11 @@ namespace strider {
 namespace {
 
 using kernel_test::KernelSuite;
-using kernel_test::Layout;
+using kernel_test::scalar_of;
+using kernel_test::ViewLayout;
 
 // ---- FusedAttention: the unfused pattern, fused by the pass, vs the reference of the pattern --
 Tensor scalar(float value) { return Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}); }
-// A scalar of `dtype` (f32 or bf16; a bf16 value must be exact in bf16, as 0.5 is).
-Tensor scalar_of(DType dtype, float value) {
-  if (dtype == DType::kF32) return scalar(value);
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return Tensor::from_values<uint16_t>(DType::kBF16, {}, std::vector<uint16_t>{uint16_t(bits >> 16)});
-}
 
 // `unfused` typed, then through fuse_elementwise and `pass` (a producer fusion), which must
 // fold exactly one node.
@@ -518,7 +511,7 @@ TEST_P(KernelSuite, ConvolutionsInBands) {
     // Bands of rows need packed channels-last views (oneDNN runs padded ones, and bands of
     // channels-first ones, on its reference code): a channels-last plan's own values,
     // besides the catalog's layout.
-    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
+    kernel_test::check_node(*device_, fused, inputs, kernel_test::ViewLayout::kPackedChannelsLast, &unfused);
     check_graph(std::move(fused), inputs, &unfused);
   }
 }
@@ -581,7 +574,7 @@ TEST_P(KernelSuite, PointwiseThenDepthwiseInBands) {
     ASSERT_TRUE(chains.is_ok() && *chains == 1) << (chains.is_ok() ? "" : chains.status().to_string());
     if (!device_->has_kernel(kFusedPointwiseDepthwiseOp)) GTEST_SKIP() << device_->name() << " has no kernel for it";
     const std::map<std::string, Tensor> inputs = {{"x", kernel_test::converted(x(c.x), t)}};
-    kernel_test::check_node(*device_, fused, inputs, kernel_test::Layout::kPackedChannelsLast, &unfused);
+    kernel_test::check_node(*device_, fused, inputs, kernel_test::ViewLayout::kPackedChannelsLast, &unfused);
     check_graph(std::move(fused), inputs, &unfused);
   }
 }

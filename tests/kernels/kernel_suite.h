@@ -37,14 +37,14 @@ class ScopedEnvironment {
   std::optional<std::string> previous_;
 };
 
-class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, Layout>> {
+class KernelSuite : public ::testing::TestWithParam<std::tuple<const char*, ViewLayout>> {
  protected:
   void SetUp() override {
     auto device = kernel_test::open_device(std::get<0>(GetParam()));
     if (!device.is_ok()) GTEST_SKIP() << std::get<0>(GetParam()) << " is not here: " << device.status().message();
     device_ = std::move(*device);
   }
-  Layout layout() const { return std::get<1>(GetParam()); }
+  ViewLayout layout() const { return std::get<1>(GetParam()); }
   void check(GraphBuilder& b, const std::map<std::string, Tensor>& inputs) {
     kernel_test::check_node(*device_, b.build(), inputs, layout());
   }

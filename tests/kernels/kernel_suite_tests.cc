@@ -27,7 +27,7 @@
 namespace strider {
 namespace {
 
-using kernel_test::Layout;
+using kernel_test::ViewLayout;
 
 using kernel_test::KernelSuite;
 
@@ -668,7 +668,7 @@ TEST_P(KernelSuite, DeformConv) {
   }
 }
 
-std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, Layout>>& info) {
+std::string suite_name(const ::testing::TestParamInfo<std::tuple<const char*, ViewLayout>>& info) {
   return kernel_test::param_name(std::get<0>(info.param), std::get<1>(info.param));
 }
 

@@ -26,15 +26,12 @@ namespace strider {
 namespace {
 
 using kernel_test::KernelSuite;
+using kernel_test::scalar_of;
 
 // Each tile height whole, then with K split over a cluster (offered where K >= 256).
 constexpr const char* kSmallKernels[] = {"strider-cuda:small-gemm/32rows",       "strider-cuda:small-gemm/16rows",
                                          "strider-cuda:small-gemm/8rows",        "strider-cuda:small-gemm/32rows-split",
                                          "strider-cuda:small-gemm/16rows-split", "strider-cuda:small-gemm/8rows-split"};
-
-Tensor scalar_of(DType dtype, float value) {
-  return kernel_test::converted(Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}), dtype);
-}
 
 struct ProductCase {
   std::string name;

@@ -38,7 +38,7 @@ std::vector<double> download(const TensorView& view) {
   return v;
 }
 
-Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed) {
+Tensor seeded_input(DType dtype, const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   Tensor t(dtype, shape);
@@ -70,9 +70,9 @@ TEST(PointwiseConv, ReadsAndWritesChannelSlicesAsAMatmul) {
     Graph g = b.build();
     InferContext context(g, 0);
     ASSERT_TRUE(find_op_schema("", "Conv")->infer(context).is_ok());
-    std::map<std::string, Tensor> inputs = {{"x", random_tensor(DType::kF32, {2, 8, 5, 6}, 1)},
-                                            {"w", random_tensor(DType::kF32, {4, 8, 1, 1}, 2)},
-                                            {"bias", random_tensor(DType::kF32, {4}, 3)}};
+    std::map<std::string, Tensor> inputs = {{"x", seeded_input(DType::kF32, {2, 8, 5, 6}, 1)},
+                                            {"w", seeded_input(DType::kF32, {4, 8, 1, 1}, 2)},
+                                            {"bias", seeded_input(DType::kF32, {4}, 3)}};
     TensorView x = slice_of(16, 8, 8), y = slice_of(12, 4, 4);
     std::vector<TensorView> params;
     for (const char* name : {"w", "bias"}) {
@@ -114,8 +114,8 @@ TEST(WinogradConv, ChosenForChannelsInnerViewsWithEnoughChannels) {
       TensorView whole = *make_view(*buffers.back()->allocation, 0, DType::kF32, full, strides, "whole");
       return *slice_view(whole, 1, first, first + count, 1);
     };
-    std::map<std::string, Tensor> inputs = {{"x", random_tensor(DType::kF32, {1, ch, 17, 18}, 1)}};
-    const Tensor weights = random_tensor(DType::kF32, {ch, ch, 3, 3}, 2);
+    std::map<std::string, Tensor> inputs = {{"x", seeded_input(DType::kF32, {1, ch, 17, 18}, 1)}};
+    const Tensor weights = seeded_input(DType::kF32, {ch, ch, 3, 3}, 2);
     GraphBuilder b;
     b.output(b.op("Conv", {b.input("x", DType::kF32, {1, ch, 17, 18}), b.constant("w", weights)},
                   ints_attribute("pads", {1, 1, 1, 1})));

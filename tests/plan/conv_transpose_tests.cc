@@ -15,13 +15,13 @@ namespace {
 
 using testing::random_f32;
 
-struct Case {
+struct ConvTransposeCase {
   Shape x, w;
   AttributeMap attributes;
   bool bias = true;
 };
 
-void expect_matches_reference(const Case& c, const std::string& layout) {
+void expect_matches_reference(const ConvTransposeCase& c, const std::string& layout) {
   GraphBuilder b(17);
   ValueId x = b.input("x", DType::kF32, c.x);
   std::vector<ValueId> in{x, b.constant("w", random_f32(c.w, 2))};

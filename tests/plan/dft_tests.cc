@@ -12,7 +12,7 @@
 namespace strider {
 namespace {
 
-struct Case {
+struct DftCase {
   Shape x;
   int64_t axis = 1;
   std::optional<int64_t> length;
@@ -20,7 +20,7 @@ struct Case {
   DType dtype = DType::kF32;
 };
 
-void expect_matches_reference(const Case& c) {
+void expect_matches_reference(const DftCase& c) {
   GraphBuilder b(20);
   ValueId x = b.input("x", c.dtype, c.x);
   std::vector<ValueId> in{x, kNoValue, b.constant("axis", Tensor::from_values<int64_t>(DType::kI64, {}, std::vector<int64_t>{c.axis}))};

@@ -25,7 +25,6 @@ using testing::plan_in_session;
 using testing::random_f32;
 using testing::verified;
 
-Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
 Tensor f32s(Shape shape, std::vector<float> v) { return Tensor::from_values<float>(DType::kF32, std::move(shape), v); }
 
 AttributeMap alpha(float value) {
@@ -93,7 +92,7 @@ TEST(Fusion, AValueReadOutsideTheGroupOrAGraphOutputIsKept) {
   ValueId u = b.op("Sigmoid", {t}, {}, "sig");
   b.output(b.op("Add", {u, a}, {}, "add"));
   b.output(t);
-  b.output(b.op("ReduceSum", {a, b.constant("axes", i64s({1}))}, {}, "sum"));
+  b.output(b.op("ReduceSum", {a, b.constant("axes", i64_tensor({1}))}, {}, "sum"));
   Graph g = b.build();
   auto p = plan_in_session(g, verified(), fused());
   EXPECT_EQ(fused_groups(p), (std::vector<std::string>{"Add(Sigmoid(x0), x1) <- sig,add"}));
@@ -163,10 +162,10 @@ TEST(Fusion, ViewOperandsAndAConcatSliceOutput) {
   auto build = [&] {
     GraphBuilder b;
     ValueId x = b.op("Relu", {b.input("x", DType::kF32, shape)}, {}, "relu");
-    auto halves = b.ops("Split", {x, b.constant("sizes", i64s({6, 6}))}, 2, testing::int_attribute("axis", 1), "split");
+    auto halves = b.ops("Split", {x, b.constant("sizes", i64_tensor({6, 6}))}, 2, testing::int_attribute("axis", 1), "split");
     AttributeMap reverse;
-    ValueId flipped = b.op("Slice", {halves[1], b.constant("st", i64s({-1})), b.constant("en", i64s({-100})),
-                                     b.constant("ax", i64s({3})), b.constant("sp", i64s({-1}))}, reverse, "flip");
+    ValueId flipped = b.op("Slice", {halves[1], b.constant("st", i64_tensor({-1})), b.constant("en", i64_tensor({-100})),
+                                     b.constant("ax", i64_tensor({3})), b.constant("sp", i64_tensor({-1}))}, reverse, "flip");
     ValueId bias = b.constant("bias", random_f32({1, 6, 1, 1}, 7));
     ValueId gated = b.op("Mul", {b.op("Tanh", {halves[0]}, {}, "tanh"), b.op("Sigmoid", {flipped}, {}, "sig")}, {}, "gate");
     ValueId y = b.op("Add", {gated, bias}, {}, "add");

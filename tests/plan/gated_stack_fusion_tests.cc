@@ -27,7 +27,7 @@ Graph stack_graph(const GatedUnit& u, int units, int tap_after = -1, int no_resi
 
 // The passes a CUDA session runs, every unit fused as FusedGatedConv first; the stacks
 // the device accepts (`pays`), then the schema's check of the result.
-Result<int> fuse(Graph& g, const std::function<bool(const GatedConvUnit&)>& pays = nullptr) {
+Result<int> fuse_stacks(Graph& g, const std::function<bool(const GatedConvUnit&)>& pays = nullptr) {
   STRIDER_RETURN_IF_ERROR(infer_and_fold(g));
   STRIDER_RETURN_IF_ERROR(fuse_elementwise(g).status());
   STRIDER_RETURN_IF_ERROR(fuse_conv_activations(g).status());
@@ -39,7 +39,7 @@ Result<int> fuse(Graph& g, const std::function<bool(const GatedConvUnit&)>& pays
 
 // The op types of g's nodes in order, and each stack's unit count: "S4 R" for a stack of
 // four units then a Relu.
-std::string summary(const Graph& g) {
+std::string stack_summary(const Graph& g) {
   std::string out;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
@@ -57,10 +57,10 @@ TEST(GatedStackFusion, AChainOfUnitsBecomesOneNode) {
   u.x = {2, 16, 10};
   Graph g = stack_graph(u, 4);
   const ValueId x = g.inputs()[0], y = g.outputs()[0];
-  auto stacks = fuse(g);
+  auto stacks = fuse_stacks(g);
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 1);
-  ASSERT_EQ(summary(g), "S4");
+  ASSERT_EQ(stack_summary(g), "S4");
   const Node& stack = g.node(0);
   ASSERT_EQ(stack.inputs.size(), 9u);
   EXPECT_EQ(stack.inputs[0], x);
@@ -74,39 +74,39 @@ TEST(GatedStackFusion, AChainOfUnitsBecomesOneNode) {
 TEST(GatedStackFusion, AUnitReadElsewhereEndsAStack) {
   GatedUnit u;
   Graph g = stack_graph(u, 4, /*tap_after=*/1);
-  auto stacks = fuse(g);
+  auto stacks = fuse_stacks(g);
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 2);
-  EXPECT_EQ(summary(g), "S2 R S2");
+  EXPECT_EQ(stack_summary(g), "S2 R S2");
 }
 
 TEST(GatedStackFusion, AUnitWithoutTheResidualStaysOut) {
   GatedUnit u;
   Graph g = stack_graph(u, 4, -1, /*no_residual=*/2);
-  auto stacks = fuse(g);
+  auto stacks = fuse_stacks(g);
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 2);
-  EXPECT_EQ(summary(g), "S2 G S1");
+  EXPECT_EQ(stack_summary(g), "S2 G S1");
 }
 
 TEST(GatedStackFusion, TwoTapUnitsAndDeclinedUnitsStayOut) {
   GatedUnit two_taps;
   two_taps.kernel = 2, two_taps.dilation = 1, two_taps.chomp = true;
   Graph g = stack_graph(two_taps, 3);
-  auto stacks = fuse(g);
+  auto stacks = fuse_stacks(g);
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 0);
-  EXPECT_EQ(summary(g), "G G G");
+  EXPECT_EQ(stack_summary(g), "G G G");
 
   GatedUnit batch3;
   batch3.x = {3, 8, 20};
   Graph declined = stack_graph(batch3, 3);
   std::vector<int64_t> positions;  // what the device is asked with, a unit each
-  stacks = fuse(declined, [&](const GatedConvUnit& unit) { return positions.push_back(unit.positions), unit.in_channels > 8; });
+  stacks = fuse_stacks(declined, [&](const GatedConvUnit& unit) { return positions.push_back(unit.positions), unit.in_channels > 8; });
   EXPECT_EQ(positions, std::vector<int64_t>(3, 60));  // 3 images x 20 steps
   ASSERT_TRUE(stacks.is_ok()) << stacks.status().to_string();
   EXPECT_EQ(*stacks, 0);
-  EXPECT_EQ(summary(declined), "G G G");
+  EXPECT_EQ(stack_summary(declined), "G G G");
 }
 
 }  // namespace

@@ -12,7 +12,6 @@ using testing::plan_graph;
 using testing::random_f32;
 using testing::verified;
 
-Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
 
 PlanOptions nchw() {
   PlanOptions o = verified();
@@ -23,7 +22,7 @@ PlanOptions nchw() {
 TEST(PlannerIntent, SplitOutputsAreViewsWithOffsets) {
   GraphBuilder b;
   ValueId x = b.op("Relu", {b.input("x", DType::kF32, {12, 16})}, {}, "relu");
-  auto halves = b.ops("Split", {x, b.constant("sizes", i64s({8, 8}))}, 2, int_attribute("axis", 1), "split");
+  auto halves = b.ops("Split", {x, b.constant("sizes", i64_tensor({8, 8}))}, 2, int_attribute("axis", 1), "split");
   b.output(b.op("Add", {halves[0], halves[1]}, {}, "add"));
   auto p = plan_graph(b.build(), nchw());
   EXPECT_EQ(p.value("split:0").role, ValueRole::kView);
@@ -91,7 +90,7 @@ TEST(PlannerIntent, ChunksConcatenatedBackAreNotCopied) {
   // torch's C2f: chunk a value, transform the last chunk, concatenate all of them.
   GraphBuilder b;
   ValueId y = b.op("MaxPool", {b.input("x", DType::kF32, {1, 8, 4, 4})}, ints_attribute("kernel_shape", {1, 1}), "y");
-  auto chunks = b.ops("Split", {y, b.constant("sizes", i64s({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
+  auto chunks = b.ops("Split", {y, b.constant("sizes", i64_tensor({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
   ValueId m = b.op("Sigmoid", {chunks[1]}, {}, "m");
   b.output(b.op("Concat", {chunks[0], chunks[1], m}, int_attribute("axis", 1), "cat"));
   auto p = plan_graph(b.build(), nchw());
@@ -119,7 +118,7 @@ TEST(PlannerIntent, ADeadValuesMemoryIsReusedWhateverTheSizes) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {64, 64});
   ValueId big = b.op("Exp", {x}, {}, "big");                       // 16 KiB
-  ValueId small = b.op("ReduceSum", {big, b.constant("axes", i64s({1}))}, {}, "small");  // dies after
+  ValueId small = b.op("ReduceSum", {big, b.constant("axes", i64_tensor({1}))}, {}, "small");  // dies after
   ValueId later = b.op("Neg", {b.op("Relu", {small}, {}, "r")}, {}, "later");
   b.output(b.op("Add", {later, b.op("Exp", {x}, {}, "again")}, {}, "out"));
   PlanOptions options = nchw();
@@ -133,7 +132,7 @@ TEST(PlannerIntent, ADeadValuesMemoryIsReusedWhateverTheSizes) {
 TEST(PlannerIntent, GraphOutputsAreNeverViews) {
   GraphBuilder b;
   ValueId x = b.op("Relu", {b.input("x", DType::kF32, {4, 6})}, {}, "relu");
-  auto halves = b.ops("Split", {x, b.constant("sizes", i64s({3, 3}))}, 2, int_attribute("axis", 1), "split");
+  auto halves = b.ops("Split", {x, b.constant("sizes", i64_tensor({3, 3}))}, 2, int_attribute("axis", 1), "split");
   b.output(halves[1]);
   b.output(b.op("Neg", {halves[0]}, {}, "neg"));
   auto p = plan_graph(b.build(), nchw());
@@ -147,7 +146,7 @@ TEST(PlannerIntent, GraphOutputsAreNeverViews) {
 TEST(PlannerIntent, ReshapeOfATransposeIsAVisibleMaterialization) {
   GraphBuilder b;
   ValueId t = b.op("Transpose", {b.input("x", DType::kF32, {4, 6})}, {}, "t");
-  b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64s({24}))}, {}, "flat")}, {}, "out"));
+  b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64_tensor({24}))}, {}, "flat")}, {}, "out"));
   auto p = plan_graph(b.build(), nchw());
   EXPECT_EQ(p.value("t:0").role, ValueRole::kView);
   EXPECT_EQ(p.value("flat:0").role, ValueRole::kOwn);
@@ -161,7 +160,7 @@ TEST(PlannerIntent, AProductIsPlacedThroughATransposeIntoAReshape) {
   GraphBuilder b;
   ValueId y = b.op("MatMul", {b.input("p", DType::kF32, {2, 4, 5, 5}), b.input("v", DType::kF32, {2, 4, 5, 3})}, {}, "pv");
   ValueId t = b.op("Transpose", {y}, ints_attribute("perm", {0, 2, 1, 3}), "t");
-  b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64s({2, 5, 12}))}, {}, "merged")}, {}, "out"));
+  b.output(b.op("Neg", {b.op("Reshape", {t, b.constant("shape", i64_tensor({2, 5, 12}))}, {}, "merged")}, {}, "out"));
   auto p = plan_graph(b.build(), nchw());
   EXPECT_EQ(p.value("pv:0").role, ValueRole::kPlacedThrough);
   EXPECT_EQ(p.alias_name("pv:0"), "merged:0");
@@ -175,7 +174,7 @@ TEST(PlannerIntent, AProductIsPlacedThroughATransposeIntoAReshape) {
 TEST(PlannerIntent, ChannelChunksInChannelsLastAreStridedViews) {
   GraphBuilder b;
   ValueId y = b.op("MaxPool", {b.input("x", DType::kF32, {1, 8, 4, 4})}, ints_attribute("kernel_shape", {1, 1}), "y");
-  auto chunks = b.ops("Split", {y, b.constant("sizes", i64s({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
+  auto chunks = b.ops("Split", {y, b.constant("sizes", i64_tensor({4, 4}))}, 2, int_attribute("axis", 1), "chunk");
   b.output(b.op("Add", {chunks[0], chunks[1]}, {}, "out"));
   PlanOptions options = verified();
   options.layout = LayoutChoice::kNhwc;
@@ -208,7 +207,7 @@ TEST(PlannerIntent, OnlyImagesAreChannelsLast) {
 TEST(PlannerIntent, UnoptimizedPlansCopyEverything) {
   GraphBuilder b;
   ValueId x = b.op("Relu", {b.input("x", DType::kF32, {4, 6})}, {}, "relu");
-  auto halves = b.ops("Split", {x, b.constant("sizes", i64s({3, 3}))}, 2, int_attribute("axis", 1), "split");
+  auto halves = b.ops("Split", {x, b.constant("sizes", i64_tensor({3, 3}))}, 2, int_attribute("axis", 1), "split");
   b.output(b.op("Concat", {halves[1], halves[0]}, int_attribute("axis", 1), "cat"));
   auto p = plan_graph(b.build(), verified(unoptimized_plan_options()));
   EXPECT_EQ(p.plan->stats.views, 0);

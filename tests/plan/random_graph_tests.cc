@@ -17,7 +17,6 @@
 namespace strider {
 namespace {
 
-Tensor i64s(std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); }
 
 // Builds one random graph; every value is rank 4 so any op can follow any other.
 class RandomGraph {
@@ -94,7 +93,7 @@ class RandomGraph {
     if (dim < 2) return unary();
     int64_t first = pick(1, int(dim) - 1);
     AttributeMap attrs = testing::int_attribute("axis", axis);
-    auto parts = builder_.ops("Split", {in.id, builder_.constant(name("sizes"), i64s({first, dim - first}))}, 2,
+    auto parts = builder_.ops("Split", {in.id, builder_.constant(name("sizes"), i64_tensor({first, dim - first}))}, 2,
                               attrs, name("split"));
     Shape a = in.shape, b = in.shape;
     a[size_t(axis)] = first;
@@ -111,10 +110,10 @@ class RandomGraph {
     int64_t start = pick(0, int(dim) - 1), end = step > 0 ? pick(int(start) + 1, int(dim)) : pick(-1, int(start) - 1);
     int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end + (-step) - 1) / (-step);
     if (step < 0 && end == -1) end = -int64_t(dim) - 1;  // ONNX: before the first element
-    ValueId out = builder_.op("Slice", {in.id, builder_.constant(name("s"), i64s({start})),
-                                        builder_.constant(name("e"), i64s({end})),
-                                        builder_.constant(name("a"), i64s({axis})),
-                                        builder_.constant(name("st"), i64s({step}))},
+    ValueId out = builder_.op("Slice", {in.id, builder_.constant(name("s"), i64_tensor({start})),
+                                        builder_.constant(name("e"), i64_tensor({end})),
+                                        builder_.constant(name("a"), i64_tensor({axis})),
+                                        builder_.constant(name("st"), i64_tensor({step}))},
                               {}, name("slice"));
     Shape shape = in.shape;
     shape[size_t(axis)] = count;
@@ -154,7 +153,7 @@ class RandomGraph {
     Item in = any();
     const Shape& s = in.shape;
     Shape shape = pick(0, 1) ? Shape{s[0], s[1], s[3], s[2]} : Shape{s[0], s[1] * s[2], s[3], 1};
-    add(builder_.op("Reshape", {in.id, builder_.constant(name("shape"), i64s(shape))}, {}, name("reshape")), shape);
+    add(builder_.op("Reshape", {in.id, builder_.constant(name("shape"), i64_tensor(shape))}, {}, name("reshape")), shape);
   }
 
   void matmul() {

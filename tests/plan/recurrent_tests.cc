@@ -15,7 +15,7 @@ namespace {
 
 using testing::random_f32;
 
-struct Case {
+struct RecurrentCase {
   std::string op;
   int64_t gates, hidden = 4, steps = 5, batch = 3, input = 3;
   std::string direction = "forward";
@@ -24,7 +24,7 @@ struct Case {
   AttributeMap extra;
 };
 
-void expect_unrolled_matches_reference(const Case& c) {
+void expect_unrolled_matches_reference(const RecurrentCase& c) {
   const int64_t d = c.direction == "bidirectional" ? 2 : 1, rows = c.gates * c.hidden;
   GraphBuilder b(14);
   const Shape x_shape = c.layout == 0 ? Shape{c.steps, c.batch, c.input} : Shape{c.batch, c.steps, c.input};

@@ -13,13 +13,13 @@
 namespace strider {
 namespace {
 
-struct Case {
+struct UnpoolCase {
   Shape x;
   std::vector<int64_t> kernel, strides;
   std::optional<std::vector<int64_t>> output_shape;
 };
 
-Graph pool_then_unpool(const Case& c) {
+Graph pool_then_unpool(const UnpoolCase& c) {
   GraphBuilder b(11);
   AttributeMap pool;
   pool.set_ints("kernel_shape", c.kernel);
@@ -33,9 +33,9 @@ Graph pool_then_unpool(const Case& c) {
 }
 
 TEST(MaxUnpool, ScattersWhatMaxPoolKeptOnEveryDevice) {
-  for (const Case& c : {Case{{2, 3, 6, 8}, {2, 2}, {2, 2}, std::nullopt}, Case{{1, 2, 7, 5}, {3, 2}, {2, 1}, std::nullopt},
-                        Case{{2, 2, 6, 6}, {2, 2}, {2, 2}, std::vector<int64_t>{2, 2, 7, 8}},
-                        Case{{1, 2, 4, 6, 4}, {2, 2, 2}, {2, 2, 2}, std::nullopt}})
+  for (const UnpoolCase& c : {UnpoolCase{{2, 3, 6, 8}, {2, 2}, {2, 2}, std::nullopt}, UnpoolCase{{1, 2, 7, 5}, {3, 2}, {2, 1}, std::nullopt},
+                        UnpoolCase{{2, 2, 6, 6}, {2, 2}, {2, 2}, std::vector<int64_t>{2, 2, 7, 8}},
+                        UnpoolCase{{1, 2, 4, 6, 4}, {2, 2, 2}, {2, 2, 2}, std::nullopt}})
     for (const char* device : {"cpu", "sim"})
       for (Layout layout : {Layout::kNchw, Layout::kNhwc}) {
         SCOPED_TRACE(shape_to_string(c.x) + " on " + device);

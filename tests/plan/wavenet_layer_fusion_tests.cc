@@ -30,7 +30,7 @@ Graph wavenet(Shape x, int layers, bool last_x_output = false) {
 
 // The passes a CUDA session runs, every gate fused as FusedGatedConv first; the layers the
 // device accepts (`pays`), then the schema's check of the result.
-Result<int> fuse(Graph& g, const std::function<bool(const WaveNetLayerShape&)>& pays = nullptr) {
+Result<int> fuse_layers(Graph& g, const std::function<bool(const WaveNetLayerShape&)>& pays = nullptr) {
   STRIDER_RETURN_IF_ERROR(infer_and_fold(g));
   STRIDER_RETURN_IF_ERROR(fuse_elementwise(g).status());
   STRIDER_RETURN_IF_ERROR(fuse_conv_activations(g).status());
@@ -42,7 +42,7 @@ Result<int> fuse(Graph& g, const std::function<bool(const WaveNetLayerShape&)>& 
 
 // The op types of g's nodes in order; a layer as W and the outputs it has (y, s, g):
 // "Wys" for a layer with its residual and skip, "FusedConv" for a projection left out.
-std::string summary(const Graph& g) {
+std::string layer_summary(const Graph& g) {
   std::string out;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
@@ -62,12 +62,12 @@ std::string summary(const Graph& g) {
 
 TEST(WaveNetLayerFusion, EachLayerTakesInItsProjections) {
   Graph g = wavenet({2, 8, 30}, 3);
-  auto layers = fuse(g);
+  auto layers = fuse_layers(g);
   ASSERT_TRUE(layers.is_ok()) << layers.status().to_string();
   EXPECT_EQ(*layers, 3);
   // The first layer's skip is the FusedConv that sums every skip and applies the Relu: it
   // reads that layer's G. The last layer's residual is dead, so it has only its skip.
-  ASSERT_EQ(summary(g), "Wyg Wys Ws FusedConv");
+  ASSERT_EQ(layer_summary(g), "Wyg Wys Ws FusedConv");
   const Node& second = g.node(1);
   EXPECT_EQ(second.inputs.size(), 7u);
   for (size_t i = 1; i < 7; ++i) EXPECT_TRUE(g.value(second.inputs[i]).is_constant()) << "input " << i;
@@ -80,27 +80,27 @@ TEST(WaveNetLayerFusion, EachLayerTakesInItsProjections) {
 
 TEST(WaveNetLayerFusion, AnOutputOfTheLastResidualKeepsIt) {
   Graph g = wavenet({1, 16, 20}, 2, /*last_x_output=*/true);
-  auto layers = fuse(g);
+  auto layers = fuse_layers(g);
   ASSERT_TRUE(layers.is_ok()) << layers.status().to_string();
   EXPECT_EQ(*layers, 2);
-  EXPECT_EQ(summary(g), "Wyg Wys FusedConv");
+  EXPECT_EQ(layer_summary(g), "Wyg Wys FusedConv");
   EXPECT_EQ(g.outputs()[1], g.node(1).outputs[kWaveY]);
 }
 
 TEST(WaveNetLayerFusion, DeclinedLayersStayAsTheyWere) {
   Graph g = wavenet({1, 16, 20}, 3);
-  auto layers = fuse(g, [](const WaveNetLayerShape& shape) { return shape.residual; });
+  auto layers = fuse_layers(g, [](const WaveNetLayerShape& shape) { return shape.residual; });
   ASSERT_TRUE(layers.is_ok()) << layers.status().to_string();
   EXPECT_EQ(*layers, 2);
-  EXPECT_EQ(summary(g), "Wyg Wys G Conv FusedConv");
+  EXPECT_EQ(layer_summary(g), "Wyg Wys G Conv FusedConv");
 
   Graph none = wavenet({2, 16, 20}, 2);
   std::vector<int64_t> positions;  // what the device is asked with, a layer each
-  layers = fuse(none, [&](const WaveNetLayerShape& shape) { return positions.push_back(shape.gate.positions), false; });
+  layers = fuse_layers(none, [&](const WaveNetLayerShape& shape) { return positions.push_back(shape.gate.positions), false; });
   EXPECT_EQ(positions, std::vector<int64_t>(2, 40));  // 2 images x 20 steps
   ASSERT_TRUE(layers.is_ok()) << layers.status().to_string();
   EXPECT_EQ(*layers, 0);
-  EXPECT_EQ(summary(none), "G FusedConv G Conv FusedConv");
+  EXPECT_EQ(layer_summary(none), "G FusedConv G Conv FusedConv");
 }
 
 }  // namespace

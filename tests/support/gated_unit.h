@@ -25,7 +25,6 @@ struct GatedUnit {
 template <typename Random>
 ValueId add_gated_unit(GraphBuilder& b, ValueId x, const GatedUnit& u, DType dtype, Random random,
                        const std::string& tag = "", uint32_t seed = 2) {
-  auto i64s = [](std::vector<int64_t> v) { return Tensor::from_values<int64_t>(DType::kI64, {int64_t(v.size())}, v); };
   const int64_t c = u.x[1], pad = u.chomp ? u.dilation * (u.kernel - 1) : 0;
   AttributeMap conv;
   conv.set_ints("pads", {pad, pad});
@@ -35,19 +34,19 @@ ValueId add_gated_unit(GraphBuilder& b, ValueId x, const GatedUnit& u, DType dty
                             b.constant("bias" + tag, random(Shape{2 * c}, seed + 1))},
                    conv);
   if (u.chomp)
-    z = b.op("Slice", {z, b.constant("starts" + tag, i64s({0})), b.constant("ends" + tag, i64s({-pad})),
-                       b.constant("axes" + tag, i64s({2}))});
+    z = b.op("Slice", {z, b.constant("starts" + tag, i64_tensor({0})), b.constant("ends" + tag, i64_tensor({-pad})),
+                       b.constant("axes" + tag, i64_tensor({2}))});
   ValueId a, g;
   if (u.split) {
     AttributeMap axis;
     axis.set_int("axis", 1);
-    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split" + tag, i64s({c, c}))}, 2, axis);
+    std::vector<ValueId> halves = b.ops("Split", {z, b.constant("split" + tag, i64_tensor({c, c}))}, 2, axis);
     a = halves[0], g = halves[1];
   } else {
-    a = b.op("Slice", {z, b.constant("s0" + tag, i64s({0})), b.constant("e0" + tag, i64s({c})),
-                       b.constant("x0" + tag, i64s({1}))});
-    g = b.op("Slice", {z, b.constant("s1" + tag, i64s({c})), b.constant("e1" + tag, i64s({2 * c})),
-                       b.constant("x1" + tag, i64s({1}))});
+    a = b.op("Slice", {z, b.constant("s0" + tag, i64_tensor({0})), b.constant("e0" + tag, i64_tensor({c})),
+                       b.constant("x0" + tag, i64_tensor({1}))});
+    g = b.op("Slice", {z, b.constant("s1" + tag, i64_tensor({c})), b.constant("e1" + tag, i64_tensor({2 * c})),
+                       b.constant("x1" + tag, i64_tensor({1}))});
   }
   ValueId gated = b.op("Mul", {b.op("Tanh", {a}), b.op("Sigmoid", {g})});
   if (u.halves_read_twice) b.output(b.op("Relu", {a}));

@@ -70,24 +70,24 @@ int outermost_nontrivial(const Shape& sizes) {
 
 }  // namespace
 
-std::string layout_name(Layout layout) {
+std::string layout_name(ViewLayout layout) {
   switch (layout) {
-    case Layout::kDense: return "dense";
-    case Layout::kChannelsLast: return "channels-last padded";
-    case Layout::kReversed: return "reversed";
-    case Layout::kChannelSlice: return "channel slice";
-    case Layout::kAlignedSlice: return "aligned channel slice";
-    case Layout::kBroadcast: return "broadcast";
-    case Layout::kNchwSlice: return "nchw channel slice";
-    case Layout::kPackedChannelsLast: return "packed channels-last";
+    case ViewLayout::kDense: return "dense";
+    case ViewLayout::kChannelsLast: return "channels-last padded";
+    case ViewLayout::kReversed: return "reversed";
+    case ViewLayout::kChannelSlice: return "channel slice";
+    case ViewLayout::kAlignedSlice: return "aligned channel slice";
+    case ViewLayout::kBroadcast: return "broadcast";
+    case ViewLayout::kNchwSlice: return "nchw channel slice";
+    case ViewLayout::kPackedChannelsLast: return "packed channels-last";
   }
   return "?";
 }
 
-Placement place(const Shape& sizes, Layout layout, bool is_output) {
+Placement place(const Shape& sizes, ViewLayout layout, bool is_output) {
   const size_t rank = sizes.size();
   Placement p;
-  if (layout == Layout::kBroadcast) {
+  if (layout == ViewLayout::kBroadcast) {
     p.broadcast_dim = is_output ? -1 : outermost_nontrivial(sizes);
     Shape stored = sizes;
     if (p.broadcast_dim >= 0) stored[size_t(p.broadcast_dim)] = 1;
@@ -100,24 +100,24 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
   std::iota(order.begin(), order.end(), 0);
   Shape extent = sizes;
   int slice_dim = -1;
-  const bool slice = layout == Layout::kChannelSlice || layout == Layout::kAlignedSlice;
-  const int64_t slice_start = layout == Layout::kAlignedSlice ? 8 : 2;
-  if (layout == Layout::kNchwSlice && rank >= 2) {
+  const bool slice = layout == ViewLayout::kChannelSlice || layout == ViewLayout::kAlignedSlice;
+  const int64_t slice_start = layout == ViewLayout::kAlignedSlice ? 8 : 2;
+  if (layout == ViewLayout::kNchwSlice && rank >= 2) {
     slice_dim = 1;
     extent[1] += 5;
   }
-  if (layout == Layout::kChannelsLast || layout == Layout::kPackedChannelsLast || slice) {
+  if (layout == ViewLayout::kChannelsLast || layout == ViewLayout::kPackedChannelsLast || slice) {
     if (rank >= 3) {
       order = {0};
       for (size_t d = 2; d < rank; ++d) order.push_back(d);
       order.push_back(1);
     }
-    if (layout == Layout::kChannelsLast) {
+    if (layout == ViewLayout::kChannelsLast) {
       for (int64_t& e : extent) e += 1;
       p.offset = 3;
     } else if (slice && rank > 0) {  // kPackedChannelsLast: no gaps
       slice_dim = rank >= 2 ? 1 : 0;
-      extent[size_t(slice_dim)] += layout == Layout::kAlignedSlice ? 16 : 5;
+      extent[size_t(slice_dim)] += layout == ViewLayout::kAlignedSlice ? 16 : 5;
     }
   }
   p.strides.assign(rank, 0);
@@ -126,8 +126,8 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
     p.strides[order[k]] = span;
     span *= std::max<int64_t>(extent[order[k]], 1);
   }
-  if (slice_dim >= 0) p.offset += (layout == Layout::kNchwSlice ? 2 : slice_start) * p.strides[size_t(slice_dim)];
-  if (layout == Layout::kReversed) {
+  if (slice_dim >= 0) p.offset += (layout == ViewLayout::kNchwSlice ? 2 : slice_start) * p.strides[size_t(slice_dim)];
+  if (layout == ViewLayout::kReversed) {
     std::set<size_t> reversed;
     for (size_t d = 0; d < rank; ++d)
       if (sizes[d] > 1) reversed.insert(d);
@@ -141,7 +141,7 @@ Placement place(const Shape& sizes, Layout layout, bool is_output) {
   return p;
 }
 
-std::string param_name(std::string_view device, Layout layout) {
+std::string param_name(std::string_view device, ViewLayout layout) {
   std::string name = std::string(device) + "_" + layout_name(layout);
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
@@ -193,6 +193,10 @@ Tensor converted(const Tensor& values, DType dtype) {
   return t;
 }
 
+Tensor scalar_of(DType dtype, float value) {
+  return converted(Tensor::from_values<float>(DType::kF32, {}, std::vector<float>{value}), dtype);
+}
+
 Tensor constant_along(const Tensor& values, int dim) {
   if (dim < 0) return values;
   const Shape& shape = values.shape();
@@ -208,7 +212,7 @@ Tensor constant_along(const Tensor& values, int dim) {
 }
 
 Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& device, DType dtype, const Shape& sizes,
-                                                           Layout layout, bool is_output) {
+                                                           ViewLayout layout, bool is_output) {
   Placement p = place(sizes, layout, is_output);
   const int64_t esize = dtype_size(dtype);
   STRIDER_ASSIGN_OR_RETURN(Allocation * allocation, device.allocate(p.elements * esize, 256, "kernel test view"));
@@ -269,7 +273,7 @@ struct PreparedNode {
 
 // Uploads the inputs (constants dense, the rest in `layout`), poisons the outputs, and has
 // the device make the kernel; `inputs` are the values as the views hold them.
-Result<PreparedNode> prepare(Device& device, const Graph& graph, std::map<std::string, Tensor>& inputs, Layout layout) {
+Result<PreparedNode> prepare(Device& device, const Graph& graph, std::map<std::string, Tensor>& inputs, ViewLayout layout) {
   const Node& node = graph.node(0);
   PreparedNode prepared;
   KernelRequest request{graph, node, {}, {}};
@@ -279,7 +283,7 @@ Result<PreparedNode> prepare(Device& device, const Graph& graph, std::map<std::s
       continue;
     }
     const Value& v = graph.value(id);
-    const Layout here = v.is_constant() ? Layout::kDense : layout;
+    const ViewLayout here = v.is_constant() ? ViewLayout::kDense : layout;
     STRIDER_ASSIGN_OR_RETURN(auto buffer, DeviceBuffer::create(device, v.dtype, v.shape, here, false));
     if (!v.is_constant()) {
       auto it = inputs.find(v.name);
@@ -417,7 +421,7 @@ thread_local std::string last_implementation_run;
 
 const std::string& last_implementation() { return last_implementation_run; }
 
-void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& given, Layout layout,
+void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& given, ViewLayout layout,
                 const Graph* reference) {
   last_implementation_run.clear();
   ASSERT_EQ(graph.num_nodes(), 1);
@@ -434,9 +438,9 @@ void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>
     // Only views that are not packed may be refused (every layout but dense has some); the
     // planner packs them then. cpu and sim have a kernel for every op and dtype; cuda lacks
     // some (f64 matmuls, asymmetric convolution padding), which the test reports as skipped.
-    if (layout == Layout::kDense && device.name() == "cuda")
+    if (layout == ViewLayout::kDense && device.name() == "cuda")
       GTEST_SKIP() << what << ": the device has no kernel for this: " << prepared.status().message();
-    ASSERT_NE(layout, Layout::kDense) << what << ": " << prepared.status().to_string();
+    ASSERT_NE(layout, ViewLayout::kDense) << what << ": " << prepared.status().to_string();
     std::cout << "  [note] " << what << " refused these views: " << prepared.status().message() << "\n";
     return;
   }

@@ -24,7 +24,7 @@
 namespace strider::kernel_test {
 
 // Where a view's elements sit in its allocation.
-enum class Layout {
+enum class ViewLayout {
   kDense,         // row-major
   kChannelsLast,  // dim 1 innermost in memory, every dim padded by one element, offset by 3
   kReversed,      // row-major with the outermost and innermost non-trivial dims reversed
@@ -35,11 +35,11 @@ enum class Layout {
   kNchwSlice,     // row-major; channels [2, 2 + C) of C + 5 (what cuDNN's convolution takes; not in kCatalog)
   kPackedChannelsLast,  // channels-last, no gaps, at the buffer's start (a channels-last plan's own values; not in kCatalog)
 };
-inline constexpr Layout kCatalog[] = {Layout::kDense,        Layout::kChannelsLast, Layout::kReversed,
-                                      Layout::kChannelSlice, Layout::kAlignedSlice, Layout::kBroadcast};
-std::string layout_name(Layout layout);
+inline constexpr ViewLayout kCatalog[] = {ViewLayout::kDense,        ViewLayout::kChannelsLast, ViewLayout::kReversed,
+                                      ViewLayout::kChannelSlice, ViewLayout::kAlignedSlice, ViewLayout::kBroadcast};
+std::string layout_name(ViewLayout layout);
 // "cpu_channels_last_padded": a device and layout as a gtest parameter name.
-std::string param_name(std::string_view device, Layout layout);
+std::string param_name(std::string_view device, ViewLayout layout);
 
 // A view's strides and offset in its buffer (elements), the buffer's size in elements,
 // and the dim an input broadcasts along (-1: none).
@@ -49,7 +49,7 @@ struct Placement {
   int64_t elements = 0;
   int broadcast_dim = -1;
 };
-Placement place(const Shape& sizes, Layout layout, bool is_output);
+Placement place(const Shape& sizes, ViewLayout layout, bool is_output);
 
 // The devices the harness runs on; cuda is skipped on a machine without a GPU. "cpu-split"
 // is the CPU with three threads and every kernel of ours split over them
@@ -69,6 +69,8 @@ Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed);
 
 // `values` stored as `dtype` (bf16 and f16 rounded to nearest even, integers truncated).
 Tensor converted(const Tensor& values, DType dtype);
+// A rank-0 tensor of `dtype` holding `value`, converted as above.
+Tensor scalar_of(DType dtype, float value);
 
 // `values` made constant along `dim` (every slice a copy of the first): what a view with
 // stride 0 there reads.
@@ -77,7 +79,7 @@ Tensor constant_along(const Tensor& values, int dim);
 // One view in an allocation of `device`'s, poisoned around its elements.
 class DeviceBuffer {
  public:
-  static Result<std::unique_ptr<DeviceBuffer>> create(Device& device, DType dtype, const Shape& sizes, Layout layout,
+  static Result<std::unique_ptr<DeviceBuffer>> create(Device& device, DType dtype, const Shape& sizes, ViewLayout layout,
                                                       bool is_output);
   ~DeviceBuffer();
   const TensorView& view() const { return view_; }
@@ -102,7 +104,7 @@ class DeviceBuffer {
 // and its allocation's poison. A kernel may refuse views that are not packed (the planner
 // then packs them): that is allowed, and reported; packed views must be taken, except that
 // cuda, which lacks kernels for some configurations (f64 matmuls), skips the test then.
-void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& inputs, Layout layout,
+void check_node(Device& device, Graph graph, const std::map<std::string, Tensor>& inputs, ViewLayout layout,
                 const Graph* reference = nullptr);
 // The implementation() of the kernel the last check_node on this thread ran; empty when
 // it ran none (the views were refused).

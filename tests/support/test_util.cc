@@ -12,6 +12,7 @@
 #include "base/float16.h"
 #include "base/onnx_types.h"
 #include "base/small_types.h"
+#include "onnx/importer.h"
 #include "onnx/tensor_proto.h"
 
 namespace strider::testing {
@@ -25,6 +26,18 @@ bool group_in_this_shard(size_t index) {
 }
 
 namespace fs = std::filesystem;
+
+SeedModel load_seed_model(const std::string& name) {
+  fs::path dir = fs::path(STRIDER_SOURCE_DIR) / "models/seed" / name;
+  auto graph = import_model_file((dir / "model.onnx").string());
+  auto input = read_tensor_pb((dir / "test_data_set_0/input_0.pb").string());
+  if (!graph.is_ok() || !input.is_ok()) {
+    ADD_FAILURE() << "seed model " << name << ": "
+                  << (graph.is_ok() ? input.status() : graph.status()).to_string();
+    return {};
+  }
+  return {std::move(*graph), std::move(*input)};
+}
 
 TempDir::TempDir() {
   static std::atomic<int> counter{0};

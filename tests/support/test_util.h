@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "strider/tensor.h"
 
 namespace strider::testing {
@@ -39,6 +40,14 @@ bool group_in_this_shard(size_t index);
 Tensor random_tensor(DType dtype, Shape shape, uint32_t seed);
 // Same dtype, shape and bytes.
 bool same_tensor(const Tensor& a, const Tensor& b);
+
+// A committed seed model (models/seed/NAME/model.onnx) and the input of its first test data
+// set; a test fails (gtest's ADD_FAILURE) and gets an empty graph if either does not load.
+struct SeedModel {
+  Graph graph;
+  Tensor input;
+};
+SeedModel load_seed_model(const std::string& name);
 
 // The TensorProto holding `t` in its typed field (float_data, int32_data, ...), not raw_data.
 onnx::TensorProto typed_proto(const Tensor& t, const std::string& name);
