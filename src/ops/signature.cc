@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <map>
 #include <string_view>
 
+#include "base/onnx_types.h"
 #include "strider/printable.h"
 
 namespace strider {
@@ -138,23 +140,11 @@ int max_inputs_at(const OpSchema& schema, const Node& node) {
   return max;
 }
 
-std::string_view onnx_tensor_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "tensor(float)";
-    case DType::kF16: return "tensor(float16)";
-    case DType::kBF16: return "tensor(bfloat16)";
-    case DType::kF64: return "tensor(double)";
-    case DType::kI64: return "tensor(int64)";
-    case DType::kI32: return "tensor(int32)";
-    case DType::kI8: return "tensor(int8)";
-    case DType::kU8: return "tensor(uint8)";
-    case DType::kBool: return "tensor(bool)";
-    case DType::kI16: return "tensor(int16)";
-    case DType::kU16: return "tensor(uint16)";
-    case DType::kU32: return "tensor(uint32)";
-    case DType::kU64: return "tensor(uint64)";
-  }
-  return "";
+// How ONNX's schemas name a tensor of `dtype`: "tensor(float8e4m3fn)" for FLOAT8E4M3FN.
+std::string onnx_tensor_type(DType dtype) {
+  std::string name(onnx_type_name(onnx_type_code(dtype)));
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return fmt::format("tensor({})", name);
 }
 
 // Whether a formal parameter takes `dtype`. Later opsets widened many lists (bf16 almost
@@ -163,8 +153,9 @@ std::string_view onnx_tensor_type(DType dtype) {
 // function and kernels decide what element types they take.
 bool takes(const OpSchema::FormalParameter& param, DType dtype, bool newer_than_schema) {
   if (newer_than_schema) return true;
+  const std::string type = onnx_tensor_type(dtype);
   return std::any_of(param.GetTypes().begin(), param.GetTypes().end(),
-                     [&](const std::string* t) { return t && *t == onnx_tensor_type(dtype); });
+                     [&](const std::string* t) { return t && *t == type; });
 }
 
 int count_present(const std::vector<ValueId>& ids) {

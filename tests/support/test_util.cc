@@ -104,6 +104,8 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed) {
       case DType::kU64:
         t.data<uint64_t>()[i] = uint64_t(wide(rng)) * 2654435761u;
         break;
+      default:  // the small types: is_small_type above
+        break;
     }
   }
   return t;
@@ -160,6 +162,8 @@ onnx::TensorProto typed_proto(const Tensor& t, const std::string& name) {
         break;
       case DType::kU64:
         p.add_uint64_data(t.data<uint64_t>()[i]);
+        break;
+      default:  // the small types: is_small_type above
         break;
     }
   }
