@@ -178,25 +178,31 @@ bool CudaDevice::fuses_gated_conv(const GatedConvUnit& unit) const {
 
 namespace {
 
-// How the kernels not yet measured on a GPU are switched (STRIDER_CUDA_GATED_STACK,
-// STRIDER_CUDA_WAVENET_LAYER): unset or anything else, off; "on", where
-// fused_kernel_pays says so; "everywhere", every unit the kernel takes (for A/B timing).
+// How the stack's and the layer's fusion are switched (STRIDER_CUDA_GATED_STACK,
+// STRIDER_CUDA_WAVENET_LAYER): unset or anything else, "on" (where the kernel pays, below);
+// "off", never; "everywhere", every unit the kernel takes (for A/B timing).
 enum class FusionSwitch { kOff, kOn, kEverywhere };
 FusionSwitch fusion_switch(const char* variable) {
   const char* env = std::getenv(variable);
-  if (env && std::string_view(env) == "everywhere") return FusionSwitch::kEverywhere;
-  return env && std::string_view(env) == "on" ? FusionSwitch::kOn : FusionSwitch::kOff;
+  const std::string_view value = env ? env : "";
+  if (value == "everywhere") return FusionSwitch::kEverywhere;
+  return value == "off" ? FusionSwitch::kOff : FusionSwitch::kOn;
 }
 
 // The stack and layer kernels multiply on f32 FMAs; unfused, a 16-bit unit's product runs on
-// tensor cores (cuDNN, cuBLASLt). What fusing saves is launches and stored intermediates,
-// fixed per unit; what it costs grows with the positions. Session 36 on an H100, GatedChain20
-// in bf16 (T = 256), stack against unfused: batch 1 0.084 against 0.115 ms, batch 32 0.259
-// against 0.148; the lines through those points cross near 2000 positions. f32 products run
-// on the same FMAs either way (TF32 off), so f32 units fuse at any size.
-constexpr int64_t kMaxFusedHalfPositions = 2048;
-bool fused_kernel_pays(const GatedConvUnit& unit) {
-  return unit.dtype == DType::kF32 || (unit.positions > 0 && unit.positions <= kMaxFusedHalfPositions);
+// tensor cores (cuDNN, cuBLASLt). What fusing saves is launches and stored intermediates;
+// what it costs grows with the positions faster fused than unfused, so 16-bit units fuse up
+// to about where the two cross. Session 39 on an H100, bf16, fused against unfused ms:
+// GatedChain20 (64 channels, T = 256) b1 0.041 / 0.115, b32 0.128 / 0.150, the lines
+// crossing near 11500 positions; WaveNet8 (32 channels, 2 taps, T = 1024) b1 0.059 / 0.113,
+// b32 0.360 / 0.240, crossing near 10800. Both thresholds stay at the largest size seen
+// (or, for the layer, predicted) to win. f32 products run on the same FMAs either way
+// (TF32 off), so f32 units fuse at any size: fused won at every batch measured.
+constexpr int64_t kStackMaxHalfPositions = 8192;
+constexpr int64_t kLayerMaxHalfPositions = 8192;
+bool fusion_wanted(FusionSwitch fusion, const GatedConvUnit& unit, int64_t max_half_positions) {
+  if (fusion != FusionSwitch::kOn) return fusion == FusionSwitch::kEverywhere;
+  return unit.dtype == DType::kF32 || (unit.positions > 0 && unit.positions <= max_half_positions);
 }
 
 bool takes_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
@@ -204,22 +210,19 @@ bool takes_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::k
 }  // namespace
 
 bool CudaDevice::fuses_gated_stack(const GatedConvUnit& unit) const {
-  // Off unless asked for until the kernel has run on a GPU and been timed. The kernel suite
-  // checks it either way.
   const FusionSwitch fusion = fusion_switch("STRIDER_CUDA_GATED_STACK");
   const bool takes = unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
                      unit.in_channels <= cuda::kGatedStackMaxChannels && takes_dtype(unit.dtype);
-  return takes && (fusion == FusionSwitch::kEverywhere || (fusion == FusionSwitch::kOn && fused_kernel_pays(unit)));
+  return takes && fusion_wanted(fusion, unit, kStackMaxHalfPositions);
 }
 
 bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
-  // As the stack: off unless asked for until the kernel has run on a GPU.
   const FusionSwitch fusion = fusion_switch("STRIDER_CUDA_WAVENET_LAYER");
   const GatedConvUnit& unit = shape.gate;
   const bool takes = unit.taps >= 2 && unit.taps <= cuda::kWaveNetLayerMaxTaps && unit.in_channels == unit.gated_channels &&
                      unit.in_channels >= 1 && unit.in_channels <= cuda::kWaveNetLayerMaxChannels &&
                      (shape.skip_channels == 0 || shape.skip_channels == unit.in_channels) && takes_dtype(unit.dtype);
-  return takes && (fusion == FusionSwitch::kEverywhere || (fusion == FusionSwitch::kOn && fused_kernel_pays(unit)));
+  return takes && fusion_wanted(fusion, unit, kLayerMaxHalfPositions);
 }
 
 bool CudaDevice::merges_sibling_matmuls() const {

@@ -66,13 +66,13 @@ class CudaDevice final : public Device {
   // Every gated residual unit of one tap and at most kGatedStackMaxChannels channels, in
   // f32, bf16 and f16: the stack's kernel carries a pixel's channels through all its units
   // in shared memory (gated_stack.h), one launch where there were one or two a unit.
-  // Off by default until measured on a GPU; STRIDER_CUDA_GATED_STACK=on fuses f32 units and
-  // 16-bit units of at most 2048 positions (past that, tensor cores unfused win: session 36),
-  // =everywhere every unit the kernel takes (an A/B aid).
+  // f32 units at any size, 16-bit units up to the positions where tensor cores unfused
+  // overtake its f32 FMAs (measured: cuda_device.cc). STRIDER_CUDA_GATED_STACK=off fuses
+  // none, =everywhere every unit the kernel takes (A/B aids).
   bool fuses_gated_stack(const GatedConvUnit& unit) const override;
   // WaveNet layers of 2-3 taps, at most kWaveNetLayerMaxChannels channels and a skip as
-  // wide, in one kernel (wavenet_layer.h); off until the kernel has run on a GPU, then
-  // STRIDER_CUDA_WAVENET_LAYER=on or =everywhere as the stack's switch.
+  // wide, in one kernel (wavenet_layer.h), chosen as the stack's units are;
+  // STRIDER_CUDA_WAVENET_LAYER=off or =everywhere as the stack's switch.
   bool fuses_wavenet_layer(const WaveNetLayerShape& shape) const override;
   // Yes: a merged group is one cuBLASLt product where there were several (and for Llama's
   // gate and up, one map after it where the gate's product had its map in place). On an
