@@ -192,14 +192,15 @@ FusionSwitch fusion_switch(const char* variable) {
 // The stack and layer kernels multiply on f32 FMAs; unfused, a 16-bit unit's product runs on
 // tensor cores (cuDNN, cuBLASLt). What fusing saves is launches and stored intermediates;
 // what it costs grows with the positions faster fused than unfused, so 16-bit units fuse up
-// to about where the two cross. Session 39 on an H100, bf16, fused against unfused ms:
-// GatedChain20 (64 channels, T = 256) b1 0.041 / 0.115, b32 0.128 / 0.150, the lines
-// crossing near 11500 positions; WaveNet8 (32 channels, 2 taps, T = 1024) b1 0.059 / 0.113,
-// b32 0.360 / 0.240, crossing near 10800. Both thresholds stay at the largest size seen
-// (or, for the layer, predicted) to win. f32 products run on the same FMAs either way
-// (TF32 off), so f32 units fuse at any size: fused won at every batch measured.
+// to below where the two cross. Session 39's sweep on an H100, bf16, fused / unfused ms
+// (bench/RESULTS.md): GatedChain20 (64 channels, T = 256) b8 0.069 / 0.126, b16 0.080 /
+// 0.133, b32 0.128 / 0.149, b64 0.245 / 0.195, so at 8192 positions fused wins and at 16384
+// it loses (the lines cross near 10600); WaveNet8 (32 channels, 2 taps, T = 1024) b8 0.121 /
+// 0.149, b16 0.197 / 0.193, b32 0.360 / 0.241 (crossing near 15600, 16384 a tie). f32
+// products run on the same FMAs either way (TF32 off), so f32 units fuse at any size:
+// fused won at every batch measured (b64: stack 0.228 / 0.434, layer 0.626 / 0.747).
 constexpr int64_t kStackMaxHalfPositions = 8192;
-constexpr int64_t kLayerMaxHalfPositions = 8192;
+constexpr int64_t kLayerMaxHalfPositions = 12288;
 bool fusion_wanted(FusionSwitch fusion, const GatedConvUnit& unit, int64_t max_half_positions) {
   if (fusion != FusionSwitch::kOn) return fusion == FusionSwitch::kEverywhere;
   return unit.dtype == DType::kF32 || (unit.positions > 0 && unit.positions <= max_half_positions);
