@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "ir/builder.h"
@@ -124,39 +125,32 @@ TEST_P(KernelSuite, SmallProducts) {
     }
 }
 
-// f32 convolutions as the small product (hal/cuda/own_conv.h's small convolution: an
-// implicit im2col as A, the weights as B): on cuda each tile height, whole and with K split
-// over a cluster, is forced in turn and checked to be the one that ran. Windows with
-// stride, dilation and uneven pads, a 1-D layer, K of one partial slice and of many
-// (C x KH x KW = 324: the split's clusters), a bias and the activations the kernel applies
-// itself (FusedConv), images of a batch.
-constexpr const char* kSmallConvKernels[] = {"strider-cuda:small-conv/32rows",       "strider-cuda:small-conv/16rows",
-                                             "strider-cuda:small-conv/8rows",        "strider-cuda:small-conv/32rows-split",
-                                             "strider-cuda:small-conv/16rows-split", "strider-cuda:small-conv/8rows-split"};
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  std::vector<int64_t> pads, strides, dilations;
+  const char* activation;
+  bool long_k;  // C x KH x KW >= 256: the small product's split kernels are offered
+};
 
-TEST_P(KernelSuite, SmallConvolutions) {
-  struct Case {
-    const char* name;
-    Shape x, w;
-    std::vector<int64_t> pads, strides, dilations;
-    const char* activation;
-    bool long_k;  // C x KH x KW >= 256: the split kernels are offered
-  };
-  const std::vector<Case> cases = {
-      {"3x3 36->40, K of 11 slices, SiLU", {2, 36, 11, 9}, {40, 36, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", true},
-      {"3x3 stride 2, uneven pads", {1, 36, 13, 10}, {20, 36, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", true},
-      {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
-      {"1-D dilated two-tap", {2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
-  };
+// Each case as a Conv (with its activation fused: FusedConv) on `device`, against the
+// unfused graph; on cuda once per kernel of `kernels`, forced, and checked to be the one
+// that ran (`split` kernels only for long_k cases), with `offer` (a variable set to "on")
+// set too where it is not null.
+void check_forced_convolutions(const std::vector<ConvCase>& cases, std::span<const char* const> kernels, const char* offer,
+                               bool on_cuda,
+                               const std::function<void(Graph, const std::map<std::string, Tensor>&, const Graph*)>& check) {
   std::vector<const char*> choices = {"timed"};
-  if (on_cuda()) choices.assign(std::begin(kSmallConvKernels), std::end(kSmallConvKernels));
+  if (on_cuda) choices.assign(kernels.begin(), kernels.end());
+  std::optional<kernel_test::ScopedEnvironment> offered;
+  if (on_cuda && offer) offered.emplace(offer, "on");
   const DType f32 = DType::kF32;
-  for (const Case& c : cases)
+  for (const ConvCase& c : cases)
     for (const char* choice : choices) {
       if (std::string_view(choice).ends_with("split") && !c.long_k) continue;
       SCOPED_TRACE(fmt::format("{} {}", c.name, choice));
       std::optional<kernel_test::ScopedEnvironment> forced;
-      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
+      if (on_cuda) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
       GraphBuilder b(17);
       AttributeMap attrs = ints_attribute("pads", c.pads);
       attrs.set_ints("strides", c.strides);
@@ -172,11 +166,52 @@ TEST_P(KernelSuite, SmallConvolutions) {
       ASSERT_TRUE(fuse_elementwise(fused).is_ok());
       ASSERT_TRUE(fuse_conv_activations(fused).is_ok());
       ASSERT_EQ(fused.num_nodes(), 1) << "the convolution and its activation did not fuse";
-      check_graph(std::move(fused), {{"x", kernel_test::random_tensor(f32, c.x, 1)}}, &unfused);
-      if (on_cuda() && !kernel_test::last_implementation().empty()) {
+      check(std::move(fused), {{"x", kernel_test::random_tensor(f32, c.x, 1)}}, &unfused);
+      if (on_cuda && !kernel_test::last_implementation().empty()) {
         EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
       }
     }
+}
+
+// f32 convolutions as the small product (hal/cuda/own_conv.h's small convolution: an
+// implicit im2col as A, the weights as B): on cuda each tile height, whole and with K split
+// over a cluster, is forced in turn and checked to be the one that ran. Windows with
+// stride, dilation and uneven pads, a 1-D layer, K of one partial slice and of many
+// (C x KH x KW = 324: the split's clusters), a bias and the activations the kernel applies
+// itself (FusedConv), images of a batch.
+constexpr const char* kSmallConvKernels[] = {"strider-cuda:small-conv/32rows",       "strider-cuda:small-conv/16rows",
+                                             "strider-cuda:small-conv/8rows",        "strider-cuda:small-conv/32rows-split",
+                                             "strider-cuda:small-conv/16rows-split", "strider-cuda:small-conv/8rows-split"};
+
+TEST_P(KernelSuite, SmallConvolutions) {
+  const std::vector<ConvCase> cases = {
+      {"3x3 36->40, K of 11 slices, SiLU", {2, 36, 11, 9}, {40, 36, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", true},
+      {"3x3 stride 2, uneven pads", {1, 36, 13, 10}, {20, 36, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", true},
+      {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
+      {"1-D dilated two-tap", {2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
+  };
+  check_forced_convolutions(cases, kSmallConvKernels, nullptr, on_cuda(),
+                            [this](Graph g, const auto& inputs, const Graph* unfused) { check_graph(std::move(g), inputs, unfused); });
+}
+
+// f32 convolutions as the register-tiled implicit GEMM (hal/cuda/tiled_conv.h; offered on
+// cuda only with STRIDER_CUDA_TILED_CONV=on until it has run on a GPU), each tile size
+// forced in turn: output pixels and channels that are not multiples of the tiles (63, 150,
+// 286 pixels; 7, 33, 70 and 136 channels: several column blocks), C x KH x KW of one
+// partial slice to many, stride, dilation, uneven pads, a 1-D layer, 1x1, images of a batch,
+// a bias and the activations the kernel applies itself.
+constexpr const char* kTiledConvKernels[] = {"strider-cuda:tiled-conv/128x128", "strider-cuda:tiled-conv/64x64"};
+
+TEST_P(KernelSuite, TiledConvolutions) {
+  const std::vector<ConvCase> cases = {
+      {"3x3 20->70, SiLU", {2, 20, 13, 11}, {70, 20, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", false},
+      {"3x3 stride 2, uneven pads, 136 channels", {1, 12, 17, 15}, {136, 12, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", false},
+      {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
+      {"1-D dilated two-tap", {3, 6, 50}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
+      {"1x1 over 512 pixels, K of 9", {2, 9, 16, 16}, {33, 9, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, "SiLU", false},
+  };
+  check_forced_convolutions(cases, kTiledConvKernels, "STRIDER_CUDA_TILED_CONV", on_cuda(),
+                            [this](Graph g, const auto& inputs, const Graph* unfused) { check_graph(std::move(g), inputs, unfused); });
 }
 
 }  // namespace

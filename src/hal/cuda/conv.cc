@@ -321,6 +321,7 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   for (KernelPtr& k : depthwise_conv_kernels(c, r)) offer(std::move(k), c.epilogue.activation != ConvActivation::kNone);
   if (std::optional<KernelPtr> k = direct_conv_kernel(c, r)) offer(std::move(*k), c.epilogue.activation != ConvActivation::kNone);
   for (KernelPtr& k : small_conv_kernels(c, r)) offer(std::move(k), c.epilogue.activation != ConvActivation::kNone);
+  for (KernelPtr& k : tiled_conv_kernels(c, r)) offer(std::move(k), c.epilogue.activation != ConvActivation::kNone);
   // The tensor-core kernel also adds a program's addends (a residual) before it stores.
   std::vector<TensorView> addends;
   std::optional<std::vector<int>> added = program ? as_added_operands(*program) : std::nullopt;

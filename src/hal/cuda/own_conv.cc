@@ -14,6 +14,7 @@
 #include "hal/cuda/epilogue.h"
 #include "hal/cuda/mma_conv.h"
 #include "hal/cuda/small_matmul.h"
+#include "hal/cuda/tiled_conv.h"
 
 namespace strider::cuda {
 namespace {
@@ -213,6 +214,23 @@ class SmallConv final : public Kernel {
   std::shared_ptr<const SmallConvConstants> constants_;  // what launch_'s weights and bias point at
 };
 
+// The register-tiled f32 convolution (tiled_conv.h) over the small convolution's constants
+// (the same [C * KH * KW][K] f32 weights), one kernel per tile size.
+class TiledConv final : public Kernel {
+ public:
+  TiledConv(const TiledConvLaunch& launch, std::shared_ptr<const SmallConvConstants> constants)
+      : launch_(launch), constants_(std::move(constants)) {}
+  Status run(const QueueContext& queue) override { return run_tiled_conv(launch_, stream_of(queue)); }
+  std::string implementation() const override {
+    std::string text = launch_.tile == TiledConvTile::k128x128 ? "strider-cuda:tiled-conv/128x128" : "strider-cuda:tiled-conv/64x64";
+    return launch_.args.epilogue.activation != ConvActivation::kNone ? text + "+program" : text;
+  }
+
+ private:
+  TiledConvLaunch launch_;
+  std::shared_ptr<const SmallConvConstants> constants_;  // what launch_'s weights and bias point at
+};
+
 // Weights [N, C, KH, KW] as f32 [C * KH * KW][N] (row k of the product's B), the bias as f32.
 Status upload_small_conv_constants(const Tensor& weights, const Tensor* bias, int64_t k, int64_t n,
                                    SmallConvConstants* out) {
@@ -326,6 +344,31 @@ std::vector<KernelPtr> small_conv_kernels(const ConvSetup& c, const KernelReques
   args->epilogue = c.epilogue;
   for (const SmallGemmLaunch& launch : small_gemm_launches(*args, DType::kF32))
     kernels.push_back(std::make_unique<SmallConv>(launch, constants));
+  return kernels;
+}
+
+// Not offered unless STRIDER_CUDA_TILED_CONV=on until the kernel has run on a GPU: the
+// timed choice picks by speed alone, so a kernel no GPU has checked must not be a candidate.
+std::vector<KernelPtr> tiled_conv_kernels(const ConvSetup& c, const KernelRequest& r) {
+  std::vector<KernelPtr> kernels;
+  const char* offer = std::getenv("STRIDER_CUDA_TILED_CONV");
+  if (!offer || std::string_view(offer) != "on") return kernels;
+  if (c.x.dtype != DType::kF32 || c.y.dtype != DType::kF32 || c.group != 1 || !own_kernels_apply(c, r) || may_overlap(c.x, c.y))
+    return kernels;
+  TiledConvLaunch launch;
+  TiledConvArgs& a = launch.args;
+  set_geometry(c, a);
+  a.k = int32_t(c.y.sizes[1]);
+  auto constants = std::make_shared<SmallConvConstants>();
+  const Tensor* bias = c.bias.allocation ? r.constant_input(2) : nullptr;
+  const int64_t inputs = int64_t(a.c) * a.kh * a.kw;
+  if (!upload_small_conv_constants(*r.constant_input(1), bias, inputs, a.k, constants.get()).is_ok()) return kernels;
+  a.weights = constants->weights.as<float>();
+  a.bias = bias ? constants->bias.as<float>() : nullptr;
+  for (TiledConvTile tile : {TiledConvTile::k128x128, TiledConvTile::k64x64}) {
+    if (!prepare_tiled_conv(tile, &launch).is_ok()) return kernels;
+    kernels.push_back(std::make_unique<TiledConv>(launch, constants));
+  }
   return kernels;
 }
 

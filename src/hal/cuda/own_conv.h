@@ -1,7 +1,6 @@
 // The convolutions conv.cc may choose instead of cuDNN's: strider's own depthwise
-// (depthwise_conv.h), direct (direct_conv.h), small-product (small_gemm.h) and tensor-core
-// (mma_conv.h) kernels. Each
-// factory returns nullopt where its kernel does not apply (non-constant weights, groups,
+// (depthwise_conv.h), direct (direct_conv.h), small-product (small_gemm.h), register-tiled
+// (tiled_conv.h) and tensor-core (mma_conv.h) kernels. Each factory returns nullopt where its kernel does not apply (non-constant weights, groups,
 // too many taps, layouts), so the caller simply offers what it gets to the timed choice
 // (timed_choice.h). Each applies the setup's epilogue, if any.
 #pragma once
@@ -47,6 +46,9 @@ std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, co
 // The convolution as strider's small product (small_gemm.h, an implicit im2col), one
 // kernel per tile height and split worth timing; f32, one group, small outputs only.
 std::vector<std::unique_ptr<Kernel>> small_conv_kernels(const ConvSetup& c, const KernelRequest& r);
+// The register-tiled f32 convolution (tiled_conv.h, an implicit GEMM for large outputs) in
+// its two tile sizes; f32, one group; empty unless STRIDER_CUDA_TILED_CONV=on.
+std::vector<std::unique_ptr<Kernel>> tiled_conv_kernels(const ConvSetup& c, const KernelRequest& r);
 // The tensor-core convolution (mma_conv.h) where it applies; it adds `addends` (views with
 // y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue. `gated`: a
 // FusedGatedConv's, y holding tanh(a) * sigmoid(b) of the weights' two halves of channels
