@@ -125,7 +125,7 @@ TEST_P(KernelSuite, SmallProducts) {
     }
 }
 
-struct ConvCase {
+struct ForcedConvCase {
   const char* name;
   Shape x, w;
   std::vector<int64_t> pads, strides, dilations;
@@ -137,7 +137,7 @@ struct ConvCase {
 // unfused graph; on cuda once per kernel of `kernels`, forced, and checked to be the one
 // that ran (`split` kernels only for long_k cases), with `offer` (a variable set to "on")
 // set too where it is not null.
-void check_forced_convolutions(const std::vector<ConvCase>& cases, std::span<const char* const> kernels, const char* offer,
+void check_forced_convolutions(const std::vector<ForcedConvCase>& cases, std::span<const char* const> kernels, const char* offer,
                                bool on_cuda,
                                const std::function<void(Graph, const std::map<std::string, Tensor>&, const Graph*)>& check) {
   std::vector<const char*> choices = {"timed"};
@@ -145,7 +145,7 @@ void check_forced_convolutions(const std::vector<ConvCase>& cases, std::span<con
   std::optional<kernel_test::ScopedEnvironment> offered;
   if (on_cuda && offer) offered.emplace(offer, "on");
   const DType f32 = DType::kF32;
-  for (const ConvCase& c : cases)
+  for (const ForcedConvCase& c : cases)
     for (const char* choice : choices) {
       if (std::string_view(choice).ends_with("split") && !c.long_k) continue;
       SCOPED_TRACE(fmt::format("{} {}", c.name, choice));
@@ -184,7 +184,7 @@ constexpr const char* kSmallConvKernels[] = {"strider-cuda:small-conv/32rows",  
                                              "strider-cuda:small-conv/16rows-split", "strider-cuda:small-conv/8rows-split"};
 
 TEST_P(KernelSuite, SmallConvolutions) {
-  const std::vector<ConvCase> cases = {
+  const std::vector<ForcedConvCase> cases = {
       {"3x3 36->40, K of 11 slices, SiLU", {2, 36, 11, 9}, {40, 36, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", true},
       {"3x3 stride 2, uneven pads", {1, 36, 13, 10}, {20, 36, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", true},
       {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
@@ -203,7 +203,7 @@ TEST_P(KernelSuite, SmallConvolutions) {
 constexpr const char* kTiledConvKernels[] = {"strider-cuda:tiled-conv/128x128", "strider-cuda:tiled-conv/64x64"};
 
 TEST_P(KernelSuite, TiledConvolutions) {
-  const std::vector<ConvCase> cases = {
+  const std::vector<ForcedConvCase> cases = {
       {"3x3 20->70, SiLU", {2, 20, 13, 11}, {70, 20, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, "SiLU", false},
       {"3x3 stride 2, uneven pads, 136 channels", {1, 12, 17, 15}, {136, 12, 3, 3}, {1, 0, 2, 1}, {2, 2}, {1, 1}, "none", false},
       {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
