@@ -191,19 +191,26 @@ FusionSwitch fusion_switch(const char* variable) {
 
 // The stack and layer kernels multiply on f32 FMAs; unfused, a 16-bit unit's product runs on
 // tensor cores (cuDNN, cuBLASLt). What fusing saves is launches and stored intermediates;
-// what it costs grows with the positions faster fused than unfused, so 16-bit units fuse up
-// to below where the two cross. Session 39's sweep on an H100, bf16, fused / unfused ms
-// (bench/RESULTS.md): GatedChain20 (64 channels, T = 256) b8 0.069 / 0.126, b16 0.080 /
-// 0.133, b32 0.128 / 0.149, b64 0.245 / 0.195, so at 8192 positions fused wins and at 16384
-// it loses (the lines cross near 10600); WaveNet8 (32 channels, 2 taps, T = 1024) b8 0.121 /
-// 0.149, b16 0.197 / 0.193, b32 0.360 / 0.241 (crossing near 15600, 16384 a tie). f32
-// products run on the same FMAs either way (TF32 off), so f32 units fuse at any size:
-// fused won at every batch measured (b64: stack 0.228 / 0.434, layer 0.626 / 0.747).
-constexpr int64_t kStackMaxHalfPositions = 8192;
-constexpr int64_t kLayerMaxHalfPositions = 12288;
-bool fusion_wanted(FusionSwitch fusion, const GatedConvUnit& unit, int64_t max_half_positions) {
+// what it costs grows with the unit's multiply-adds faster fused than unfused, so 16-bit
+// units fuse up to below where the two cross. Session 39's sweep on an H100, bf16, fused /
+// unfused ms (bench/RESULTS.md): GatedChain20 (64 -> 2 x 64 channels, 1 tap: 8192 MACs a
+// position, T = 256) b8 0.069 / 0.126, b16 0.080 / 0.133, b32 0.128 / 0.149, b64 0.245 /
+// 0.195, crossing near 10600 positions, 8.7e7 MACs a unit; WaveNet8 (32 -> 2 x 32 channels,
+// 2 taps, residual and skip projections of 32: 6144 MACs a position, T = 1024) b8 0.121 /
+// 0.149, b16 0.197 / 0.193, b32 0.360 / 0.241, crossing near 15600 positions, 9.6e7 MACs.
+// The two kernels cross at nearly the same work, so one bound in multiply-adds serves both
+// (and units of other widths) better than one in positions. f32 products run on the same
+// FMAs either way (TF32 off), so f32 units fuse at any size: fused won at every batch
+// measured (b64: stack 0.228 / 0.434, layer 0.626 / 0.747).
+constexpr int64_t kMaxFusedHalfMacs = 80'000'000;
+int64_t gate_macs(const GatedConvUnit& unit) { return unit.positions * unit.in_channels * 2 * unit.gated_channels * unit.taps; }
+int64_t layer_macs(const WaveNetLayerShape& shape) {
+  const GatedConvUnit& gate = shape.gate;
+  return gate_macs(gate) + gate.positions * gate.gated_channels * ((shape.residual ? gate.in_channels : 0) + shape.skip_channels);
+}
+bool fusion_wanted(FusionSwitch fusion, const GatedConvUnit& unit, int64_t macs) {
   if (fusion != FusionSwitch::kOn) return fusion == FusionSwitch::kEverywhere;
-  return unit.dtype == DType::kF32 || (unit.positions > 0 && unit.positions <= max_half_positions);
+  return unit.dtype == DType::kF32 || (unit.positions > 0 && macs <= kMaxFusedHalfMacs);
 }
 
 bool takes_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
@@ -214,7 +221,7 @@ bool CudaDevice::fuses_gated_stack(const GatedConvUnit& unit) const {
   const FusionSwitch fusion = fusion_switch("STRIDER_CUDA_GATED_STACK");
   const bool takes = unit.taps == 1 && unit.in_channels == unit.gated_channels && unit.in_channels >= 1 &&
                      unit.in_channels <= cuda::kGatedStackMaxChannels && takes_dtype(unit.dtype);
-  return takes && fusion_wanted(fusion, unit, kStackMaxHalfPositions);
+  return takes && fusion_wanted(fusion, unit, gate_macs(unit));
 }
 
 bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
@@ -223,7 +230,7 @@ bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
   const bool takes = unit.taps >= 2 && unit.taps <= cuda::kWaveNetLayerMaxTaps && unit.in_channels == unit.gated_channels &&
                      unit.in_channels >= 1 && unit.in_channels <= cuda::kWaveNetLayerMaxChannels &&
                      (shape.skip_channels == 0 || shape.skip_channels == unit.in_channels) && takes_dtype(unit.dtype);
-  return takes && fusion_wanted(fusion, unit, kLayerMaxHalfPositions);
+  return takes && fusion_wanted(fusion, unit, layer_macs(shape));
 }
 
 bool CudaDevice::merges_sibling_matmuls() const {

@@ -66,7 +66,7 @@ class CudaDevice final : public Device {
   // Every gated residual unit of one tap and at most kGatedStackMaxChannels channels, in
   // f32, bf16 and f16: the stack's kernel carries a pixel's channels through all its units
   // in shared memory (gated_stack.h), one launch where there were one or two a unit.
-  // f32 units at any size, 16-bit units up to the positions where tensor cores unfused
+  // f32 units at any size, 16-bit units up to the multiply-adds where tensor cores unfused
   // overtake its f32 FMAs (measured: cuda_device.cc). STRIDER_CUDA_GATED_STACK=off fuses
   // none, =everywhere every unit the kernel takes (A/B aids).
   bool fuses_gated_stack(const GatedConvUnit& unit) const override;
