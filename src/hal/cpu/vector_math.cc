@@ -132,28 +132,38 @@ template <bool kNarrow = false>
 }
 
 // Each row loop for AVX-512 (16 lanes), AVX2 with FMA (8 lanes) and the x86-64 baseline
-// (SSE2, 4 lanes); the widest the CPU has is chosen once.
-#define STRIDER_ROW(name, one, suffix, target_isa)                                      \
-  __attribute__((target(target_isa))) void name##_##suffix(const float* x, float* out, int64_t n) { \
-    for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);                                 \
+// (SSE2, 4 lanes); the widest the CPU has is chosen once. 512-bit vectors are asked for
+// in each compiler's words: clang takes no prefer-vector-width in a target attribute (it
+// ignored the whole attribute, so its builds compiled the AVX-512 rows for the baseline)
+// and has min_vector_width instead.
+#if defined(__clang__)
+#define STRIDER_AVX512_ROW __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"), min_vector_width(512)))
+#else
+#define STRIDER_AVX512_ROW __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
+#endif
+#define STRIDER_AVX2_ROW __attribute__((target("avx2,fma")))
+#define STRIDER_ROW(name, one, suffix, attributes)                   \
+  attributes void name##_##suffix(const float* x, float* out, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) out[i] = one(x[i]);              \
   }
-#define STRIDER_GATED_ROW(suffix, target_isa)                                                            \
-  __attribute__((target(target_isa))) void gated_tanh_##suffix(const float* a, const float* b, float* out, \
-                                                               int64_t n) {                                \
-    for (int64_t i = 0; i < n; ++i) out[i] = gated_tanh_one(a[i], b[i]);                                   \
+#define STRIDER_GATED_ROW(suffix, attributes)                                                   \
+  attributes void gated_tanh_##suffix(const float* a, const float* b, float* out, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) out[i] = gated_tanh_one(a[i], b[i]);                        \
   }
-#define STRIDER_ROWS(suffix, target_isa)                \
-  STRIDER_GATED_ROW(suffix, target_isa)                 \
-  STRIDER_ROW(exp, exp_one, suffix, target_isa)         \
-  STRIDER_ROW(sigmoid, sigmoid_one, suffix, target_isa) \
-  STRIDER_ROW(tanh, tanh_one, suffix, target_isa)       \
-  STRIDER_ROW(erf, erf_one, suffix, target_isa)         \
-  STRIDER_ROW(silu, silu_one, suffix, target_isa)
-STRIDER_ROWS(avx512, "arch=x86-64-v4,prefer-vector-width=512")
-STRIDER_ROWS(avx2, "avx2,fma")
+#define STRIDER_ROWS(suffix, attributes)                \
+  STRIDER_GATED_ROW(suffix, attributes)                 \
+  STRIDER_ROW(exp, exp_one, suffix, attributes)         \
+  STRIDER_ROW(sigmoid, sigmoid_one, suffix, attributes) \
+  STRIDER_ROW(tanh, tanh_one, suffix, attributes)       \
+  STRIDER_ROW(erf, erf_one, suffix, attributes)         \
+  STRIDER_ROW(silu, silu_one, suffix, attributes)
+STRIDER_ROWS(avx512, STRIDER_AVX512_ROW)
+STRIDER_ROWS(avx2, STRIDER_AVX2_ROW)
 #undef STRIDER_ROWS
 #undef STRIDER_ROW
 #undef STRIDER_GATED_ROW
+#undef STRIDER_AVX2_ROW
+#undef STRIDER_AVX512_ROW
 
 void exp_baseline(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = exp_one(x[i]);
