@@ -197,39 +197,36 @@ struct SmallConvConstants {
   DeviceBuffer weights, bias;
 };
 
-class SmallConv final : public Kernel {
+// A launch of the small product or the tiled convolution over constants on the device that
+// the kernels offered for one node share; `Run` enqueues it.
+template <typename Launch, Status (*Run)(const Launch&, cudaStream_t)>
+class ConstantsConv final : public Kernel {
  public:
-  SmallConv(const SmallGemmLaunch& launch, std::shared_ptr<const SmallConvConstants> constants)
-      : launch_(launch), constants_(std::move(constants)) {}
-  Status run(const QueueContext& queue) override { return run_small_gemm(launch_, stream_of(queue)); }
-  std::string implementation() const override {
-    std::string text = fmt::format("strider-cuda:small-conv/{}rows", 8 * launch_.args.rows_per_thread);
-    if (launch_.args.split > 1) text += fmt::format("-split{}", launch_.args.split);
-    if (launch_.args.epilogue.activation != ConvActivation::kNone) text += "+program";
-    return text;
-  }
+  ConstantsConv(const Launch& launch, std::shared_ptr<const SmallConvConstants> constants, std::string implementation)
+      : launch_(launch), constants_(std::move(constants)), implementation_(std::move(implementation)) {}
+  Status run(const QueueContext& queue) override { return Run(launch_, stream_of(queue)); }
+  std::string implementation() const override { return implementation_; }
 
  private:
-  SmallGemmLaunch launch_;
+  Launch launch_;
   std::shared_ptr<const SmallConvConstants> constants_;  // what launch_'s weights and bias point at
+  std::string implementation_;
 };
-
+using SmallConv = ConstantsConv<SmallGemmLaunch, run_small_gemm>;
 // The register-tiled f32 convolution (tiled_conv.h) over the small convolution's constants
 // (the same [C * KH * KW][K] f32 weights), one kernel per tile size.
-class TiledConv final : public Kernel {
- public:
-  TiledConv(const TiledConvLaunch& launch, std::shared_ptr<const SmallConvConstants> constants)
-      : launch_(launch), constants_(std::move(constants)) {}
-  Status run(const QueueContext& queue) override { return run_tiled_conv(launch_, stream_of(queue)); }
-  std::string implementation() const override {
-    std::string text = launch_.tile == TiledConvTile::k128x128 ? "strider-cuda:tiled-conv/128x128" : "strider-cuda:tiled-conv/64x64";
-    return launch_.args.epilogue.activation != ConvActivation::kNone ? text + "+program" : text;
-  }
+using TiledConv = ConstantsConv<TiledConvLaunch, run_tiled_conv>;
 
- private:
-  TiledConvLaunch launch_;
-  std::shared_ptr<const SmallConvConstants> constants_;  // what launch_'s weights and bias point at
-};
+std::string small_conv_name(const SmallGemmArgs& a) {
+  std::string text = fmt::format("strider-cuda:small-conv/{}rows", 8 * a.rows_per_thread);
+  if (a.split > 1) text += fmt::format("-split{}", a.split);
+  return a.epilogue.activation != ConvActivation::kNone ? text + "+program" : text;
+}
+
+std::string tiled_conv_name(const TiledConvLaunch& l) {
+  const std::string text = l.tile == TiledConvTile::k128x128 ? "strider-cuda:tiled-conv/128x128" : "strider-cuda:tiled-conv/64x64";
+  return l.args.epilogue.activation != ConvActivation::kNone ? text + "+program" : text;
+}
 
 // Weights [N, C, KH, KW] as f32 [C * KH * KW][N] (row k of the product's B), the bias as f32.
 Status upload_small_conv_constants(const Tensor& weights, const Tensor* bias, int64_t k, int64_t n,
@@ -343,7 +340,7 @@ std::vector<KernelPtr> small_conv_kernels(const ConvSetup& c, const KernelReques
   args->bias = bias ? constants->bias.as<float>() : nullptr;
   args->epilogue = c.epilogue;
   for (const SmallGemmLaunch& launch : small_gemm_launches(*args, DType::kF32))
-    kernels.push_back(std::make_unique<SmallConv>(launch, constants));
+    kernels.push_back(std::make_unique<SmallConv>(launch, constants, small_conv_name(launch.args)));
   return kernels;
 }
 
@@ -367,7 +364,7 @@ std::vector<KernelPtr> tiled_conv_kernels(const ConvSetup& c, const KernelReques
   a.bias = bias ? constants->bias.as<float>() : nullptr;
   for (TiledConvTile tile : {TiledConvTile::k128x128, TiledConvTile::k64x64}) {
     if (!prepare_tiled_conv(tile, &launch).is_ok()) return kernels;
-    kernels.push_back(std::make_unique<TiledConv>(launch, constants));
+    kernels.push_back(std::make_unique<TiledConv>(launch, constants, tiled_conv_name(launch)));
   }
   return kernels;
 }
