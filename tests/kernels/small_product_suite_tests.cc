@@ -135,15 +135,11 @@ struct ForcedConvCase {
 
 // Each case as a Conv (with its activation fused: FusedConv) on `device`, against the
 // unfused graph; on cuda once per kernel of `kernels`, forced, and checked to be the one
-// that ran (`split` kernels only for long_k cases), with `offer` (a variable set to "on")
-// set too where it is not null.
-void check_forced_convolutions(const std::vector<ForcedConvCase>& cases, std::span<const char* const> kernels, const char* offer,
-                               bool on_cuda,
+// that ran (`split` kernels only for long_k cases).
+void check_forced_convolutions(const std::vector<ForcedConvCase>& cases, std::span<const char* const> kernels, bool on_cuda,
                                const std::function<void(Graph, const std::map<std::string, Tensor>&, const Graph*)>& check) {
   std::vector<const char*> choices = {"timed"};
   if (on_cuda) choices.assign(kernels.begin(), kernels.end());
-  std::optional<kernel_test::ScopedEnvironment> offered;
-  if (on_cuda && offer) offered.emplace(offer, "on");
   const DType f32 = DType::kF32;
   for (const ForcedConvCase& c : cases)
     for (const char* choice : choices) {
@@ -190,17 +186,18 @@ TEST_P(KernelSuite, SmallConvolutions) {
       {"5x3 dilated, Relu", {2, 5, 12, 11}, {7, 5, 5, 3}, {2, 1, 2, 1}, {1, 1}, {2, 1}, "Relu", false},
       {"1-D dilated two-tap", {2, 6, 20}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
   };
-  check_forced_convolutions(cases, kSmallConvKernels, nullptr, on_cuda(),
+  check_forced_convolutions(cases, kSmallConvKernels, on_cuda(),
                             [this](Graph g, const auto& inputs, const Graph* unfused) { check_graph(std::move(g), inputs, unfused); });
 }
 
-// f32 convolutions as the register-tiled implicit GEMM (hal/cuda/tiled_conv.h; offered on
-// cuda only with STRIDER_CUDA_TILED_CONV=on until it has run on a GPU), each tile size
-// forced in turn: output pixels and channels that are not multiples of the tiles (63, 150,
-// 286 pixels; 7, 33, 70 and 136 channels: several column blocks), C x KH x KW of one
+// f32 convolutions as the register-tiled implicit GEMM (hal/cuda/tiled_conv.h), each tile
+// size forced in turn: output pixels and channels that are
+// not multiples of the tiles (63, 150, 286 pixels; 7, 33, 70 and 136 channels: several
+// column blocks), C x KH x KW of one
 // partial slice to many, stride, dilation, uneven pads, a 1-D layer, 1x1, images of a batch,
 // a bias and the activations the kernel applies itself.
-constexpr const char* kTiledConvKernels[] = {"strider-cuda:tiled-conv/128x128", "strider-cuda:tiled-conv/64x64"};
+constexpr const char* kTiledConvKernels[] = {"strider-cuda:tiled-conv/128x128", "strider-cuda:tiled-conv/128x64",
+                                             "strider-cuda:tiled-conv/64x64"};
 
 TEST_P(KernelSuite, TiledConvolutions) {
   const std::vector<ForcedConvCase> cases = {
@@ -210,7 +207,7 @@ TEST_P(KernelSuite, TiledConvolutions) {
       {"1-D dilated two-tap", {3, 6, 50}, {12, 6, 2}, {4, 0}, {1}, {4}, "none", false},
       {"1x1 over 512 pixels, K of 9", {2, 9, 16, 16}, {33, 9, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, "SiLU", false},
   };
-  check_forced_convolutions(cases, kTiledConvKernels, "STRIDER_CUDA_TILED_CONV", on_cuda(),
+  check_forced_convolutions(cases, kTiledConvKernels, on_cuda(),
                             [this](Graph g, const auto& inputs, const Graph* unfused) { check_graph(std::move(g), inputs, unfused); });
 }
 

@@ -32,14 +32,14 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
   const int a_row = tid % kRows, a_k = tid / kRows;
   const int64_t pixel = m0 + a_row;
   const bool pixel_inside = pixel < a.pixels;
-  const float* image = x;
+  const float* window = x;  // x's element at the window's origin, reached only through taps inside the image
   int iy0 = 0, ix0 = 0;
   if (pixel_inside) {
     const uint32_t q0 = fast_divide(uint32_t(pixel), a.div_ow), q1 = fast_divide(q0, a.div_oh);
     const int ox = int(uint32_t(pixel) - q0 * a.div_ow.divisor), oy = int(q0 - q1 * a.div_oh.divisor);
-    image = x + int64_t(q1) * a.xs[0];
     iy0 = oy * a.stride_h - a.pad_h;
     ix0 = ox * a.stride_w - a.pad_w;
+    window = x + (int64_t(q1) * a.xs[0] + int64_t(iy0) * a.xs[2] + int64_t(ix0) * a.xs[3]);
   }
   const int b_col = tid % kCols, b_k = tid / kCols;
   const bool col_inside = n0 + b_col < a.k;
@@ -51,11 +51,8 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
       const int k = k0 + a_k + j * kAStep;
       float v = 0.0f;
       if (pixel_inside && k < a.inputs) {
-        const uint32_t ch = fast_divide(uint32_t(k), a.div_taps), tap = uint32_t(k) - ch * a.div_taps.divisor;
-        const uint32_t ky = fast_divide(tap, a.div_kw);
-        const int iy = iy0 + int(ky) * a.dilation_h, ix = ix0 + int(tap - ky * a.div_kw.divisor) * a.dilation_w;
-        if (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w)
-          v = image[int64_t(ch) * a.xs[1] + int64_t(iy) * a.xs[2] + int64_t(ix) * a.xs[3]];
+        const TiledConvTap tap = a.taps[k];  // one address a warp: a broadcast
+        if (unsigned(iy0 + tap.dy) < unsigned(a.h) && unsigned(ix0 + tap.dx) < unsigned(a.w)) v = window[tap.offset];
       }
       a_next[j] = v;
     }
@@ -134,6 +131,30 @@ cudaError_t launch_tiled_conv(const TiledConvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+const char* tiled_conv_tile_name(TiledConvTile tile) {
+  switch (tile) {
+    case TiledConvTile::k128x128: return "128x128";
+    case TiledConvTile::k128x64: return "128x64";
+    case TiledConvTile::k64x64: return "64x64";
+  }
+  return "?";
+}
+
+Status make_tiled_conv_taps(const TiledConvArgs& a, std::vector<TiledConvTap>* taps) {
+  taps->clear();
+  const int64_t extent_h = int64_t(a.kh - 1) * a.dilation_h, extent_w = int64_t(a.kw - 1) * a.dilation_w;
+  if (extent_h > INT16_MAX || extent_w > INT16_MAX) return unsupported("tiled convolution of a window over 32767 wide");
+  for (int64_t ch = 0; ch < a.c; ++ch)
+    for (int64_t ky = 0; ky < a.kh; ++ky)
+      for (int64_t kx = 0; kx < a.kw; ++kx) {
+        const int64_t dy = ky * a.dilation_h, dx = kx * a.dilation_w;
+        const int64_t offset = ch * a.xs[1] + dy * a.xs[2] + dx * a.xs[3];
+        if (offset > INT32_MAX || offset < INT32_MIN) return unsupported("tiled convolution of x offsets over 2^31");
+        taps->push_back({int32_t(offset), int16_t(dy), int16_t(dx)});
+      }
+  return Status::ok();
+}
+
 Status prepare_tiled_conv(TiledConvTile tile, TiledConvLaunch* l) {
   TiledConvArgs& a = l->args;
   const int64_t pixels = int64_t(a.n) * a.oh * a.ow, inputs = int64_t(a.c) * a.kh * a.kw;
@@ -142,9 +163,12 @@ Status prepare_tiled_conv(TiledConvTile tile, TiledConvLaunch* l) {
   if (a.k > 65535 * 64) return unsupported("tiled convolution of too many output channels");
   a.pixels = int32_t(pixels), a.inputs = int32_t(inputs);
   a.div_ow = make_fast_divisor(a.ow), a.div_oh = make_fast_divisor(a.oh);
-  a.div_taps = make_fast_divisor(int64_t(a.kh) * a.kw), a.div_kw = make_fast_divisor(a.kw);
   l->tile = tile;
-  l->launcher = tile == TiledConvTile::k128x128 ? &launch_tiled_conv<128, 128> : &launch_tiled_conv<64, 64>;
+  switch (tile) {
+    case TiledConvTile::k128x128: l->launcher = &launch_tiled_conv<128, 128>; break;
+    case TiledConvTile::k128x64: l->launcher = &launch_tiled_conv<128, 64>; break;
+    case TiledConvTile::k64x64: l->launcher = &launch_tiled_conv<64, 64>; break;
+  }
   return Status::ok();
 }
 
