@@ -46,7 +46,9 @@ f32 and bf16. `seed:NAME` adds another seed module (e.g. seed:LinearChunkLastDim
    the device tool's 10 minutes; --json FILE is rewritten after every row, and
    `--tables-from A.json,B.json` prints the tables of several runs together (e.g. the conv nets
    and the transformers run as two commands). --profile DIR adds --profile to each strider
-   run and saves its stdout as DIR/<model>_<dtype>_b<batch>_<layout>.txt;
+   run and saves its stdout and stderr as DIR/<model>_<dtype>_b<batch>_<layout>.txt (with
+   STRIDER_CUDA_KERNEL_CHOICE_LOG set, every timed choice's candidates) and its JSON, every
+   step's time and kernel, as .json beside it;
    --strider-args="..." passes more options to every strider bench run; --no-compile times
    eager alone (a second, profiling run).
 
@@ -412,11 +414,13 @@ def strider_figures(args, model, dtype, batch, layout, path, input_specs, proble
         return {"error": "strider bench timed out after %d s" % args.strider_timeout_s}
     except OSError as e:
         return {"error": short(e)}
-    if args.profile:
-        with open(os.path.join(args.profile, "%s_%s_b%d_%s.txt" % (model.name, dtype, batch, layout)), "w") as f:
+    if args.profile:  # the printed profile and stderr (STRIDER_CUDA_KERNEL_CHOICE_LOG's lines), every step in the JSON
+        row = os.path.join(args.profile, "%s_%s_b%d_%s" % (model.name, dtype, batch, layout))
+        with open(row + ".txt", "w") as f:
             f.write(result.stdout)
-            if result.returncode != 0:
-                f.write(result.stderr)
+            f.write(result.stderr)
+        if os.path.exists(out):
+            shutil.copy(out, row + ".json")
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         return {"error": "exit %d: %s" % (result.returncode, lines[-1] if lines else "")}

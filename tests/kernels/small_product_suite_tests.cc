@@ -197,7 +197,8 @@ TEST_P(KernelSuite, SmallConvolutions) {
 // partial slice to many, stride, dilation, uneven pads, a 1-D layer, 1x1, images of a batch,
 // a bias and the activations the kernel applies itself.
 constexpr const char* kTiledConvKernels[] = {"strider-cuda:tiled-conv/128x128", "strider-cuda:tiled-conv/128x64",
-                                             "strider-cuda:tiled-conv/64x64"};
+                                             "strider-cuda:tiled-conv/64x64", "strider-cuda:tiled-conv/256x32",
+                                             "strider-cuda:tiled-conv/128x32"};
 
 TEST_P(KernelSuite, TiledConvolutions) {
   const std::vector<ForcedConvCase> cases = {

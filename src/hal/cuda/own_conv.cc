@@ -366,7 +366,8 @@ std::vector<KernelPtr> tiled_conv_kernels(const ConvSetup& c, const KernelReques
   a.weights = constants->weights.as<float>();
   a.bias = bias ? constants->bias.as<float>() : nullptr;
   a.taps = constants->taps.as<TiledConvTap>();
-  for (TiledConvTile tile : {TiledConvTile::k128x128, TiledConvTile::k128x64, TiledConvTile::k64x64}) {
+  for (TiledConvTile tile : {TiledConvTile::k128x128, TiledConvTile::k128x64, TiledConvTile::k64x64, TiledConvTile::k256x32,
+                             TiledConvTile::k128x32}) {
     if (!prepare_tiled_conv(tile, &launch).is_ok()) return kernels;
     kernels.push_back(std::make_unique<TiledConv>(launch, constants, tiled_conv_name(launch)));
   }

@@ -47,7 +47,7 @@ std::optional<std::unique_ptr<Kernel>> direct_conv_kernel(const ConvSetup& c, co
 // kernel per tile height and split worth timing; f32, one group, small outputs only.
 std::vector<std::unique_ptr<Kernel>> small_conv_kernels(const ConvSetup& c, const KernelRequest& r);
 // The register-tiled f32 convolution (tiled_conv.h, an implicit GEMM for large outputs) in
-// its three tile sizes; f32, one group; empty with STRIDER_CUDA_TILED_CONV=off.
+// its five tile sizes; f32, one group; empty with STRIDER_CUDA_TILED_CONV=off.
 std::vector<std::unique_ptr<Kernel>> tiled_conv_kernels(const ConvSetup& c, const KernelRequest& r);
 // The tensor-core convolution (mma_conv.h) where it applies; it adds `addends` (views with
 // y's layout and dtype, at most kMaxMmaConvAddends) after the setup's epilogue. `gated`: a

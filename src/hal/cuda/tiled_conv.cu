@@ -1,9 +1,10 @@
-// The register-tiled f32 convolution (tiled_conv.h): a block's 256 threads as a 16 x 16
-// grid, thread (tx, ty) holding rows ty * 4 + 64 i + {0..3} and columns tx * 4 + 64 j +
-// {0..3} of the block's tile, so each reads its operands as float4 from shared memory and
-// a warp's reads of A are two addresses (broadcasts). Loads of a slice into shared memory
-// run along the tile's pixels (A) and channels (B): neighbouring threads, neighbouring
-// addresses in an NCHW x and in the [K'][K] weights.
+// The register-tiled f32 convolution (tiled_conv.h): a block's 256 threads as a grid of
+// kTx x kTy (16 x 16, or kCols / 4 columns of threads for tiles narrower than 64), thread
+// (tx, ty) holding rows ty * 4 + 4 kTy i + {0..3} and columns tx * 4 + 4 kTx j + {0..3} of
+// the block's tile, so each reads its operands as float4 from shared memory and a warp's
+// reads of A are 2-4 addresses (broadcasts). Loads of a slice into shared memory run along
+// the tile's pixels (A) and channels (B): neighbouring threads, neighbouring addresses in an
+// NCHW x and in the [K'][K] weights.
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/tiled_conv.h"
 
@@ -16,14 +17,16 @@ constexpr int kThreads = 256, kSlice = 8;
 template <int kRows, int kCols>
 __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArgs a) {
   order_after_producers();
-  constexpr int kRowChunks = kRows / 64, kColChunks = kCols / 64;
+  constexpr int kTx = kCols >= 64 ? 16 : kCols / 4, kTy = kThreads / kTx;
+  constexpr int kRowChunks = kRows / (4 * kTy), kColChunks = kCols / (4 * kTx);
+  static_assert(kRowChunks >= 1 && kColChunks >= 1 && kRows % (4 * kTy) == 0 && kCols % (4 * kTx) == 0);
   constexpr int kTileRows = 4 * kRowChunks, kTileCols = 4 * kColChunks;  // a thread's outputs
   constexpr int kALoads = kRows * kSlice / kThreads, kBLoads = kCols * kSlice / kThreads;
   constexpr int kAStep = kThreads / kRows, kBStep = kThreads / kCols;  // slice rows between a thread's loads
   __shared__ __align__(16) float as[2][kSlice][kRows];
   __shared__ __align__(16) float bs[2][kSlice][kCols];
 
-  const int tid = int(threadIdx.x), tx = tid % 16, ty = tid / 16;
+  const int tid = int(threadIdx.x), tx = tid % kTx, ty = tid / kTx;
   const int64_t m0 = int64_t(blockIdx.x) * kRows;
   const int n0 = int(blockIdx.y) * kCols;
   const float* x = static_cast<const float*>(a.x);
@@ -86,12 +89,12 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
       float av[kTileRows], bv[kTileCols];
 #pragma unroll
       for (int i = 0; i < kRowChunks; ++i) {
-        const float4 v = *reinterpret_cast<const float4*>(&as[buffer][kk][i * 64 + ty * 4]);
+        const float4 v = *reinterpret_cast<const float4*>(&as[buffer][kk][i * 4 * kTy + ty * 4]);
         av[4 * i] = v.x, av[4 * i + 1] = v.y, av[4 * i + 2] = v.z, av[4 * i + 3] = v.w;
       }
 #pragma unroll
       for (int j = 0; j < kColChunks; ++j) {
-        const float4 v = *reinterpret_cast<const float4*>(&bs[buffer][kk][j * 64 + tx * 4]);
+        const float4 v = *reinterpret_cast<const float4*>(&bs[buffer][kk][j * 4 * kTx + tx * 4]);
         bv[4 * j] = v.x, bv[4 * j + 1] = v.y, bv[4 * j + 2] = v.z, bv[4 * j + 3] = v.w;
       }
 #pragma unroll
@@ -107,14 +110,14 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
   float* y = static_cast<float*>(a.y);
 #pragma unroll
   for (int i = 0; i < kTileRows; ++i) {
-    const int64_t p = m0 + (i / 4) * 64 + ty * 4 + i % 4;
+    const int64_t p = m0 + (i / 4) * 4 * kTy + ty * 4 + i % 4;
     if (p >= a.pixels) continue;
     const uint32_t q0 = fast_divide(uint32_t(p), a.div_ow), q1 = fast_divide(q0, a.div_oh);
     const int ox = int(uint32_t(p) - q0 * a.div_ow.divisor), oy = int(q0 - q1 * a.div_oh.divisor);
     float* out = y + int64_t(q1) * a.ys[0] + int64_t(oy) * a.ys[2] + int64_t(ox) * a.ys[3];
 #pragma unroll
     for (int j = 0; j < kTileCols; ++j) {
-      const int channel = n0 + (j / 4) * 64 + tx * 4 + j % 4;
+      const int channel = n0 + (j / 4) * 4 * kTx + tx * 4 + j % 4;
       if (channel >= a.k) continue;
       const float sum = acc[i][j] + (a.bias ? a.bias[channel] : 0.0f);
       out[int64_t(channel) * a.ys[1]] = apply_conv_epilogue(a.epilogue, sum);
@@ -136,6 +139,8 @@ const char* tiled_conv_tile_name(TiledConvTile tile) {
     case TiledConvTile::k128x128: return "128x128";
     case TiledConvTile::k128x64: return "128x64";
     case TiledConvTile::k64x64: return "64x64";
+    case TiledConvTile::k256x32: return "256x32";
+    case TiledConvTile::k128x32: return "128x32";
   }
   return "?";
 }
@@ -168,6 +173,8 @@ Status prepare_tiled_conv(TiledConvTile tile, TiledConvLaunch* l) {
     case TiledConvTile::k128x128: l->launcher = &launch_tiled_conv<128, 128>; break;
     case TiledConvTile::k128x64: l->launcher = &launch_tiled_conv<128, 64>; break;
     case TiledConvTile::k64x64: l->launcher = &launch_tiled_conv<64, 64>; break;
+    case TiledConvTile::k256x32: l->launcher = &launch_tiled_conv<256, 32>; break;
+    case TiledConvTile::k128x32: l->launcher = &launch_tiled_conv<128, 32>; break;
   }
   return Status::ok();
 }

@@ -5,8 +5,8 @@
 // 576-2304 inputs a pixel, whose C x KH x KW exceeds the direct kernel's, got 6-9.
 //
 // How: M = N x OH x OW output pixels, N' = K output channels, K' = C x KH x KW. A block
-// computes a tile of kRows pixels x kCols channels (128 x 128, 128 x 64 or 64 x 64) with 256
-// threads as a 16 x 16 grid, each thread (kRows / 16) x (kCols / 16) outputs in registers,
+// computes a tile of kRows pixels x kCols channels (128 x 128, 128 x 64, 64 x 64, 256 x 32 or
+// 128 x 32) with 256 threads, each 8 x 8, 8 x 4 or 4 x 4 outputs in registers,
 // read from shared memory four at a time (float4). K' runs in slices of 8: the next slice's A
 // (the im2col of x, gathered as it is loaded, never stored; 0 outside the image; where each
 // input k lies relative to the window's origin comes from a table made once per kernel, so
@@ -57,9 +57,10 @@ struct TiledConvArgs {
 };
 
 // A block's tile: 128 x 128 (64 outputs a thread), 128 x 64 (32: layers of 64 or fewer
-// output channels, which fill half of a 128-wide tile) or 64 x 64 (16: four times the
-// blocks, for layers whose big tiles leave SMs idle).
-enum class TiledConvTile : uint8_t { k128x128, k128x64, k64x64 };
+// output channels, which fill half of a 128-wide tile), 64 x 64 (16: four times the
+// blocks, for layers whose big tiles leave SMs idle), 256 x 32 and 128 x 32 (32 and 16: the
+// 32-channel layers of YOLOv8n's C2f blocks, which ran at 7.9 TFLOP/s in 64 x 64 tiles).
+enum class TiledConvTile : uint8_t { k128x128, k128x64, k64x64, k256x32, k128x32 };
 const char* tiled_conv_tile_name(TiledConvTile tile);
 
 struct TiledConvLaunch {
