@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "base/check.h"
 
@@ -328,6 +329,19 @@ namespace strider {
 Status check_inside_allocation(const TensorView& view, std::string_view what) {
   if (view.allocation == nullptr) return internal_error(fmt::format("{}: a view without an allocation", what));
   return make_view(*view.allocation, view.byte_offset, view.dtype, view.sizes, view.strides, what).status();
+}
+
+Strides dense_strides_in_order_of(const Shape& sizes, const Strides& like) {
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::abs(like[a]) > std::abs(like[b]); });
+  Strides strides(sizes.size(), 1);
+  int64_t step = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = step;
+    step *= std::max<int64_t>(sizes[*it], 1);
+  }
+  return strides;
 }
 
 }  // namespace strider

@@ -77,6 +77,10 @@ bool same_view(const TensorView& a, const TensorView& b);
 // otherwise it compares footprints, which may report an overlap that is not there.
 bool may_overlap(const TensorView& a, const TensorView& b);
 
+// Dense strides over `sizes` whose memory order is that of `like` (the largest |stride|
+// outermost; ties keep ONNX order, so a row-major view gets row-major strides).
+Strides dense_strides_in_order_of(const Shape& sizes, const Strides& like);
+
 // Makes a view after checking that it lies inside `allocation`. `what` names the value in
 // the error ("value 'x.3'").
 Result<TensorView> make_view(const Allocation& allocation, int64_t byte_offset, DType dtype,

@@ -8,19 +8,6 @@
 
 namespace strider::cpu {
 
-Strides dense_strides_in_order_of(const Shape& sizes, const Strides& like) {
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::abs(like[a]) > std::abs(like[b]); });
-  Strides strides(sizes.size(), 1);
-  int64_t step = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = step;
-    step *= std::max<int64_t>(sizes[*it], 1);
-  }
-  return strides;
-}
-
 void AlignedFree::operator()(std::byte* p) const { ::operator delete(p, std::align_val_t(64)); }
 
 KernelScratch make_kernel_scratch(int64_t bytes, const char* label) {

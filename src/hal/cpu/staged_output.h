@@ -19,10 +19,6 @@
 
 namespace strider::cpu {
 
-// Dense strides over `sizes` whose memory order is that of `like` (the largest |stride|
-// outermost; ties keep ONNX order, so a row-major view gets row-major strides).
-Strides dense_strides_in_order_of(const Shape& sizes, const Strides& like);
-
 struct AlignedFree {
   void operator()(std::byte* p) const;
 };

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
+#include "hal/cuda/copy.h"
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/epilogue.h"
@@ -300,6 +303,62 @@ Result<ConvSetup> conv_setup(const KernelRequest& r) {
   return c;
 }
 
+// A kernel that owns the buffer its inner kernels pass a value through.
+class WithScratch final : public Kernel {
+ public:
+  DeviceBuffer buffer;
+  std::unique_ptr<Allocation> allocation;
+  KernelPtr inner;
+  Status run(const QueueContext& queue) override { return inner->run(queue); }
+  std::string implementation() const override { return inner->implementation(); }
+  Status check_completed() override { return inner->check_completed(); }
+};
+
+// cuDNN over a packed copy of x, made by the kernel before each convolution into memory of
+// its own: on an NCHW channel slice (C2f's chunks, read in place) cuDNN's f32 kernels ran
+// 2-4x slower than on the same values dense (session 40, H100, YOLOv8n b32: 32 -> 32
+// channels 3x3 at 40x40, 0.178 ms sliced against 0.047 dense), which is what torch's
+// convolutions do (they make their input contiguous). x is only read, in the same stream
+// just before the convolution; y is written in place as by the plain call. Timed against
+// the rest, so the copy's memory is kept only where it wins. STRIDER_CUDA_PACKED_CONV=off
+// withdraws it (A/B timing).
+class PackedInputConv final : public Kernel {
+ public:
+  Status init(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
+    const int64_t bytes = c.x.num_elements() * dtype_size(c.x.dtype);
+    STRIDER_RETURN_IF_ERROR(buffer_.allocate(size_t(bytes)));
+    allocation_ = std::make_unique<Allocation>(0, "convolution's packed input", "cuda", buffer_.as<std::byte>(), bytes, 256,
+                                               StorageMode::kDevice, false);
+    ConvSetup packed = c;
+    STRIDER_ASSIGN_OR_RETURN(packed.x, make_view(*allocation_, 0, c.x.dtype, c.x.sizes,
+                                                 dense_strides_in_order_of(c.x.sizes, c.x.strides), "packed input"));
+    STRIDER_RETURN_IF_ERROR(prepare_copy(packed.x, c.x, &copy_));
+    auto conv = std::make_unique<CudnnConv>();
+    STRIDER_RETURN_IF_ERROR(conv->init(packed, r.constant_input(1), context));
+    conv_ = std::move(conv);
+    return Status::ok();
+  }
+  Status run(const QueueContext& queue) override {
+    STRIDER_RETURN_IF_ERROR(run_copy(copy_, stream_of(queue)));
+    return conv_->run(queue);
+  }
+  std::string implementation() const override { return "packed-x " + conv_->implementation(); }
+
+ private:
+  DeviceBuffer buffer_;
+  std::unique_ptr<Allocation> allocation_;
+  CopyLaunch copy_;
+  KernelPtr conv_;
+};
+
+std::optional<KernelPtr> packed_input_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
+  if (is_packed(c.x) || may_overlap(c.x, c.y)) return std::nullopt;
+  if (const char* offer = std::getenv("STRIDER_CUDA_PACKED_CONV"); offer && std::string_view(offer) == "off") return std::nullopt;
+  auto kernel = std::make_unique<PackedInputConv>();
+  if (!kernel->init(c, r, context).is_ok()) return std::nullopt;
+  return KernelPtr(std::move(kernel));
+}
+
 // The fastest of every kernel that takes these views (timed_choice.h): which is fastest
 // depends on shape, dtype and layout, and cuDNN's own ranking was far off for bf16
 // depthwise, first-layer and Conv1d shapes. With a FusedConv's `program`, the own kernels
@@ -340,6 +399,7 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
   if (cudnn.is_ok()) offer(std::move(conv), false);
+  if (std::optional<KernelPtr> k = packed_input_conv(c, r, context)) offer(std::move(*k), false);
   if (candidates.empty()) return cudnn.is_ok() ? refused : cudnn;
   std::string key = choice_key(c, context.ordinal);
   if (program) key += " then " + describe_fused_program(*program);
@@ -377,17 +437,6 @@ std::optional<std::vector<TensorView>> gate_addends(const FusedProgram& program,
   return std::nullopt;
 }
 
-// A kernel that owns the buffer its inner kernels pass a value through.
-class WithScratch final : public Kernel {
- public:
-  DeviceBuffer buffer;
-  std::unique_ptr<Allocation> allocation;
-  KernelPtr inner;
-  Status run(const QueueContext& queue) override { return inner->run(queue); }
-  std::string implementation() const override { return inner->implementation(); }
-  Status check_completed() override { return inner->check_completed(); }
-};
-
 // The convolution's 2K channels into a buffer the kernel owns (packed, in y's dim order),
 // by the fastest plain convolution, then the gate as one map over its halves into y. A
 // window padded less at its end than at its start (a chomp the pass folded into the end
@@ -407,12 +456,8 @@ Result<KernelPtr> conv_then_gate(const ConvSetup& c, const KernelRequest& r, con
     const int64_t in = c.x.sizes[2 + d], reach = g.dilations[d] * (g.kernel[d] - 1) + 1;
     g.output[d] = sizes[2 + d] = (in + g.pads_begin[d] + g.pads_end[d] - reach) / g.strides[d] + 1;
   }
-  std::vector<size_t> order(rank);  // outermost first, as y's strides say
-  for (size_t d = 0; d < rank; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c.y.strides[a] > c.y.strides[b]; });
-  Strides strides(rank, 0);
-  int64_t span = 1;
-  for (size_t k = rank; k-- > 0;) strides[order[k]] = span, span *= sizes[order[k]];
+  const Strides strides = dense_strides_in_order_of(sizes, c.y.strides);
+  const int64_t span = num_elements(sizes);
   auto staged = std::make_unique<WithScratch>();
   const int64_t bytes = span * dtype_size(c.y.dtype);
   STRIDER_RETURN_IF_ERROR(staged->buffer.allocate(size_t(bytes)));
