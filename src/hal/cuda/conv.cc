@@ -320,8 +320,11 @@ class WithScratch final : public Kernel {
 // channels 3x3 at 40x40, 0.178 ms sliced against 0.047 dense), which is what torch's
 // convolutions do (they make their input contiguous). x is only read, in the same stream
 // just before the convolution; y is written in place as by the plain call. Timed against
-// the rest, so the copy's memory is kept only where it wins. STRIDER_CUDA_PACKED_CONV=off
-// withdraws it (A/B timing).
+// the rest, so the copy's memory is kept only where it wins. f32 over channels-first x
+// only: offered for bf16 too it was picked and made YOLOv8n b32 bf16 slower in its graph
+// (1.094 -> 1.156 ms), and over channels-last slices, which cuDNN's plain call refuses, the
+// planner's own packed operand (a Materialize) lets the tensor-core kernels take the node.
+// STRIDER_CUDA_PACKED_CONV=off withdraws it (A/B timing).
 class PackedInputConv final : public Kernel {
  public:
   Status init(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
@@ -352,7 +355,8 @@ class PackedInputConv final : public Kernel {
 };
 
 std::optional<KernelPtr> packed_input_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
-  if (is_packed(c.x) || may_overlap(c.x, c.y)) return std::nullopt;
+  if (c.x.dtype != DType::kF32 || is_packed(c.x) || may_overlap(c.x, c.y)) return std::nullopt;
+  if (c.x.strides[1] == 1 && c.x.sizes[1] > 1) return std::nullopt;  // channels-last
   if (const char* offer = std::getenv("STRIDER_CUDA_PACKED_CONV"); offer && std::string_view(offer) == "off") return std::nullopt;
   auto kernel = std::make_unique<PackedInputConv>();
   if (!kernel->init(c, r, context).is_ok()) return std::nullopt;
