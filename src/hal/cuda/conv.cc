@@ -321,9 +321,10 @@ class WithScratch final : public Kernel {
 // convolutions do (they make their input contiguous). x is only read, in the same stream
 // just before the convolution; y is written in place as by the plain call. Timed against
 // the rest, so the copy's memory is kept only where it wins. f32 over channels-first x
-// only: offered for bf16 too it was picked and made YOLOv8n b32 bf16 slower in its graph
-// (1.094 -> 1.156 ms), and over channels-last slices, which cuDNN's plain call refuses, the
-// planner's own packed operand (a Materialize) lets the tensor-core kernels take the node.
+// only: offered for every dtype and layout, it was picked in bf16 and made YOLOv8n b32
+// bf16 (1.094 -> 1.156 ms) and C2f b32 bf16 (0.13 -> 0.18) slower in their graphs, through
+// bf16 itself or through channels-last slices, where it stood in for the planner's own
+// packed operand (a Materialize, which the tensor-core kernels can take): not separated.
 // STRIDER_CUDA_PACKED_CONV=off withdraws it (A/B timing).
 class PackedInputConv final : public Kernel {
  public:
