@@ -63,8 +63,8 @@ class CudnnConv final : public Kernel {
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
     if (fused_activation_) cudnnDestroyActivationDescriptor(fused_activation_);
   }
-  // With `activation`, the setup's epilogue (Relu, or Clip from 0: ReLU6) joins the bias
-  // in cuDNN's fused call; UNSUPPORTED where cuDNN has neither it nor an algorithm for it.
+  // With `activation`, the setup's epilogue (cudnn_activation's) joins the bias in cuDNN's
+  // fused call; UNSUPPORTED where cuDNN has neither it nor an algorithm for it.
   Status init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context, bool activation = false);
   Status run(const QueueContext& queue) override {
     STRIDER_RETURN_IF_ERROR(dnn(cudnnSetStream(handle_, stream_of(queue)), "set stream"));
@@ -168,18 +168,43 @@ Status CudnnConv::choose_algorithm() {
 }
 
 // cuDNN's fused call's activation for an epilogue: Relu (NaN -> 0 without propagation, as
-// ONNX's Relu functor gives) or ReLU6-like Clip(0, high) as a clipped ReLU (NaN propagated,
-// as ONNX's Clip keeps it). nullopt for anything else.
+// ONNX's Relu functor gives), ReLU6-like Clip(0, high) as a clipped ReLU, and SiLU, Sigmoid
+// and Tanh as swish (beta 1), sigmoid and tanh (NaN propagated, as ONNX's functors keep
+// it). nullopt for anything else. Whether cuDNN's fused call takes a mode for these views
+// is its trial run's answer at creation (choose_algorithm): refused, it is not offered.
+// STRIDER_CUDA_CUDNN_ACTIVATIONS=relu keeps the two modes of before session 40 (A/B timing).
 std::optional<std::pair<cudnnActivationMode_t, double>> cudnn_activation(const ConvEpilogue& e) {
-  if (e.activation == ConvActivation::kRelu) return std::make_pair(CUDNN_ACTIVATION_RELU, 0.0);
-  if (e.activation == ConvActivation::kClip && e.low == 0.0f && e.high > 0.0f)
-    return std::make_pair(CUDNN_ACTIVATION_CLIPPED_RELU, double(e.high));
+  const char* modes = std::getenv("STRIDER_CUDA_CUDNN_ACTIVATIONS");
+  const bool relu_only = modes && std::string_view(modes) == "relu";
+  if (relu_only && e.activation != ConvActivation::kRelu && e.activation != ConvActivation::kClip) return std::nullopt;
+  switch (e.activation) {
+    case ConvActivation::kRelu: return std::make_pair(CUDNN_ACTIVATION_RELU, 0.0);
+    case ConvActivation::kClip:
+      if (e.low == 0.0f && e.high > 0.0f) return std::make_pair(CUDNN_ACTIVATION_CLIPPED_RELU, double(e.high));
+      return std::nullopt;
+    case ConvActivation::kSilu: return std::make_pair(CUDNN_ACTIVATION_SWISH, 0.0);
+    case ConvActivation::kSigmoid: return std::make_pair(CUDNN_ACTIVATION_SIGMOID, 0.0);
+    case ConvActivation::kTanh: return std::make_pair(CUDNN_ACTIVATION_TANH, 0.0);
+    case ConvActivation::kNone: return std::nullopt;
+  }
   return std::nullopt;
+}
+
+std::string cudnn_activation_name(cudnnActivationMode_t mode, double coefficient) {
+  switch (mode) {
+    case CUDNN_ACTIVATION_RELU: return "+relu";
+    case CUDNN_ACTIVATION_CLIPPED_RELU: return fmt::format("+clipped-relu({})", coefficient);
+    case CUDNN_ACTIVATION_SWISH: return "+swish";
+    case CUDNN_ACTIVATION_SIGMOID: return "+sigmoid";
+    case CUDNN_ACTIVATION_TANH: return "+tanh";
+    default: return "+activation";
+  }
 }
 
 Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const CudaContext& context, bool activation) {
   std::optional<std::pair<cudnnActivationMode_t, double>> mode = activation ? cudnn_activation(c.epilogue) : std::nullopt;
-  if (activation && (!mode || !c.bias.allocation)) return unsupported("cuDNN fuses only Relu or Clip(0, h), with a bias");
+  if (activation && (!mode || !c.bias.allocation))
+    return unsupported("cuDNN fuses only Relu, Clip(0, h), SiLU, Sigmoid or Tanh, with a bias");
   std::optional<cudnnDataType_t> type = dnn_type(c.y.dtype);
   if (!type) return unsupported(fmt::format("Conv on {} on CUDA", dtype_name(c.y.dtype)));
   const WindowGeometry& g = c.window;
@@ -220,11 +245,15 @@ Status CudnnConv::init(const ConvSetup& c, const Tensor* constant_weights, const
     b_ptr_ = bias.allocation->address() + bias.byte_offset;
     STRIDER_RETURN_IF_ERROR(dnn(cudnnCreateActivationDescriptor(&fused_activation_), "activation"));
     const cudnnActivationMode_t kind = mode ? mode->first : CUDNN_ACTIVATION_IDENTITY;
-    const cudnnNanPropagation_t nan = kind == CUDNN_ACTIVATION_CLIPPED_RELU ? CUDNN_PROPAGATE_NAN : CUDNN_NOT_PROPAGATE_NAN;
+    const double coefficient = mode ? mode->second : 0.0;
+    const bool drops_nan = kind == CUDNN_ACTIVATION_RELU || kind == CUDNN_ACTIVATION_IDENTITY;
+    const cudnnNanPropagation_t nan = drops_nan ? CUDNN_NOT_PROPAGATE_NAN : CUDNN_PROPAGATE_NAN;
     STRIDER_RETURN_IF_ERROR(
-        dnn(cudnnSetActivationDescriptor(fused_activation_, kind, nan, mode ? mode->second : 0.0), "activation"));
+        dnn(cudnnSetActivationDescriptor(fused_activation_, kind, nan, coefficient), "activation"));
+    if (kind == CUDNN_ACTIVATION_SWISH)
+      STRIDER_RETURN_IF_ERROR(dnn(cudnnSetActivationDescriptorSwishBeta(fused_activation_, 1.0), "swish beta"));
     applies_activation_ = mode.has_value();
-    if (mode) activation_name_ = kind == CUDNN_ACTIVATION_RELU ? "+relu" : fmt::format("+clipped-relu({})", mode->second);
+    if (mode) activation_name_ = cudnn_activation_name(kind, coefficient);
   }
   return choose_algorithm();
 }
@@ -328,7 +357,8 @@ class WithScratch final : public Kernel {
 // STRIDER_CUDA_PACKED_CONV=off withdraws it (A/B timing).
 class PackedInputConv final : public Kernel {
  public:
-  Status init(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
+  // `activation`: as CudnnConv::init's (the epilogue in cuDNN's fused call).
+  Status init(const ConvSetup& c, const KernelRequest& r, const CudaContext& context, bool activation) {
     const int64_t bytes = c.x.num_elements() * dtype_size(c.x.dtype);
     STRIDER_RETURN_IF_ERROR(buffer_.allocate(size_t(bytes)));
     allocation_ = std::make_unique<Allocation>(0, "convolution's packed input", "cuda", buffer_.as<std::byte>(), bytes, 256,
@@ -338,7 +368,7 @@ class PackedInputConv final : public Kernel {
                                                  dense_strides_in_order_of(c.x.sizes, c.x.strides), "packed input"));
     STRIDER_RETURN_IF_ERROR(prepare_copy(packed.x, c.x, &copy_));
     auto conv = std::make_unique<CudnnConv>();
-    STRIDER_RETURN_IF_ERROR(conv->init(packed, r.constant_input(1), context));
+    STRIDER_RETURN_IF_ERROR(conv->init(packed, r.constant_input(1), context, activation));
     conv_ = std::move(conv);
     return Status::ok();
   }
@@ -355,12 +385,13 @@ class PackedInputConv final : public Kernel {
   KernelPtr conv_;
 };
 
-std::optional<KernelPtr> packed_input_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context) {
+std::optional<KernelPtr> packed_input_conv(const ConvSetup& c, const KernelRequest& r, const CudaContext& context,
+                                           bool activation) {
   if (c.x.dtype != DType::kF32 || is_packed(c.x) || may_overlap(c.x, c.y)) return std::nullopt;
   if (c.x.strides[1] == 1 && c.x.sizes[1] > 1) return std::nullopt;  // channels-last
   if (const char* offer = std::getenv("STRIDER_CUDA_PACKED_CONV"); offer && std::string_view(offer) == "off") return std::nullopt;
   auto kernel = std::make_unique<PackedInputConv>();
-  if (!kernel->init(c, r, context).is_ok()) return std::nullopt;
+  if (!kernel->init(c, r, context, activation).is_ok()) return std::nullopt;
   return KernelPtr(std::move(kernel));
 }
 
@@ -404,7 +435,9 @@ Result<KernelPtr> choose_conv(const ConvSetup& c, const KernelRequest& r, const 
   auto conv = std::make_unique<CudnnConv>();
   Status cudnn = conv->init(c, r.constant_input(1), context);
   if (cudnn.is_ok()) offer(std::move(conv), false);
-  if (std::optional<KernelPtr> k = packed_input_conv(c, r, context)) offer(std::move(*k), false);
+  if (std::optional<KernelPtr> k = packed_input_conv(c, r, context, false)) offer(std::move(*k), false);
+  if (program && cudnn_activation(c.epilogue))
+    if (std::optional<KernelPtr> k = packed_input_conv(c, r, context, true)) offer(std::move(*k), true);
   if (candidates.empty()) return cudnn.is_ok() ? refused : cudnn;
   std::string key = choice_key(c, context.ordinal);
   if (program) key += " then " + describe_fused_program(*program);
