@@ -172,11 +172,13 @@ Status CudnnConv::choose_algorithm() {
 // and Tanh as swish (beta 1), sigmoid and tanh (NaN propagated, as ONNX's functors keep
 // it). nullopt for anything else. Whether cuDNN's fused call takes a mode for these views
 // is its trial run's answer at creation (choose_algorithm): refused, it is not offered.
-// STRIDER_CUDA_CUDNN_ACTIVATIONS=relu keeps the two modes of before session 40 (A/B timing).
+// Swish, sigmoid and tanh only with STRIDER_CUDA_CUDNN_ACTIVATIONS=all until a GPU has run
+// the kernel suite with them (FusedConvOwnKernelsAndLibraries forces the library path):
+// a trial run's success says cuDNN took the mode, not that its values are right.
 std::optional<std::pair<cudnnActivationMode_t, double>> cudnn_activation(const ConvEpilogue& e) {
   const char* modes = std::getenv("STRIDER_CUDA_CUDNN_ACTIVATIONS");
-  const bool relu_only = modes && std::string_view(modes) == "relu";
-  if (relu_only && e.activation != ConvActivation::kRelu && e.activation != ConvActivation::kClip) return std::nullopt;
+  const bool all = modes && std::string_view(modes) == "all";
+  if (!all && e.activation != ConvActivation::kRelu && e.activation != ConvActivation::kClip) return std::nullopt;
   switch (e.activation) {
     case ConvActivation::kRelu: return std::make_pair(CUDNN_ACTIVATION_RELU, 0.0);
     case ConvActivation::kClip:
