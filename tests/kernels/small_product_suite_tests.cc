@@ -258,5 +258,41 @@ TEST_P(KernelSuite, PackedInputConvolutions) {
   }
 }
 
+// One row times constant weights (on cpu, hal/cpu/row_matmul.h: B packed in column blocks
+// of 16, four blocks a pass, checked to be the kernel that ran): Gemm as a classifier has
+// it (transB, alpha, a bias C of N), MatMul with leading unit dims, and Gemm with a bias of
+// one value; N of one partial block, of several blocks with a partial one and of a multiple
+// of 64 (the four-block passes alone), K of 1 to 300. Every device; A and Y in each layout.
+TEST_P(KernelSuite, RowTimesConstantMatrix) {
+  struct Case {
+    int64_t k, n;
+    bool gemm;
+    Shape bias;  // Gemm's C ({} for none)
+  };
+  const std::vector<Case> cases = {{300, 37, true, {37}}, {1, 5, true, {5}},    {64, 128, true, {1}},
+                                   {20, 70, false, {}},   {129, 16, true, {}}, {7, 200, false, {}}};
+  const DType f32 = DType::kF32;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("K {} N {} {}", c.k, c.n, c.gemm ? "Gemm" : "MatMul"));
+    GraphBuilder b(17);
+    std::map<std::string, Tensor> inputs;
+    if (c.gemm) {
+      AttributeMap attrs = int_attribute("transB", 1);
+      attrs.set_float("alpha", 0.5f);
+      std::vector<ValueId> operands = {b.input("a", f32, {1, c.k}), b.constant("w", kernel_test::random_tensor(f32, {c.n, c.k}, 2))};
+      if (!c.bias.empty()) operands.push_back(b.constant("c", kernel_test::random_tensor(f32, c.bias, 3)));
+      b.output(b.op("Gemm", operands, attrs));
+      inputs["a"] = kernel_test::random_tensor(f32, {1, c.k}, 1);
+    } else {
+      b.output(b.op("MatMul", {b.input("a", f32, {1, 1, c.k}), b.constant("w", kernel_test::random_tensor(f32, {c.k, c.n}, 2))}));
+      inputs["a"] = kernel_test::random_tensor(f32, {1, 1, c.k}, 1);
+    }
+    check(b, inputs);
+    if (std::string_view(std::get<0>(GetParam())) == "cpu") {
+      EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cpu:row-matmul")) << kernel_test::last_implementation();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strider

@@ -3,6 +3,8 @@
 // oneDNN runs f32 and bf16 (f32 accumulation) when it accepts the strides; everything
 // else runs a naive strided loop that accumulates in f32 (f64 for f64, i64 for ints).
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <mutex>
 #include <numeric>
 
@@ -14,6 +16,7 @@
 
 #include "hal/cpu/matmul.h"
 #include "hal/cpu/onednn.h"
+#include "hal/cpu/row_matmul.h"
 #include "hal/cpu/staged_output.h"
 #include "hal/cpu/worker_queue.h"
 
@@ -275,6 +278,13 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
   // 2.6 divides by the zero dim while it creates the primitive (SIGFPE; found by fuzzing).
   const bool empty = v.a.num_elements() == 0 || v.b.num_elements() == 0 || v.out.num_elements() == 0;
   if (empty) fast_dtype = false;
+  // One row times constant weights: a matrix-vector product, bound by the weights' bytes,
+  // which brgemm read at a seventh of the cache's speed (row_matmul.h).
+  // STRIDER_CPU_ROW_MATMUL=off leaves it to oneDNN (A/B timing).
+  const char* row_switch = std::getenv("STRIDER_CPU_ROW_MATMUL");
+  const bool row_allowed = !row_switch || std::string_view(row_switch) != "off";
+  if (row_allowed && constant_b && post_ops.empty() && !empty)
+    if (Result<KernelPtr> row = make_row_matmul(v, bias, scale, node); row.is_ok()) return row;
   if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     if (std::optional<KernelPtr> banded = banded_matmul(v, bias, scale, post_ops, node, constant_b))
       return std::move(*banded);
