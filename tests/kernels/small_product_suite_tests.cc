@@ -262,7 +262,8 @@ TEST_P(KernelSuite, PackedInputConvolutions) {
 // of 16, four blocks a pass, checked to be the kernel that ran): Gemm as a classifier has
 // it (transB, alpha, a bias C of N), MatMul with leading unit dims, and Gemm with a bias of
 // one value; N of one partial block, of several blocks with a partial one and of a multiple
-// of 64 (the four-block passes alone), K of 1 to 300. Every device; A and Y in each layout.
+// of 64 (the four-block passes alone), K of 1 to 300; a FusedMatMul of one row (its
+// program a pass after the product). Every device; A and Y in each layout.
 TEST_P(KernelSuite, RowTimesConstantMatrix) {
   struct Case {
     int64_t k, n;
@@ -291,6 +292,26 @@ TEST_P(KernelSuite, RowTimesConstantMatrix) {
     if (std::string_view(std::get<0>(GetParam())) == "cpu") {
       EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cpu:row-matmul")) << kernel_test::last_implementation();
     }
+  }
+  // A FusedMatMul of one row (a decoder step's projection, its bias, a residual, a Relu):
+  // the product refuses oneDNN's post-ops, so the program runs as a pass after it.
+  SCOPED_TRACE("FusedMatMul of one row");
+  GraphBuilder b(17);
+  ValueId y = b.op("MatMul", {b.input("a", f32, {1, 90}), b.constant("w", kernel_test::random_tensor(f32, {90, 40}, 2))});
+  ValueId s = b.op("Add", {b.op("Add", {y, b.input("bias", f32, {40})}), b.input("residual", f32, {1, 40})});
+  b.output(b.op("Relu", {s}));
+  Graph unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+  Graph fused = unfused;
+  ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+  Result<int> folded = fuse_matmul_epilogues(fused);
+  ASSERT_TRUE(folded.is_ok() && *folded == 1);
+  check_graph(std::move(fused),
+              {{"a", kernel_test::random_tensor(f32, {1, 90}, 1)}, {"bias", kernel_test::random_tensor(f32, {40}, 3)},
+               {"residual", kernel_test::random_tensor(f32, {1, 40}, 4)}},
+              &unfused);
+  if (std::string_view(std::get<0>(GetParam())) == "cpu") {
+    EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cpu:row-matmul")) << kernel_test::last_implementation();
   }
 }
 

@@ -283,8 +283,11 @@ Result<KernelPtr> make_matmul_of(const MatMulViews& v, const TensorView* bias, f
   // STRIDER_CPU_ROW_MATMUL=off leaves it to oneDNN (A/B timing).
   const char* row_switch = std::getenv("STRIDER_CPU_ROW_MATMUL");
   const bool row_allowed = !row_switch || std::string_view(row_switch) != "off";
-  if (row_allowed && constant_b && post_ops.empty() && !empty)
-    if (Result<KernelPtr> row = make_row_matmul(v, bias, scale, node); row.is_ok()) return row;
+  if (row_allowed && constant_b && !empty && row_matmul_applies(v, bias).is_ok()) {
+    if (!post_ops.empty())  // the callers' fallback: this product, then the post-ops as their own pass
+      return unsupported(fmt::format("node '{}': a one-row product applies no post-ops", node));
+    return make_row_matmul(v, bias, scale, node);
+  }
   if (fast_dtype && onednn_strides_ok(v.a) && onednn_strides_ok(v.b) && onednn_strides_ok(v.out)) {
     if (std::optional<KernelPtr> banded = banded_matmul(v, bias, scale, post_ops, node, constant_b))
       return std::move(*banded);

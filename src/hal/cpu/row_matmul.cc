@@ -145,18 +145,23 @@ class RowMatMul final : public Kernel {
 
 }  // namespace
 
+Status row_matmul_applies(const MatMulViews& v, const TensorView* bias) {
+  for (const TensorView* view : {&v.a, &v.b, &v.out})
+    if (view->dtype != DType::kF32 || view->rank() < 2) return unsupported("row matmul: f32 views of rank 2 or more only");
+  if (bias && (bias->dtype != DType::kF32 || bias->rank() < 1)) return unsupported("row matmul: an f32 bias only");
+  if (!leading_dims_one(v.a, 1) || !leading_dims_one(v.out, 1) || !leading_dims_one(v.b, 2))
+    return unsupported("row matmul: one row times one matrix only");
+  const int64_t k = v.a.sizes.back(), n = v.out.sizes.back();
+  if (k < 1 || n < 1 || v.b.sizes[v.b.rank() - 2] != k || v.b.sizes.back() != n) return unsupported("row matmul: sizes");
+  if (bias && ((bias->sizes.back() != n && bias->sizes.back() != 1) || !leading_dims_one(*bias, 1)))
+    return unsupported("row matmul: a bias of one row of N or 1 columns only");
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Kernel>> make_row_matmul(const MatMulViews& v, const TensorView* bias, float scale,
                                                 const std::string& node) {
-  const auto refuse = [&](const char* why) { return unsupported(fmt::format("node '{}': row matmul: {}", node, why)); };
-  for (const TensorView* view : {&v.a, &v.b, &v.out})
-    if (view->dtype != DType::kF32 || view->rank() < 2) return refuse("f32 views of rank 2 or more only");
-  if (bias && (bias->dtype != DType::kF32 || bias->rank() < 1)) return refuse("an f32 bias only");
-  if (!leading_dims_one(v.a, 1) || !leading_dims_one(v.out, 1) || !leading_dims_one(v.b, 2))
-    return refuse("one row times one matrix only");
-  const int64_t k = v.a.sizes.back(), n = v.out.sizes.back();
-  if (k < 1 || n < 1 || v.b.sizes[v.b.rank() - 2] != k || v.b.sizes.back() != n) return refuse("sizes");
-  if (bias && bias->sizes.back() != n && bias->sizes.back() != 1) return refuse("a bias of N or 1 columns");
-  if (bias && !leading_dims_one(*bias, 1)) return refuse("a bias of one row");
+  if (Status applies = row_matmul_applies(v, bias); !applies.is_ok())
+    return unsupported(fmt::format("node '{}': {}", node, applies.message()));
   return std::unique_ptr<Kernel>(new RowMatMul(v, bias, scale));
 }
 

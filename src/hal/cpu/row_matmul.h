@@ -17,7 +17,10 @@
 // Contract: f32 views; a [..., 1, K] and out [..., 1, N] with every leading dim 1, any
 // strides; b [..., K, N] with every leading dim 1, any strides, a constant: its values are
 // read once at creation and the kernel keeps its own packed copy. bias (or null) has N or 1
-// elements along its last dim, any strides, read at every run. UNSUPPORTED otherwise.
+// elements along its last dim, any strides, read at every run. UNSUPPORTED otherwise. It
+// applies no post-ops: make_matmul_of refuses a one-row product with post-ops, and its
+// callers (FusedMatMul, a 1x1 convolution) then run this kernel and the program as a pass
+// of its own over the N outputs.
 #pragma once
 
 #include <memory>
@@ -28,6 +31,8 @@
 
 namespace strider::cpu {
 
+// OK where make_row_matmul takes these views (B's constness is the caller's to know).
+Status row_matmul_applies(const MatMulViews& views, const TensorView* bias);
 Result<std::unique_ptr<Kernel>> make_row_matmul(const MatMulViews& views, const TensorView* bias, float scale,
                                                 const std::string& node);
 
