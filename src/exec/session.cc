@@ -22,6 +22,8 @@
 #include "passes/fuse_attention.h"
 #include "passes/merge_sibling_matmuls.h"
 #include "passes/split_rotary.h"
+#include "passes/group_maps.h"
+#include "ops/fused_map_group.h"
 #include "passes/fuse_conv_chain.h"
 #include "passes/fuse_normalization.h"
 #include "passes/fuse_elementwise.h"
@@ -323,6 +325,9 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
     STRIDER_RETURN_IF_ERROR(
         fuse_pointwise_depthwise(graph, [&device](int64_t bytes) { return device.fuses_pointwise_depthwise(bytes); })
             .status());
+  // Last: it groups only the maps no epilogue took.
+  if (options.fusion && device.has_kernel(kFusedMapGroupOp))
+    STRIDER_RETURN_IF_ERROR(group_small_maps(graph, device.max_grouped_map_elements()).status());
   return Status::ok();
 }
 

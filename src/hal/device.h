@@ -122,6 +122,10 @@ class Device {
   // product and a Split (passes/merge_sibling_matmuls.h): fewer kernels where each costs a
   // launch, but each sibling loses an epilogue that reads another one's product.
   virtual bool merges_sibling_matmuls() const { return true; }
+  // The most elements an output may have for its FusedElementwise to run in a
+  // FusedMapGroup with independent others (passes/group_maps.h): where a small map costs
+  // its launch, not its bytes. 0: never grouped.
+  virtual int64_t max_grouped_map_elements() const { return 0; }
 
   virtual bool has_kernel(std::string_view op_type) const = 0;
   virtual Result<std::unique_ptr<Kernel>> create_kernel(const KernelRequest& request) = 0;

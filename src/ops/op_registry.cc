@@ -110,6 +110,7 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
   static const OpSchema kConvChain = conv_chain_schema();
   static const OpSchema kGatedStack = gated_stack_schema();
   static const OpSchema kWaveNetLayer = wavenet_layer_schema();
+  static const OpSchema kMapGroup = fused_map_group_schema();
   if (domain == kStriderDomain) {
     if (op_type == kConvChain.op_type) return &kConvChain;
     if (op_type == kGatedStack.op_type) return &kGatedStack;
@@ -119,6 +120,7 @@ const OpSchema* find_op_schema(std::string_view domain, std::string_view op_type
     if (op_type == kFusedGatedConv.op_type) return &kFusedGatedConv;
     if (op_type == kFusedMatMul.op_type) return &kFusedMatMul;
     if (op_type == kFusedAttention.op_type) return &kFusedAttention;
+    if (op_type == kMapGroup.op_type) return &kMapGroup;
     return op_type == kFused.op_type ? &kFused : nullptr;
   }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;

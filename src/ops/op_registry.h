@@ -137,5 +137,6 @@ OpSchema fused_conv_schema();
 OpSchema fused_gated_conv_schema();
 OpSchema fused_matmul_schema();
 OpSchema fused_attention_schema();  // ops/fused_attention.h
+OpSchema fused_map_group_schema();  // ops/fused_map_group.h
 
 }  // namespace strider

@@ -15,7 +15,9 @@
 #include "hal/cpu/parallel.h"
 #include "hal/cpu/strided_loop.h"
 #include "hal/cpu/vector_math.h"
+#include "hal/map_group_kernel.h"
 #include "ops/fused_elementwise.h"
+#include "ops/fused_map_group.h"
 
 namespace strider::cpu {
 namespace {
@@ -415,6 +417,8 @@ std::unique_ptr<Kernel> make_kernel_then(std::unique_ptr<Kernel> first, std::uni
 
 void register_fused_kernels(std::vector<KernelEntry>& table) {
   table.push_back({kFusedElementwiseOp, make_fused});
+  // A FusedMapGroup's members one after another: the CPU's maps cost no launch.
+  table.push_back({kFusedMapGroupOp, [](const KernelRequest& r) { return make_sequential_map_group(r, make_fused); }});
 }
 
 }  // namespace strider::cpu

@@ -15,6 +15,7 @@
 #include "hal/cuda_device_factory.h"
 #include "hal/host_queue.h"
 #include "ops/fused_elementwise.h"
+#include "ops/fused_map_group.h"
 #include "ops/wavenet_layer.h"
 
 namespace strider::cuda {
@@ -236,6 +237,12 @@ bool CudaDevice::fuses_wavenet_layer(const WaveNetLayerShape& shape) const {
 bool CudaDevice::merges_sibling_matmuls() const {
   const char* env = std::getenv("STRIDER_CUDA_MERGE_SIBLINGS");
   return !(env && std::string_view(env) == "off");
+}
+
+// STRIDER_CUDA_GROUP_MAPS=off runs every small map in a launch of its own (for A/B).
+int64_t CudaDevice::max_grouped_map_elements() const {
+  const char* env = std::getenv("STRIDER_CUDA_GROUP_MAPS");
+  return env && std::string_view(env) == "off" ? 0 : kGroupedMapElements;
 }
 
 std::string CudaDevice::declines(const Graph& graph, const Node& node) const { return cuda::declines(graph, node); }

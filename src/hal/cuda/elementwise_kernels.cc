@@ -15,9 +15,13 @@
 #include "hal/cuda/epilogue.h"
 #include "ops/elementwise_params.h"
 #include "ops/shape_ops.h"
+#include "hal/map_group_kernel.h"
 #include "ops/fused_elementwise.h"
+#include "ops/fused_map_group.h"
 
 namespace strider::cuda {
+
+static_assert(kMapGroupMembers == kMaxMapGroupMembers, "the group kernel holds every member a group may have");
 
 using KernelPtr = std::unique_ptr<Kernel>;
 namespace {
@@ -156,6 +160,56 @@ Result<KernelPtr> make_fused(const KernelRequest& r, const CudaContext&) {
   return KernelPtr(new MapKernel("fused " + describe_fused_program(program), {launch}));
 }
 
+// FusedMapGroup: its members in one launch (map_group.cu), or, where they do not fit that
+// kernel, each member's own map in turn. The planner never lets one member's output share
+// bytes with another's operands (the group has no in-place trait); were it to, the
+// members' elements would race in one launch, so such a group runs member by member.
+class MapGroupKernel final : public Kernel {
+ public:
+  MapGroupKernel(MapGroupLaunch launch, std::string text) : launch_(launch), text_(std::move(text)) {}
+  Status run(const QueueContext& context) override { return run_map_group(launch_, stream_of(context)); }
+  std::string implementation() const override { return "strider-cuda:map group " + text_; }
+
+ private:
+  MapGroupLaunch launch_;
+  std::string text_;
+};
+
+bool members_share_bytes(const std::vector<KernelRequest>& members) {
+  for (size_t m = 0; m < members.size(); ++m)
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (k == m) continue;
+      if (may_overlap(members[m].outputs[0], members[k].outputs[0])) return true;
+      for (const TensorView& in : members[k].inputs)
+        if (may_overlap(members[m].outputs[0], in)) return true;
+    }
+  return false;
+}
+
+Result<KernelPtr> make_map_group(const KernelRequest& r, const CudaContext& context) {
+  STRIDER_ASSIGN_OR_RETURN(std::vector<Node> members, map_group_members(r.node));
+  const std::vector<KernelRequest> requests = map_group_member_requests(r, members);
+  auto one_by_one = [&] { return make_sequential_map_group(r, [&](const KernelRequest& q) { return make_fused(q, context); }); };
+  if (members_share_bytes(requests)) return one_by_one();
+  std::vector<MapSpec> specs;
+  std::string text = "of " + std::to_string(members.size()) + ":";
+  for (const KernelRequest& q : requests) {
+    STRIDER_ASSIGN_OR_RETURN(FusedProgram program, read_fused_program(q.node));
+    MapSpec spec{MapOp::kFused, q.outputs[0], {}, fused_map_params(program)};
+    for (const TensorView& in : q.inputs) {
+      STRIDER_ASSIGN_OR_RETURN(TensorView b, broadcast_view(in, q.outputs[0].sizes));
+      spec.inputs.push_back(std::move(b));
+    }
+    text += (specs.empty() ? " " : "; ") + describe_fused_program(program);
+    specs.push_back(std::move(spec));
+  }
+  MapGroupLaunch launch;
+  Status prepared = prepare_map_group(specs, &launch);
+  if (prepared.code() == StatusCode::kUnsupported) return one_by_one();
+  STRIDER_RETURN_IF_ERROR(prepared);
+  return KernelPtr(new MapGroupKernel(launch, std::move(text)));
+}
+
 // BatchNormalization (inference): the four parameter vectors are broadcast along dim 1
 // of x and combined per element, so computed parameters need no extra pass.
 Result<KernelPtr> make_batch_norm(const KernelRequest& r, const CudaContext&) {
@@ -269,6 +323,7 @@ void register_elementwise_kernels(std::vector<KernelEntry>& table) {
   table.push_back({"Min", variadic<MapOp::kMin>});
   table.push_back({"Max", variadic<MapOp::kMax>});
   table.push_back({kFusedElementwiseOp, make_fused});
+  table.push_back({kFusedMapGroupOp, make_map_group});
 }
 
 }  // namespace strider::cuda

@@ -168,6 +168,36 @@ struct MapLaunch {
 };
 
 Status prepare_map(const MapSpec& spec, MapLaunch* launch);
+
+// ---- map_group.cu ----------------------------------------------------------------------
+
+// A FusedMapGroup (ops/fused_map_group.h) in one launch: blocks [first_block[m],
+// first_block[m + 1]) compute member m's elements, one a thread. Members of at most
+// kMapGroupInputs inputs, one dtype (f32, bf16, f16), below 2^31 elements each.
+inline constexpr int kMapGroupMembers = 4;  // ops/fused_map_group.h's kMaxMapGroupMembers
+inline constexpr int kMapGroupInputs = 4;   // the rotary halves' four; SiLU-gate's two
+inline constexpr int kMapGroupOperands = kMapGroupInputs + 1;
+struct MapGroupMember {
+  StridedIndexer<kMapGroupOperands> ix;  // output first, dims in the output's memory order
+  FastDivisor div[kMaxDims];
+  void* data[kMapGroupOperands] = {};
+  int inputs = 0;
+  FusedCode code;  // code.form set by the kernel's maker: compiled, else interpreted
+};
+struct MapGroupArgs {
+  int members = 0;
+  uint32_t first_block[kMapGroupMembers + 1] = {};
+  MapGroupMember member[kMapGroupMembers];
+};
+struct MapGroupLaunch {
+  using Launcher = cudaError_t (*)(const MapGroupArgs&, cudaStream_t);
+  Launcher launcher = nullptr;
+  MapGroupArgs args;
+};
+// Every spec is a kFused map whose inputs are broadcast to its output; UNSUPPORTED where
+// the members do not fit the kernel (the caller runs them one launch each instead).
+Status prepare_map_group(const std::vector<MapSpec>& members, MapGroupLaunch* launch);
+Status run_map_group(const MapGroupLaunch& launch, cudaStream_t stream);
 // How the prepared launch addresses elements: "rows", "vector", "linear" or "strided".
 const char* map_mode_name(const MapLaunch& launch);
 Status run_map(const MapLaunch& launch, cudaStream_t stream);

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "hal/cpu/cpu_device.h"
+#include "ops/fused_map_group.h"
 
 namespace strider::sim {
 
@@ -29,6 +30,7 @@ class SimDevice final : public cpu::CpuDevice {
   // As CUDA does (the CPU does not): so CI's sim runs, two queues and the sanitizer, check
   // the merged graphs the GPU runs.
   bool merges_sibling_matmuls() const override { return true; }
+  int64_t max_grouped_map_elements() const override { return kGroupedMapElements; }
   std::string declines(const Graph& graph, const Node& node) const override;
 
   // Runs every pending command (see above). Errors: the first a command returned, or a
