@@ -15,7 +15,9 @@
 namespace strider {
 namespace {
 
-using onnx::OpSchema;
+// onnx::OpSchema by another name: in a unity batch strider::OpSchema (ops/op_registry.h)
+// is in scope too.
+using OnnxSchema = onnx::OpSchema;
 
 // The newest ai.onnx opset this libonnx has schemas for (17 for Debian's 1.12).
 int libonnx_max_opset() {
@@ -128,11 +130,11 @@ Status check_added_op(const Graph& graph, const Node& node, const AddedOp& spec)
 // The first opset that defines `op` (libonnx knows it at some version).
 int oldest_version(const std::string& op) {
   for (int v = 1; v <= libonnx_max_opset(); ++v)
-    if (const OpSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN)) return s->SinceVersion();
+    if (const OnnxSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN)) return s->SinceVersion();
   return 0;
 }
 
-int max_inputs_at(const OpSchema& schema, const Node& node) {
+int max_inputs_at(const OnnxSchema& schema, const Node& node) {
   int max = schema.max_input();
   if (node.opset > libonnx_max_opset())
     for (const NewerArity& n : kNewerArity)
@@ -151,7 +153,7 @@ std::string onnx_tensor_type(DType dtype) {
 // everywhere at 22, bool for ReduceMax at 20, f16 for Range), so for a node newer than the
 // schema only the binding of inputs to one type parameter is checked, and its shape
 // function and kernels decide what element types they take.
-bool takes(const OpSchema::FormalParameter& param, DType dtype, bool newer_than_schema) {
+bool takes(const OnnxSchema::FormalParameter& param, DType dtype, bool newer_than_schema) {
   if (newer_than_schema) return true;
   const std::string type = onnx_tensor_type(dtype);
   return std::any_of(param.GetTypes().begin(), param.GetTypes().end(),
@@ -163,7 +165,7 @@ int count_present(const std::vector<ValueId>& ids) {
 }
 
 // Input and output counts, and required inputs that are omitted.
-Status check_arity(const OpSchema& schema, const Node& node) {
+Status check_arity(const OnnxSchema& schema, const Node& node) {
   std::string desc = describe_node(node);
   int inputs = int(node.inputs.size()), outputs = int(node.outputs.size());
   int max_in = max_inputs_at(schema, node);
@@ -182,10 +184,10 @@ Status check_arity(const OpSchema& schema, const Node& node) {
   const auto& formals = schema.inputs();
   for (size_t i = 0; i < node.inputs.size() && i < formals.size(); ++i) {
     const auto& f = formals[i];
-    if (f.GetOption() == OpSchema::Single && node.inputs[i] == kNoValue)
+    if (f.GetOption() == OnnxSchema::Single && node.inputs[i] == kNoValue)
       return invalid_model(fmt::format("{} omits input {} ('{}'), which {} requires", desc, i, f.GetName(), op));
   }
-  if (!formals.empty() && formals.back().GetOption() == OpSchema::Variadic) {
+  if (!formals.empty() && formals.back().GetOption() == OnnxSchema::Variadic) {
     std::vector<ValueId> tail(node.inputs.begin() + std::min(node.inputs.size(), formals.size() - 1), node.inputs.end());
     if (count_present(tail) != int(tail.size()))
       return invalid_model(fmt::format("{} omits one of its '{}' inputs; {} cannot take an omitted one there", desc,
@@ -196,7 +198,7 @@ Status check_arity(const OpSchema& schema, const Node& node) {
   }
   const auto& formal_outputs = schema.outputs();
   for (size_t i = 0; i < node.outputs.size() && i < formal_outputs.size(); ++i)
-    if (formal_outputs[i].GetOption() == OpSchema::Single && node.outputs[i] == kNoValue)
+    if (formal_outputs[i].GetOption() == OnnxSchema::Single && node.outputs[i] == kNoValue)
       return invalid_model(fmt::format("{} omits output {} ('{}'), which {} always produces", desc, i,
                                        formal_outputs[i].GetName(), op));
   if (count_present(node.outputs) == 0 && outputs > 0)
@@ -224,7 +226,7 @@ bool known_kind(onnx::AttributeProto::AttributeType type) {
          type == AP::STRINGS || type == AP::TENSOR || type == AP::GRAPH;
 }
 
-Status check_attributes(const OpSchema& schema, const Node& node, bool newer_than_schema) {
+Status check_attributes(const OnnxSchema& schema, const Node& node, bool newer_than_schema) {
   std::string desc = describe_node(node);
   for (const auto& [name, attr] : schema.attributes())
     if (attr.required && !node.attributes.has(name))
@@ -252,7 +254,7 @@ Status check_attributes(const OpSchema& schema, const Node& node, bool newer_tha
 }
 
 // Element types of the typed inputs, and inputs bound to one type parameter agreeing.
-Status check_input_types(const Graph& graph, const OpSchema& schema, const Node& node, bool newer_than_schema) {
+Status check_input_types(const Graph& graph, const OnnxSchema& schema, const Node& node, bool newer_than_schema) {
   const auto& formals = schema.inputs();
   if (formals.empty()) return Status::ok();
   std::map<std::string, std::pair<DType, size_t>> bound;  // type parameter -> (dtype, first input)
@@ -264,13 +266,13 @@ Status check_input_types(const Graph& graph, const OpSchema& schema, const Node&
     if (!v.has_type) continue;
     // Inputs past the schema's own: a variadic tail, or (a newer opset) inputs the older
     // schema does not know, whose types its shape function checks.
-    if (i >= formals.size() && formals.back().GetOption() != OpSchema::Variadic) continue;
+    if (i >= formals.size() && formals.back().GetOption() != OnnxSchema::Variadic) continue;
     const auto& f = formals[std::min(i, formals.size() - 1)];
     if (!takes(f, v.dtype, newer_than_schema))
       return invalid_model(fmt::format("{} input {} ('{}') is {}, which {}-{} does not take there", describe_node(node),
                                        i, printable(v.name), dtype_name(v.dtype), printable(node.op_type),
                                        schema.SinceVersion()));
-    bool homogeneous = f.GetOption() != OpSchema::Variadic || f.GetIsHomogeneous();
+    bool homogeneous = f.GetOption() != OnnxSchema::Variadic || f.GetIsHomogeneous();
     if (!is_parameter.count(f.GetTypeStr()) || !homogeneous) continue;
     auto [it, first] = bound.emplace(f.GetTypeStr(), std::make_pair(v.dtype, i));
     if (!first && it->second.first != v.dtype)
@@ -299,8 +301,8 @@ bool has_onnx_signature(std::string_view op_type) {
 Status check_node_signature(const Graph& graph, const Node& node) {
   if (!node.domain.empty()) return Status::ok();
   if (const AddedOp* added = find_added_op(node.op_type)) return check_added_op(graph, node, *added);
-  const OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, onnx::ONNX_DOMAIN);
-  const OpSchema* newest = onnx::OpSchemaRegistry::Schema(node.op_type, libonnx_max_opset(), onnx::ONNX_DOMAIN);
+  const OnnxSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type, node.opset, onnx::ONNX_DOMAIN);
+  const OnnxSchema* newest = onnx::OpSchemaRegistry::Schema(node.op_type, libonnx_max_opset(), onnx::ONNX_DOMAIN);
   if (schema == nullptr && newest != nullptr)
     return invalid_model(fmt::format("{}: the op does not exist at opset {} (ONNX defines it from opset {})",
                                      describe_node(node), node.opset, oldest_version(node.op_type)));
