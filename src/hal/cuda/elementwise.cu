@@ -672,19 +672,8 @@ int choose_mode(const MapSpec& s, MapLaunch* l) {
 Status prepare_map(const MapSpec& s, MapLaunch* l) {
   if (s.inputs.empty() || s.inputs.size() + 1 > size_t(kMaxMapOperands))
     return internal_error("elementwise launch with " + std::to_string(s.inputs.size()) + " inputs");
-  std::vector<Strides> strides{s.out.strides};
-  for (const TensorView& in : s.inputs) {
-    if (in.sizes != s.out.sizes)
-      return internal_error("elementwise input " + in.to_string() + " is not broadcast to " + s.out.to_string());
-    strides.push_back(in.strides);
-  }
-  while (strides.size() < size_t(kMaxMapOperands)) strides.push_back(Strides(s.out.sizes.size(), 0));
-  Shape sizes = s.out.sizes;
-  order_dims_by(s.out.strides, sizes, strides);
   *l = MapLaunch{};
-  STRIDER_RETURN_IF_ERROR(make_indexer<kMaxMapOperands>(sizes, strides, &l->ix));
-  l->data[0] = device_data<std::byte>(s.out);
-  for (size_t k = 0; k < s.inputs.size(); ++k) l->data[k + 1] = device_data<std::byte>(s.inputs[k]);
+  STRIDER_RETURN_IF_ERROR(make_map_indexer<kMaxMapOperands>(s, &l->ix, l->data));
   l->params = s.params;
   l->params.inputs = int(s.inputs.size());
   STRIDER_RETURN_IF_ERROR(select_launcher(s, l));

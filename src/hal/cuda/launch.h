@@ -154,6 +154,26 @@ struct MapSpec {
   MapParams params;
 };
 
+// The index space of `spec` for N operands (the output, its inputs, then zero strides):
+// the output's dims in its memory order (order_dims_by), collapsed; `data` gets each
+// operand's address. INTERNAL when an input is not broadcast to the output.
+template <int N>
+Status make_map_indexer(const MapSpec& spec, StridedIndexer<N>* ix, void* (&data)[N]) {
+  std::vector<Strides> strides{spec.out.strides};
+  for (const TensorView& in : spec.inputs) {
+    if (in.sizes != spec.out.sizes)
+      return internal_error("elementwise input " + in.to_string() + " is not broadcast to " + spec.out.to_string());
+    strides.push_back(in.strides);
+  }
+  while (strides.size() < size_t(N)) strides.push_back(Strides(spec.out.sizes.size(), 0));
+  Shape sizes = spec.out.sizes;
+  order_dims_by(spec.out.strides, sizes, strides);
+  STRIDER_RETURN_IF_ERROR(make_indexer<N>(sizes, strides, ix));
+  data[0] = device_data<std::byte>(spec.out);
+  for (size_t k = 0; k < spec.inputs.size(); ++k) data[k + 1] = device_data<std::byte>(spec.inputs[k]);
+  return Status::ok();
+}
+
 struct MapLaunch {
   using Launcher = cudaError_t (*)(const MapLaunch&, cudaStream_t);
   Launcher launcher = nullptr;

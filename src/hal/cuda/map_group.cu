@@ -58,21 +58,12 @@ cudaError_t launch_map_group(const MapGroupArgs& a, cudaStream_t stream) {
 Status prepare_member(const MapSpec& s, MapGroupMember* g, int64_t* blocks) {
   if (s.op != MapOp::kFused || s.inputs.empty() || s.inputs.size() > size_t(kMapGroupInputs))
     return unsupported("a grouped map is a fused program of 1 to " + std::to_string(kMapGroupInputs) + " inputs");
-  std::vector<Strides> strides{s.out.strides};
-  for (const TensorView& in : s.inputs) {
-    if (in.sizes != s.out.sizes || in.dtype != s.out.dtype)
-      return internal_error("grouped map input " + in.to_string() + " is not broadcast to " + s.out.to_string());
-    strides.push_back(in.strides);
-  }
-  while (strides.size() < size_t(kMapGroupOperands)) strides.push_back(Strides(s.out.sizes.size(), 0));
-  Shape sizes = s.out.sizes;
-  order_dims_by(s.out.strides, sizes, strides);
+  for (const TensorView& in : s.inputs)
+    if (in.dtype != s.out.dtype) return internal_error("grouped map input " + in.to_string() + " of another dtype");
   *g = MapGroupMember{};
-  STRIDER_RETURN_IF_ERROR(make_indexer<kMapGroupOperands>(sizes, strides, &g->ix));
+  STRIDER_RETURN_IF_ERROR(make_map_indexer<kMapGroupOperands>(s, &g->ix, g->data));
   if (g->ix.count > int64_t(INT32_MAX)) return unsupported("a grouped map of 2^31 elements or more");
   make_fast_divisors(g->ix, g->div);
-  g->data[0] = device_data<std::byte>(s.out);
-  for (size_t k = 0; k < s.inputs.size(); ++k) g->data[k + 1] = device_data<std::byte>(s.inputs[k]);
   g->inputs = int(s.inputs.size());
   g->code = s.params.fused;
   *blocks = (g->ix.count + kThreads - 1) / kThreads;
