@@ -22,6 +22,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/merge_sibling_matmuls.h"
 #include "passes/split_rotary.h"
+#include "passes/gemm_as_matmul.h"
 #include "passes/group_maps.h"
 #include "ops/fused_map_group.h"
 #include "passes/fuse_conv_chain.h"
@@ -295,6 +296,8 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
                                                     return bf16_constants.source_of(t);
                                                   })
                                 .status());
+  if (options.fusion && device.has_kernel(kFusedMatMulOp))
+    STRIDER_RETURN_IF_ERROR(gemm_as_matmul(graph).status());  // its bias and activation then one epilogue
   if (options.fusion && device.has_kernel("RMSNormalization")) STRIDER_RETURN_IF_ERROR(fuse_rms_norm(graph).status());
   if (options.fusion && device.has_kernel(kFusedAttentionOp))
     STRIDER_RETURN_IF_ERROR(
