@@ -317,3 +317,68 @@ TEST_P(KernelSuite, RowTimesConstantMatrix) {
 
 }  // namespace
 }  // namespace strider
+
+namespace strider {
+namespace {
+
+// Products by constant weights in bf16 and f16 with the programs transformers put after
+// them: on cuda the tensor-core product (hal/cuda/mma_matmul.h) is forced and checked to
+// be the one that ran where the views are its (the dense layout); every device checks the
+// values. BERT's erf GELU and GPT-2's tanh GELU after a bias (the kernel's own epilogue
+// forms), a bias and a residual, a plain product; N and the rows not multiples of the 64
+// tile, N of whole and partial 16-byte chunks, K over several 64-channel steps.
+TEST_P(KernelSuite, TensorCoreProducts) {
+  auto random = [](DType t, const Shape& shape, uint32_t seed) { return kernel_test::random_tensor(t, shape, seed); };
+  struct Case {
+    const char* name;
+    Shape a;
+    int64_t n;
+    std::function<ValueId(GraphBuilder&, ValueId, DType)> program;
+  };
+  auto biased = [&](GraphBuilder& b, ValueId y, DType t, int64_t n) { return b.op("Add", {b.constant("bias", random(t, {n}, 3)), y}); };
+  const std::vector<Case> cases = {
+      {"BERT's bias and erf GELU", {2, 70, 72}, 100,
+       [&](GraphBuilder& b, ValueId y, DType t) {
+         y = biased(b, y, t, 100);
+         ValueId e = b.op("Erf", {b.op("Div", {y, b.constant("root2", scalar_of(t, std::sqrt(2.0f)))})});
+         ValueId g = b.op("Mul", {y, b.op("Add", {e, b.constant("one", scalar_of(t, 1.0f))})});
+         return b.op("Mul", {g, b.constant("half", scalar_of(t, 0.5f))});
+       }},
+      {"GPT-2's bias and tanh GELU", {1, 33, 136}, 96,
+       [&](GraphBuilder& b, ValueId y, DType t) {
+         ValueId s = b.op("Add", {y, b.constant("bias", random(t, {96}, 3))});
+         ValueId cube = b.op("Mul", {s, b.op("Mul", {s, s})});
+         ValueId inner = b.op("Add", {s, b.op("Mul", {b.constant("c", scalar_of(t, 0.044715f)), cube})});
+         ValueId th = b.op("Tanh", {b.op("Mul", {b.constant("root", scalar_of(t, 0.7978846f)), inner})});
+         ValueId g = b.op("Mul", {s, b.op("Add", {b.constant("one", scalar_of(t, 1.0f)), th})});
+         return b.op("Mul", {b.constant("half", scalar_of(t, 0.5f)), g});
+       }},
+      {"bias and residual", {2, 19, 320}, 40,
+       [&](GraphBuilder& b, ValueId y, DType t) { return b.op("Add", {b.input("r", t, {2, 19, 40}), biased(b, y, t, 40)}); }},
+      {"plain product", {3, 65, 64}, 130, [](GraphBuilder&, ValueId y, DType) { return y; }},
+  };
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      std::optional<kernel_test::ScopedEnvironment> forced;
+      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", "strider-cuda:mma-gemm");
+      GraphBuilder b(22);
+      ValueId y = b.op("MatMul", {b.input("a", t, c.a), b.constant("w", random(t, {c.a.back(), c.n}, 2))});
+      b.output(c.program(b, y, t));
+      std::map<std::string, Tensor> inputs = {{"a", random(t, c.a, 1)}};
+      if (std::string_view(c.name) == "bias and residual") inputs["r"] = random(t, {2, 19, 40}, 4);
+      Graph unfused = b.build();
+      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
+      Graph fused = unfused;
+      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
+      ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
+      ASSERT_EQ(fused.num_nodes(), 1) << "the product and its program did not fuse";
+      check_graph(std::move(fused), inputs, &unfused);
+      if (on_cuda() && layout() == kernel_test::ViewLayout::kDense) {
+        EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cuda:mma-gemm")) << kernel_test::last_implementation();
+      }
+    }
+}
+
+}  // namespace
+}  // namespace strider

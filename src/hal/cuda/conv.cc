@@ -187,7 +187,9 @@ std::optional<std::pair<cudnnActivationMode_t, double>> cudnn_activation(const C
     case ConvActivation::kSilu: return std::make_pair(CUDNN_ACTIVATION_SWISH, 0.0);
     case ConvActivation::kSigmoid: return std::make_pair(CUDNN_ACTIVATION_SIGMOID, 0.0);
     case ConvActivation::kTanh: return std::make_pair(CUDNN_ACTIVATION_TANH, 0.0);
-    case ConvActivation::kNone: return std::nullopt;
+    case ConvActivation::kNone:
+    case ConvActivation::kGeluErf:  // the tensor-core product's alone (launch.h)
+    case ConvActivation::kGeluTanh: return std::nullopt;
   }
   return std::nullopt;
 }

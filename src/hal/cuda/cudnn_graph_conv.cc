@@ -105,7 +105,9 @@ std::optional<GraphActivation> graph_activation(const ConvEpilogue& e) {
     case ConvActivation::kSilu: return GraphActivation{CUDNN_POINTWISE_SWISH_FWD, 0, 0, "silu"};
     case ConvActivation::kSigmoid: return GraphActivation{CUDNN_POINTWISE_SIGMOID_FWD, 0, 0, "sigmoid"};
     case ConvActivation::kTanh: return GraphActivation{CUDNN_POINTWISE_TANH_FWD, 0, 0, "tanh"};
-    case ConvActivation::kNone: return std::nullopt;
+    case ConvActivation::kNone:
+    case ConvActivation::kGeluErf:  // the tensor-core product's alone (launch.h)
+    case ConvActivation::kGeluTanh: return std::nullopt;
   }
   return std::nullopt;
 }

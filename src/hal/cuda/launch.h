@@ -75,10 +75,15 @@ inline void order_dims_by(const Strides& key, Shape& sizes, std::vector<Strides>
 // FusedConv's program of one of these forms (hal/cuda/epilogue.h, conv_epilogue_of). Any
 // other program runs as a map after the kernel. A fixed list, not the interpreter: its
 // switch over every op, inlined into each conv kernel, took their compile from 6 to 50 s.
-enum class ConvActivation : uint8_t { kNone, kRelu, kClip, kSigmoid, kTanh, kSilu };
+enum class ConvActivation : uint8_t { kNone, kRelu, kClip, kSigmoid, kTanh, kSilu, kGeluErf, kGeluTanh };
 struct ConvEpilogue {
   ConvActivation activation = ConvActivation::kNone;
   float low = 0, high = 0;  // kClip's bounds
+  // The GELUs' constants, as the programs hold them (fused_forms.cuh's BiasGeluErf and
+  // BiasGeluTanh, x the biased value): kGeluErf (x * (erf(x / k0) + k1)) * k2;
+  // kGeluTanh k3 * (x * (k2 + tanh(k1 * (x + k0 * (x * (x * x)))))). Only strider's
+  // tensor-core product (mma_matmul.h) takes them; no library is given one.
+  float k[4] = {};
 };
 
 // ---- elementwise.cu ------------------------------------------------------------------
@@ -614,6 +619,18 @@ __device__ __forceinline__ float apply_conv_epilogue(const ConvEpilogue& e, floa
     case ConvActivation::kSigmoid: return apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f);
     case ConvActivation::kTanh: return apply<FusedOp::kTanh>(x, 0.0f, 0.0f, 0.0f);
     case ConvActivation::kSilu: return apply<FusedOp::kMul>(x, apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f), 0.0f, 0.0f);
+    case ConvActivation::kGeluErf: {
+      const float erf = apply<FusedOp::kErf>(apply<FusedOp::kDiv>(x, e.k[0], 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
+      return apply<FusedOp::kMul>(apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(erf, e.k[1], 0.0f, 0.0f), 0.0f, 0.0f), e.k[2],
+                                  0.0f, 0.0f);
+    }
+    case ConvActivation::kGeluTanh: {
+      const float cube = apply<FusedOp::kMul>(x, apply<FusedOp::kMul>(x, x, 0.0f, 0.0f), 0.0f, 0.0f);
+      const float inner = apply<FusedOp::kAdd>(x, apply<FusedOp::kMul>(e.k[0], cube, 0.0f, 0.0f), 0.0f, 0.0f);
+      const float t = apply<FusedOp::kTanh>(apply<FusedOp::kMul>(e.k[1], inner, 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
+      return apply<FusedOp::kMul>(e.k[3], apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(e.k[2], t, 0.0f, 0.0f), 0.0f, 0.0f),
+                                  0.0f, 0.0f);
+    }
   }
   return x;
 }

@@ -6,6 +6,7 @@
 #include "hal/cuda/cuda_kernels.h"
 #include "hal/cuda/epilogue.h"
 #include "hal/cuda/lt_matmul.h"
+#include "hal/cuda/mma_matmul.h"
 #include "hal/cuda/small_matmul.h"
 #include "hal/cuda/timed_choice.h"
 
@@ -27,8 +28,9 @@ std::string product_key(const MatMulViews& v, float scale, const FusedProgram* p
   return key;
 }
 
-// The library's kernel and the small products, timed (timed_choice.h) when there are
-// several. A view cuBLASLt cannot take is no loss where the small product takes it.
+// The library's kernel and strider's own (the small products, the tensor-core product),
+// timed (timed_choice.h) when there are several. A view cuBLASLt cannot take is no loss
+// where one of strider's takes it.
 Result<std::unique_ptr<Kernel>> fastest_product(const std::string& key, Result<std::unique_ptr<Kernel>> library,
                                                 std::vector<std::unique_ptr<Kernel>> small) {
   if (small.empty()) return library;
@@ -37,11 +39,19 @@ Result<std::unique_ptr<Kernel>> fastest_product(const std::string& key, Result<s
   return fastest_kernel(key, std::move(small));
 }
 
+// The small products and the tensor-core product for a MatMul or FusedMatMul node.
+std::vector<std::unique_ptr<Kernel>> own_products(const KernelRequest& r, const MatMulViews& views,
+                                                  const FusedProgram* program, const std::vector<TensorView>& operands) {
+  std::vector<std::unique_ptr<Kernel>> kernels = small_matmul_kernels(views, 1.0f, program, operands);
+  for (std::unique_ptr<Kernel>& k : mma_matmul_kernels(r, views, program, operands)) kernels.push_back(std::move(k));
+  return kernels;
+}
+
 Result<std::unique_ptr<Kernel>> make_matmul(const KernelRequest& r, const CudaContext& context) {
   const MatMulViews views = align_matmul(r.inputs[0], r.inputs[1], r.outputs[0]);
   return fastest_product(product_key(views, 1.0f, nullptr, {}, context.ordinal),
                          make_lt_matmul(views, nullptr, 1.0f, context, r.node.name),
-                         small_matmul_kernels(views, 1.0f, nullptr, {}));
+                         own_products(r, views, nullptr, {}));
 }
 
 // Gemm: alpha * A' x B' (+ beta * C). C is fused as cuBLASLt's bias when it is a row added
@@ -115,7 +125,7 @@ Result<std::unique_ptr<Kernel>> make_fused_matmul(const KernelRequest& r, const 
   const std::vector<TensorView> operands(r.inputs.begin() + 2, r.inputs.end());
   return fastest_product(product_key(views, 1.0f, &program, operands, context.ordinal),
                          library_fused_matmul(r, context, views, program, operands),
-                         small_matmul_kernels(views, 1.0f, &program, operands));
+                         own_products(r, views, &program, operands));
 }
 
 }  // namespace
