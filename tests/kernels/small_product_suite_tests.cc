@@ -322,7 +322,7 @@ namespace strider {
 namespace {
 
 // Products by constant weights in bf16 and f16 with the programs transformers put after
-// them: on cuda the tensor-core product (hal/cuda/mma_matmul.h) is forced and checked to
+// them: on cuda the tensor-core product (hal/cuda/mma_matmul.h, opt-in) is offered and forced and checked to
 // be the one that ran where the views are its (the dense layout); every device checks the
 // values. BERT's erf GELU and GPT-2's tanh GELU after a bias (the kernel's own epilogue
 // forms), a bias and a residual, a plain product; N and the rows not multiples of the 64
@@ -360,8 +360,9 @@ TEST_P(KernelSuite, TensorCoreProducts) {
   for (DType t : {DType::kBF16, DType::kF16})
     for (const Case& c : cases) {
       SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
-      std::optional<kernel_test::ScopedEnvironment> forced;
+      std::optional<kernel_test::ScopedEnvironment> forced, offered;
       if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", "strider-cuda:mma-gemm");
+      if (on_cuda()) offered.emplace("STRIDER_CUDA_MMA_MATMUL", "on");  // opt-in (mma_matmul.h)
       GraphBuilder b(22);
       ValueId y = b.op("MatMul", {b.input("a", t, c.a), b.constant("w", random(t, {c.a.back(), c.n}, 2))});
       b.output(c.program(b, y, t));

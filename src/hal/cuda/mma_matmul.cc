@@ -187,7 +187,8 @@ std::vector<std::unique_ptr<Kernel>> mma_matmul_kernels(const KernelRequest& r, 
                                                         const FusedProgram* program,
                                                         const std::vector<TensorView>& operands) {
   std::vector<std::unique_ptr<Kernel>> kernels;
-  if (const char* offer = std::getenv("STRIDER_CUDA_MMA_MATMUL"); offer && std::string_view(offer) == "off") return kernels;
+  const char* offer = std::getenv("STRIDER_CUDA_MMA_MATMUL");
+  if (!offer || std::string_view(offer) != "on") return kernels;
   const Tensor* weights = r.constant_input(1);
   if (!weights) return kernels;
   std::optional<MatMulEpilogue> epilogue = epilogue_of(r, program, operands, views.out);
