@@ -99,6 +99,17 @@ std::vector<ProductCase> product_cases() {
   return cases;
 }
 
+// The built graph and the same as the session fuses it: the product and its program as
+// one FusedMatMul node.
+void fuse_product(GraphBuilder& b, Graph* unfused, Graph* fused) {
+  *unfused = b.build();
+  ASSERT_TRUE(infer_and_fold(*unfused).is_ok());
+  *fused = *unfused;
+  ASSERT_TRUE(fuse_elementwise(*fused).is_ok());
+  ASSERT_TRUE(fuse_matmul_epilogues(*fused).is_ok());
+  ASSERT_EQ(fused->num_nodes(), 1) << "the product and its program did not fuse";
+}
+
 TEST_P(KernelSuite, SmallProducts) {
   std::vector<const char*> choices = {"timed"};
   if (on_cuda()) choices.assign(std::begin(kSmallKernels), std::end(kSmallKernels));
@@ -112,12 +123,8 @@ TEST_P(KernelSuite, SmallProducts) {
       GraphBuilder b(c.dtype == DType::kF32 ? 17 : 22);
       std::map<std::string, Tensor> inputs;
       c.build(b, inputs);
-      Graph unfused = b.build();
-      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-      Graph fused = unfused;
-      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-      ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
-      ASSERT_EQ(fused.num_nodes(), 1) << "the product and its program did not fuse";
+      Graph unfused, fused;
+      ASSERT_NO_FATAL_FAILURE(fuse_product(b, &unfused, &fused));
       check_graph(std::move(fused), inputs, &unfused);
       if (on_cuda() && !kernel_test::last_implementation().empty()) {
         EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
@@ -368,12 +375,8 @@ TEST_P(KernelSuite, TensorCoreProducts) {
       b.output(c.program(b, y, t));
       std::map<std::string, Tensor> inputs = {{"a", random(t, c.a, 1)}};
       if (std::string_view(c.name) == "bias and residual") inputs["r"] = random(t, {2, 19, 40}, 4);
-      Graph unfused = b.build();
-      ASSERT_TRUE(infer_and_fold(unfused).is_ok());
-      Graph fused = unfused;
-      ASSERT_TRUE(fuse_elementwise(fused).is_ok());
-      ASSERT_TRUE(fuse_matmul_epilogues(fused).is_ok());
-      ASSERT_EQ(fused.num_nodes(), 1) << "the product and its program did not fuse";
+      Graph unfused, fused;
+      ASSERT_NO_FATAL_FAILURE(fuse_product(b, &unfused, &fused));
       check_graph(std::move(fused), inputs, &unfused);
       if (on_cuda() && layout() == kernel_test::ViewLayout::kDense) {
         EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cuda:mma-gemm")) << kernel_test::last_implementation();
