@@ -1,7 +1,8 @@
 // Tensor-core convolution over channel rows (mma_conv.h). A block owns 64 output pixels x
 // 64 output channels. For each tap and each 64-channel step of the input it stages the
 // pixels' input rows (zeros where the tap falls outside) and the step's weights in shared
-// memory, 16-byte chunks all in flight before they are stored; then each warp multiplies
+// memory, 16-byte chunks all in flight before they are stored, two buffers deep: the next
+// step's loads are issued before this step's products (session 42); then each warp multiplies
 // its 16 pixels by the 64 channels with mma.sync m16n8k16, fragments by ldmatrix (the
 // weights are output-channel-major, as the attention's K tile). The epilogue applies the
 // bias and activation to the f32 accumulators, then store_outputs adds the addends and stores.
@@ -10,6 +11,9 @@
 // staging loop then needs only a tap's column shift per row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <string_view>
 
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/mma_conv.h"
@@ -23,31 +27,59 @@ constexpr int kTile = kMmaConvTile, kThreads = 128, kWarpRows = 16;
 constexpr int kLd = kTile + 8;  // padded rows: ldmatrix's eight rows fall in distinct banks
 constexpr int kChunks = kTile / 8;  // 16-byte chunks of a staged row
 constexpr int kEach = kTile * kChunks / kThreads;
+constexpr int kBufferElements = kTile * kLd;  // one staged tile (A or B) of a step
 static_assert(kThreads / 32 * kWarpRows == kTile);
 
-// Stages input channels [c0, c0 + 64) of tap `tap` for the block's pixels, and the same
-// channels of the block's output channels' weights.
-template <typename T>
-__device__ __forceinline__ void stage_step(const MmaConvArgs& a, uint16_t* a_tile, uint16_t* b_tile,
-                                           const int64_t* x_row, const int32_t* x_col, int n0, int tap, int c0) {
+// One step's operands in flight: input channels [c0, c0 + 64) of tap `tap` for the block's
+// pixels, and the same channels of the block's output channels' weights, 16-byte chunks
+// loaded into registers (load_step) and then stored to a shared buffer (store_step).
+struct StepChunks {
+  uint4 in[kEach], weight[kEach];
+};
+
+__device__ __forceinline__ void load_step(const MmaConvArgs& a, StepChunks& s, const int64_t* x_row, const int32_t* x_col,
+                                          int n0, int tap, int c0) {
   const uint16_t* x = static_cast<const uint16_t*>(a.x);
   const uint16_t* w = static_cast<const uint16_t*>(a.weights);
-  uint4 in[kEach], weight[kEach];
 #pragma unroll
   for (int k = 0; k < kEach; ++k) {
     const int at = int(threadIdx.x) + k * kThreads, r = at / kChunks, ch = at % kChunks * 8;
     const int col = x_col[r] + tap * a.dilation_w;
-    in[k] = make_uint4(0, 0, 0, 0);
+    s.in[k] = make_uint4(0, 0, 0, 0);
     if (col >= 0 && col < a.w && c0 + ch < a.c)
-      in[k] = *reinterpret_cast<const uint4*>(x + x_row[r] + col * a.xs[3] + c0 + ch);
-    weight[k] = make_uint4(0, 0, 0, 0);  // zeros past C: a 16-wide step may span them
-    if (c0 + ch < a.c) weight[k] = *reinterpret_cast<const uint4*>(w + (int64_t(n0 + r) * a.kw + tap) * a.c_pad + c0 + ch);
+      s.in[k] = *reinterpret_cast<const uint4*>(x + x_row[r] + col * a.xs[3] + c0 + ch);
+    s.weight[k] = make_uint4(0, 0, 0, 0);  // zeros past C: a 16-wide step may span them
+    if (c0 + ch < a.c) s.weight[k] = *reinterpret_cast<const uint4*>(w + (int64_t(n0 + r) * a.kw + tap) * a.c_pad + c0 + ch);
   }
+}
+
+__device__ __forceinline__ void store_step(const StepChunks& s, uint16_t* a_tile, uint16_t* b_tile) {
 #pragma unroll
   for (int k = 0; k < kEach; ++k) {
     const int at = int(threadIdx.x) + k * kThreads, r = at / kChunks, ch = at % kChunks * 8;
-    *reinterpret_cast<uint4*>(a_tile + r * kLd + ch) = in[k];
-    *reinterpret_cast<uint4*>(b_tile + r * kLd + ch) = weight[k];
+    *reinterpret_cast<uint4*>(a_tile + r * kLd + ch) = s.in[k];
+    *reinterpret_cast<uint4*>(b_tile + r * kLd + ch) = s.weight[k];
+  }
+}
+
+// The warp's 16 pixels times the 64 output channels over one staged step of `channels`
+// input channels (zeros past C are skipped), into acc.
+template <typename T>
+__device__ __forceinline__ void multiply_step(const uint16_t* a_tile, const uint16_t* b_tile, int channels, float (&acc)[kTile / 8][4]) {
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, matrix = lane / 8, matrix_row = lane % 8;
+  const int steps = min(kTile / 16, (channels + 15) / 16);
+#pragma unroll
+  for (int k = 0; k < kTile / 16; ++k) {
+    if (k >= steps) break;
+    uint32_t af[4];
+    mma::ldmatrix_x4(af, a_tile + (warp * kWarpRows + matrix % 2 * 8 + matrix_row) * kLd + k * 16 + matrix / 2 * 8);
+#pragma unroll
+    for (int f = 0; f < kTile / 8; f += 2) {
+      uint32_t b[4];  // output channels 8f.. and 8(f + 1).., input channels 16k.. and 16k + 8..
+      mma::ldmatrix_x4(b, b_tile + ((f + matrix / 2) * 8 + matrix_row) * kLd + k * 16 + matrix % 2 * 8);
+      mma::mma_16816<T>(acc[f], af, b[0], b[1]);
+      mma::mma_16816<T>(acc[f + 1], af, b[2], b[3]);
+    }
   }
 }
 
@@ -103,17 +135,19 @@ __device__ __forceinline__ void store_outputs(const MmaConvArgs& a, const float*
   }
 }
 
-template <typename T>
+template <typename T, bool kTwoBuffers>
 __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a) {
   device::order_after_producers();
-  // The A and B tiles of a step; after the last, the f32 outputs (store_outputs).
-  __shared__ __align__(16) uint16_t tiles[2 * kTile * kLd > 2 * kTile * kOutLd ? 2 * kTile * kLd : 2 * kTile * kOutLd];
+  // The A tiles of two steps, then their B tiles; after the last step, the f32 outputs
+  // (store_outputs).
+  constexpr int kBuffers = kTwoBuffers ? 2 : 1;
+  __shared__ __align__(16) uint16_t tiles[2 * kBuffers * kBufferElements > 2 * kTile * kOutLd ? 2 * kBuffers * kBufferElements
+                                                                                             : 2 * kTile * kOutLd];
   uint16_t* a_tile = tiles;
-  uint16_t* b_tile = tiles + kTile * kLd;
+  uint16_t* b_tile = tiles + kBuffers * kBufferElements;
   __shared__ int64_t x_row[kTile], y_row[kTile];
   __shared__ int32_t x_col[kTile];
   const int thread = int(threadIdx.x), warp = thread / 32, lane = thread % 32, g = lane / 4, t = lane % 4;
-  const int matrix = lane / 8, matrix_row = lane % 8;
   const int64_t p0 = int64_t(blockIdx.x) * kTile;
   const int n0 = int(blockIdx.y) * kTile;
   if (thread < kTile) {
@@ -129,27 +163,34 @@ __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a)
     }
   }
   __syncthreads();
+  // Two shared buffers: step s + 1's chunks are loaded into registers before step s is
+  // multiplied and stored into the other buffer after it, so the loads' latency hides behind
+  // the tensor cores' work; one barrier a step (it also keeps a buffer from being
+  // overwritten while a warp still reads it two steps back).
   float acc[kTile / 8][4] = {};
-  for (int tap = 0; tap < a.kw; ++tap)
-    for (int c0 = 0; c0 < a.c; c0 += kTile) {
-      stage_step<T>(a, a_tile, b_tile, x_row, x_col, n0, tap, c0);
-      __syncthreads();
-      const int steps = min(kTile / 16, (a.c - c0 + 15) / 16);  // zeros past C are skipped
-#pragma unroll
-      for (int k = 0; k < kTile / 16; ++k) {
-        if (k >= steps) break;
-        uint32_t af[4];
-        mma::ldmatrix_x4(af, a_tile + (warp * kWarpRows + matrix % 2 * 8 + matrix_row) * kLd + k * 16 + matrix / 2 * 8);
-#pragma unroll
-        for (int f = 0; f < kTile / 8; f += 2) {
-          uint32_t b[4];  // output channels 8f.. and 8(f + 1).., input channels 16k.. and 16k + 8..
-          mma::ldmatrix_x4(b, b_tile + ((f + matrix / 2) * 8 + matrix_row) * kLd + k * 16 + matrix % 2 * 8);
-          mma::mma_16816<T>(acc[f], af, b[0], b[1]);
-          mma::mma_16816<T>(acc[f + 1], af, b[2], b[3]);
-        }
+  const int channel_steps = (a.c + kTile - 1) / kTile, steps = a.kw * channel_steps;
+  StepChunks chunks;
+  load_step(a, chunks, x_row, x_col, n0, 0, 0);
+  store_step(chunks, a_tile, b_tile);
+  __syncthreads();
+  for (int step = 0; step < steps; ++step) {
+    const int buffer = step % 2, c0 = step % channel_steps * kTile;
+    if constexpr (!kTwoBuffers) {  // one buffer, the loads then the products (A/B timing)
+      if (step > 0) {
+        load_step(a, chunks, x_row, x_col, n0, step / channel_steps, c0);
+        store_step(chunks, a_tile, b_tile);
+        __syncthreads();
       }
+      multiply_step<T>(a_tile, b_tile, a.c - c0, acc);
       __syncthreads();
+      continue;
     }
+    const bool more = step + 1 < steps;
+    if (more) load_step(a, chunks, x_row, x_col, n0, (step + 1) / channel_steps, (step + 1) % channel_steps * kTile);
+    multiply_step<T>(a_tile + buffer * kBufferElements, b_tile + buffer * kBufferElements, a.c - c0, acc);
+    if (more) store_step(chunks, a_tile + (1 - buffer) * kBufferElements, b_tile + (1 - buffer) * kBufferElements);
+    __syncthreads();
+  }
   // Fragment element i of acc[f]: pixel row g (+8 for i >= 2), channel 8f + 2t (+1 if i odd).
   float* out = reinterpret_cast<float*>(tiles);  // the last step's closing sync freed the tiles
 #pragma unroll
@@ -168,10 +209,10 @@ __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a)
   store_outputs<T>(a, out, y_row, a.gated ? int(blockIdx.y) * kTile / 2 : n0);
 }
 
-template <typename T>
+template <typename T, bool kTwoBuffers>
 cudaError_t launch_mma_conv(const MmaConvArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.pixels + kTile - 1) / kTile), unsigned(mma_conv_tiles(a)));
-  launch_dependent(mma_conv_kernel<T>, grid, kThreads, 0, stream, a);
+  launch_dependent(mma_conv_kernel<T, kTwoBuffers>, grid, kThreads, 0, stream, a);
   return cudaGetLastError();
 }
 
@@ -193,9 +234,14 @@ Status prepare_mma_conv(DType dtype, MmaConvLaunch* l) {
   if (a.addend_count > kMaxMmaConvAddends) return unsupported("tensor-core convolution: addends");
   a.div_ow = make_fast_divisor(a.ow);
   a.div_oh = make_fast_divisor(a.oh);
+  // STRIDER_CUDA_MMA_PIPELINE=off: one staging buffer (the kernel until session 42), for A/B timing.
+  const char* pipeline = std::getenv("STRIDER_CUDA_MMA_PIPELINE");
+  const bool two_buffers = !(pipeline && std::string_view(pipeline) == "off");
   switch (dtype) {
-    case DType::kBF16: l->launcher = &launch_mma_conv<__nv_bfloat16>; break;
-    case DType::kF16: l->launcher = &launch_mma_conv<__half>; break;
+    case DType::kBF16:
+      l->launcher = two_buffers ? &launch_mma_conv<__nv_bfloat16, true> : &launch_mma_conv<__nv_bfloat16, false>;
+      break;
+    case DType::kF16: l->launcher = two_buffers ? &launch_mma_conv<__half, true> : &launch_mma_conv<__half, false>; break;
     default: return unsupported("tensor-core convolution on this dtype");
   }
   return Status::ok();
