@@ -329,9 +329,9 @@ namespace strider {
 namespace {
 
 // Products by constant weights in bf16 and f16 with the programs transformers put after
-// them: on cuda the tensor-core product (hal/cuda/mma_matmul.h, opt-in) is offered and forced and checked to
-// be the one that ran where the views are its (the dense layout); every device checks the
-// values. BERT's erf GELU and GPT-2's tanh GELU after a bias (the kernel's own epilogue
+// them: on cuda each tensor-core product (hal/cuda/mma_matmul.h, opt-in: the pipelined
+// 128 x 128 one and the pointwise convolution's) is offered, forced and checked to be the
+// one that ran where the views are its (the dense layout); every device checks the values. BERT's erf GELU and GPT-2's tanh GELU after a bias (the kernel's own epilogue
 // forms), a bias and a residual, a plain product; N and the rows not multiples of the 64
 // tile, N of whole and partial 16-byte chunks, K over several 64-channel steps.
 TEST_P(KernelSuite, TensorCoreProducts) {
@@ -364,11 +364,14 @@ TEST_P(KernelSuite, TensorCoreProducts) {
        [&](GraphBuilder& b, ValueId y, DType t) { return b.op("Add", {b.input("r", t, {2, 19, 40}), biased(b, y, t, 40)}); }},
       {"plain product", {3, 65, 64}, 130, [](GraphBuilder&, ValueId y, DType) { return y; }},
   };
+  std::vector<const char*> choices = {"timed"};
+  if (on_cuda()) choices = {"strider-cuda:mma-gemm-128", "strider-cuda:mma-gemm-64"};
+  for (const char* choice : choices)
   for (DType t : {DType::kBF16, DType::kF16})
     for (const Case& c : cases) {
-      SCOPED_TRACE(fmt::format("{} {}", c.name, dtype_name(t)));
+      SCOPED_TRACE(fmt::format("{} {} {}", c.name, dtype_name(t), choice));
       std::optional<kernel_test::ScopedEnvironment> forced, offered;
-      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", "strider-cuda:mma-gemm");
+      if (on_cuda()) forced.emplace("STRIDER_CUDA_KERNEL_CHOICE", choice);
       if (on_cuda()) offered.emplace("STRIDER_CUDA_MMA_MATMUL", "on");  // opt-in (mma_matmul.h)
       GraphBuilder b(22);
       ValueId y = b.op("MatMul", {b.input("a", t, c.a), b.constant("w", random(t, {c.a.back(), c.n}, 2))});
@@ -379,7 +382,7 @@ TEST_P(KernelSuite, TensorCoreProducts) {
       ASSERT_NO_FATAL_FAILURE(fuse_product(b, &unfused, &fused));
       check_graph(std::move(fused), inputs, &unfused);
       if (on_cuda() && layout() == kernel_test::ViewLayout::kDense) {
-        EXPECT_TRUE(kernel_test::last_implementation().starts_with("strider-cuda:mma-gemm")) << kernel_test::last_implementation();
+        EXPECT_TRUE(kernel_test::last_implementation().starts_with(choice)) << kernel_test::last_implementation();
       }
     }
 }

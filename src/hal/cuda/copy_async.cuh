@@ -11,6 +11,13 @@ __device__ __forceinline__ void copy_async_16(void* shared_destination, const vo
   const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(destination), "l"(global_source) : "memory");
 }
+// The same, or 16 zero bytes where !valid (nothing is read from `global_source` then; it
+// must still be an address).
+__device__ __forceinline__ void copy_async_16_or_zero(void* shared_destination, const void* global_source, bool valid) {
+  const unsigned destination = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination), "l"(global_source), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void copy_async_wait() {

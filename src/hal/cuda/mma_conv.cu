@@ -221,8 +221,10 @@ cudaError_t launch_mma_conv(const MmaConvArgs& a, cudaStream_t stream) {
 
 bool mma_conv_rows(const int64_t (&sizes)[4], const int64_t (&strides)[4], int64_t offset, int64_t multiple) {
   if (strides[1] != 1 && sizes[1] > 1) return false;
+  // Negative strides (a reversing Slice) are refused: the kernels mark a pixel past the
+  // last as a row offset of -1, which a pixel reached by going back would also have.
   for (int d : {0, 2, 3})
-    if (sizes[d] > 1 && strides[d] % multiple != 0) return false;
+    if (sizes[d] > 1 && (strides[d] % multiple != 0 || strides[d] < 0)) return false;
   return offset % multiple == 0;
 }
 

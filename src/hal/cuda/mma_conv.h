@@ -73,8 +73,8 @@ struct MmaConvLaunch {
 };
 
 // Whether a 4-D view of these sizes, element strides and base element offset is
-// channels-last and, with `multiple` > 1, its strides (of dims above 1) and offset are
-// multiples of it: 8 for 16-byte rows.
+// channels-last, its strides (of dims above 1) are not negative and, with `multiple` > 1,
+// they and the offset are multiples of it: 8 for 16-byte rows.
 bool mma_conv_rows(const int64_t (&sizes)[4], const int64_t (&strides)[4], int64_t offset, int64_t multiple);
 
 // Picks the instantiation for `dtype` (bf16, f16; UNSUPPORTED otherwise) after checking the

@@ -11,6 +11,7 @@
 #include "hal/cuda/device_buffer.h"
 #include "hal/cuda/epilogue.h"
 #include "hal/cuda/mma_conv.h"
+#include "hal/cuda/mma_gemm.h"
 
 namespace strider::cuda {
 namespace {
@@ -131,20 +132,31 @@ bool set_geometry(const MatMulViews& v, MmaConvArgs& a) {
   return true;
 }
 
-// B's constant as the kernel's weights: T [tiles * 64][c_pad], row n holding column n of B
-// (its own bits), zeros past N and K. B's view is [K, N] dense or its transpose over the
+// B's constant as a kernel's weights: T [rows_pad][k_pad], row j holding column j of B (its
+// own bits), zeros past N and K. B's view is [K, N] dense or its transpose over the
 // constant's elements.
-std::optional<std::vector<uint16_t>> packed_weights(const Tensor& constant, const TensorView& b, const MmaConvArgs& a) {
+std::optional<std::vector<uint16_t>> packed_weights(const Tensor& constant, const TensorView& b, int64_t k, int64_t n,
+                                                    int64_t rows_pad, int64_t k_pad) {
   const size_t r = size_t(b.rank());
-  const int64_t k = a.c, n = a.k, row = b.strides[r - 2], col = b.strides[r - 1];
+  const int64_t row = b.strides[r - 2], col = b.strides[r - 1];
   if (constant.dtype() != b.dtype || constant.num_elements() != k * n) return std::nullopt;
   if (!((row == n && (col == 1 || n == 1)) || (col == k && (row == 1 || k == 1)))) return std::nullopt;
   const auto* source = reinterpret_cast<const uint16_t*>(constant.bytes());
-  const int64_t rows = mma_conv_tiles(a) * int64_t(kMmaConvTile);
-  std::vector<uint16_t> w(size_t(rows * a.c_pad), 0);
+  std::vector<uint16_t> w(size_t(rows_pad * k_pad), 0);
   for (int64_t o = 0; o < n; ++o)
-    for (int64_t i = 0; i < k; ++i) w[size_t(o * a.c_pad + i)] = source[i * row + o * col];
+    for (int64_t i = 0; i < k; ++i) w[size_t(o * k_pad + i)] = source[i * row + o * col];
   return w;
+}
+
+// The bias as f32 [padded], zeros past N.
+std::vector<float> padded_bias(const Tensor& bias, int64_t n, int64_t padded) {
+  std::vector<float> b(size_t(padded), 0.0f);
+  for (int64_t o = 0; o < n; ++o) b[size_t(o)] = float(bias.element_as_double(o));
+  return b;
+}
+
+bool programmed(const MatMulEpilogue& e) {
+  return e.bias || e.activation.activation != ConvActivation::kNone || !e.addends.empty();
 }
 
 class MmaMatMul final : public Kernel {
@@ -152,14 +164,14 @@ class MmaMatMul final : public Kernel {
   Status init(const MatMulViews& v, const Tensor& weights, const MatMulEpilogue& e) {
     MmaConvArgs& a = launch_.args;
     if (!set_geometry(v, a)) return unsupported("tensor-core product: views");
-    std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a);
+    const int64_t rows_pad = mma_conv_tiles(a) * kMmaConvTile;
+    std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a.c, a.k, rows_pad, a.c_pad);
     if (!w) return unsupported("tensor-core product: weights");
     STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(*w))));
     a.weights = weights_.as<void>();
     if (e.bias) {
-      std::vector<float> b(size_t(mma_conv_tiles(a) * kMmaConvTile), 0.0f);
-      for (int64_t o = 0; o < a.k; ++o) b[size_t(o)] = float(e.bias->element_as_double(o));
-      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(b))));
+      const std::vector<float> bias = padded_bias(*e.bias, a.k, rows_pad);
+      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(bias))));
       a.bias = bias_.as<float>();
     }
     a.epilogue = e.activation;
@@ -167,16 +179,53 @@ class MmaMatMul final : public Kernel {
     a.chunk_stores = a.k % 8 == 0 && mma_conv_rows({a.n, a.k, 1, a.ow}, a.ys, int64_t(reinterpret_cast<uintptr_t>(a.y) / 2), 8);
     for (int i = 0; i < a.addend_count; ++i)
       a.chunk_stores = a.chunk_stores && reinterpret_cast<uintptr_t>(a.addends[i]) % 16 == 0;
-    programmed_ = e.bias || e.activation.activation != ConvActivation::kNone || !e.addends.empty();
+    programmed_ = programmed(e);
     return prepare_mma_conv(v.out.dtype, &launch_);
   }
   Status run(const QueueContext& queue) override { return run_mma_conv(launch_, stream_of(queue)); }
   std::string implementation() const override {
-    return programmed_ ? "strider-cuda:mma-gemm+program" : "strider-cuda:mma-gemm";
+    return programmed_ ? "strider-cuda:mma-gemm-64+program" : "strider-cuda:mma-gemm-64";
   }
 
  private:
   MmaConvLaunch launch_;
+  DeviceBuffer weights_, bias_;
+  bool programmed_ = false;
+};
+
+// The pipelined product (mma_gemm.h) over the same views.
+class MmaGemm final : public Kernel {
+ public:
+  Status init(const MatMulViews& v, const Tensor& weights, const MatMulEpilogue& e) {
+    MmaConvArgs geometry;
+    if (!set_geometry(v, geometry)) return unsupported("tensor-core product: views");
+    MmaGemmArgs& a = launch_.args;
+    a.batch = geometry.n, a.rows = geometry.w, a.n = geometry.k, a.k = geometry.c;
+    a.a_batch = geometry.xs[0], a.a_row = geometry.xs[3], a.y_batch = geometry.ys[0], a.y_row = geometry.ys[3];
+    a.a = geometry.x, a.y = geometry.y;
+    a.k_pad = int32_t(mma_gemm_k_pad(a.k));
+    const int64_t rows_pad = mma_gemm_n_pad(a.n);
+    std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a.k, a.n, rows_pad, a.k_pad);
+    if (!w) return unsupported("tensor-core product: weights");
+    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(*w))));
+    a.weights = weights_.as<void>();
+    if (e.bias) {
+      const std::vector<float> bias = padded_bias(*e.bias, a.n, rows_pad);
+      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(bias))));
+      a.bias = bias_.as<float>();
+    }
+    a.epilogue = e.activation;
+    for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = address_of(addend);
+    programmed_ = programmed(e);
+    return prepare_mma_gemm(v.out.dtype, &launch_);
+  }
+  Status run(const QueueContext& queue) override { return run_mma_gemm(launch_, stream_of(queue)); }
+  std::string implementation() const override {
+    return programmed_ ? "strider-cuda:mma-gemm-128+program" : "strider-cuda:mma-gemm-128";
+  }
+
+ private:
+  MmaGemmLaunch launch_;
   DeviceBuffer weights_, bias_;
   bool programmed_ = false;
 };
@@ -193,8 +242,10 @@ std::vector<std::unique_ptr<Kernel>> mma_matmul_kernels(const KernelRequest& r, 
   if (!weights) return kernels;
   std::optional<MatMulEpilogue> epilogue = epilogue_of(r, program, operands, views.out);
   if (!epilogue) return kernels;
-  auto kernel = std::make_unique<MmaMatMul>();
-  if (kernel->init(views, *weights, *epilogue).is_ok()) kernels.push_back(std::move(kernel));
+  auto pipelined = std::make_unique<MmaGemm>();
+  if (pipelined->init(views, *weights, *epilogue).is_ok()) kernels.push_back(std::move(pipelined));
+  auto pointwise = std::make_unique<MmaMatMul>();
+  if (pointwise->init(views, *weights, *epilogue).is_ok()) kernels.push_back(std::move(pointwise));
   return kernels;
 }
 

@@ -1,7 +1,8 @@
-// A bf16 / f16 product by constant weights on strider's own tensor-core kernel (the
-// pointwise case of mma_conv.h: rows of A as pixels, K as input channels, N as output
-// channels), offered to MatMul and FusedMatMul next to cuBLASLt for the timed choice
-// (timed_choice.h) to weigh.
+// A bf16 / f16 product by constant weights on strider's own tensor-core kernels (the
+// pipelined product of mma_gemm.h, "mma-gemm-128", and the pointwise case of mma_conv.h,
+// "mma-gemm-64": rows of A as pixels, K as input channels, N as output channels), offered
+// to MatMul and FusedMatMul next to cuBLASLt for the timed choice (timed_choice.h) to
+// weigh.
 //
 // Why: cuBLASLt's epilogues have a bias, an addend and GELU in its tanh form only. BERT's
 // exact erf GELU, and GPT-2's tanh GELU as torch 1.13 exports it (its own constants), ran as
@@ -29,8 +30,9 @@
 // 0.019 against 0.007 for the bias-only QKV product. The pointwise kernel's one 64 x 64
 // tile a block, staged without a pipeline, reaches about 50 TFLOP/s where cuBLASLt reaches
 // 300: timing it costs every session and it wins nothing, so no session times it by
-// default. A product kernel of larger tiles with its loads in flight (or Hopper's wgmma
-// and TMA) would make the epilogue pay; this is where it plugs in.
+// default. Session 42 then wrote the pipelined product (mma_gemm.h: 128 x 128 tiles, K
+// through a three-stage cp.async pipeline), offered first under the same switch; it has
+// not run on a GPU yet (the session's device time ran out).
 #pragma once
 
 #include <memory>
