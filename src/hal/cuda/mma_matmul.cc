@@ -107,11 +107,11 @@ std::optional<MatMulEpilogue> epilogue_of(const KernelRequest& r, const FusedPro
   return std::nullopt;
 }
 
-const std::byte* address_of(const TensorView& v) { return v.allocation->address() + v.byte_offset; }
+const std::byte* view_start(const TensorView& v) { return v.allocation->address() + v.byte_offset; }
 
 // The product as the pointwise convolution's geometry: pixels (n, 1, M) of K channels in,
 // N channels out. False where a view is not the kernel's.
-bool set_geometry(const MatMulViews& v, MmaConvArgs& a) {
+bool set_product_geometry(const MatMulViews& v, MmaConvArgs& a) {
   const size_t r = size_t(v.out.rank());
   if (r < 2 || r > 3 || v.a.dtype != v.out.dtype || v.b.dtype != v.out.dtype) return false;
   if (v.out.dtype != DType::kBF16 && v.out.dtype != DType::kF16) return false;
@@ -122,13 +122,13 @@ bool set_geometry(const MatMulViews& v, MmaConvArgs& a) {
   const int64_t xn[4] = {batch, k, 1, m}, xs[4] = {r == 3 ? v.a.strides[0] : 0, v.a.strides[r - 1], 0, v.a.strides[r - 2]};
   const int64_t yn[4] = {batch, n, 1, m}, ys[4] = {r == 3 ? v.out.strides[0] : 0, v.out.strides[r - 1], 0, v.out.strides[r - 2]};
   if (!mma_conv_rows(xn, xs, v.a.byte_offset / dtype_size(v.a.dtype), 8) || !mma_conv_rows(yn, ys, 0, 1)) return false;
-  if (reinterpret_cast<uintptr_t>(address_of(v.a)) % 16 != 0 || (n > 1 && ys[1] != 1) || (k > 1 && xs[1] != 1)) return false;
+  if (reinterpret_cast<uintptr_t>(view_start(v.a)) % 16 != 0 || (n > 1 && ys[1] != 1) || (k > 1 && xs[1] != 1)) return false;
   a.n = int32_t(batch), a.c = int32_t(k), a.h = 1, a.w = int32_t(m), a.oh = 1, a.ow = int32_t(m);
   a.k = int32_t(n);
   a.c_pad = int32_t((k + kMmaConvTile - 1) / kMmaConvTile * kMmaConvTile);
   for (size_t i = 0; i < 4; ++i) a.xs[i] = xs[i], a.ys[i] = ys[i];
-  a.x = address_of(v.a);
-  a.y = const_cast<std::byte*>(address_of(v.out));
+  a.x = view_start(v.a);
+  a.y = const_cast<std::byte*>(view_start(v.out));
   return true;
 }
 
@@ -163,7 +163,7 @@ class MmaMatMul final : public Kernel {
  public:
   Status init(const MatMulViews& v, const Tensor& weights, const MatMulEpilogue& e) {
     MmaConvArgs& a = launch_.args;
-    if (!set_geometry(v, a)) return unsupported("tensor-core product: views");
+    if (!set_product_geometry(v, a)) return unsupported("tensor-core product: views");
     const int64_t rows_pad = mma_conv_tiles(a) * kMmaConvTile;
     std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a.c, a.k, rows_pad, a.c_pad);
     if (!w) return unsupported("tensor-core product: weights");
@@ -175,7 +175,7 @@ class MmaMatMul final : public Kernel {
       a.bias = bias_.as<float>();
     }
     a.epilogue = e.activation;
-    for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = address_of(addend);
+    for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = view_start(addend);
     a.chunk_stores = a.k % 8 == 0 && mma_conv_rows({a.n, a.k, 1, a.ow}, a.ys, int64_t(reinterpret_cast<uintptr_t>(a.y) / 2), 8);
     for (int i = 0; i < a.addend_count; ++i)
       a.chunk_stores = a.chunk_stores && reinterpret_cast<uintptr_t>(a.addends[i]) % 16 == 0;
@@ -198,7 +198,7 @@ class MmaGemm final : public Kernel {
  public:
   Status init(const MatMulViews& v, const Tensor& weights, const MatMulEpilogue& e) {
     MmaConvArgs geometry;
-    if (!set_geometry(v, geometry)) return unsupported("tensor-core product: views");
+    if (!set_product_geometry(v, geometry)) return unsupported("tensor-core product: views");
     MmaGemmArgs& a = launch_.args;
     a.batch = geometry.n, a.rows = geometry.w, a.n = geometry.k, a.k = geometry.c;
     a.a_batch = geometry.xs[0], a.a_row = geometry.xs[3], a.y_batch = geometry.ys[0], a.y_row = geometry.ys[3];
@@ -215,7 +215,7 @@ class MmaGemm final : public Kernel {
       a.bias = bias_.as<float>();
     }
     a.epilogue = e.activation;
-    for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = address_of(addend);
+    for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = view_start(addend);
     programmed_ = programmed(e);
     return prepare_mma_gemm(v.out.dtype, &launch_);
   }
