@@ -296,7 +296,7 @@ Status lower_and_fuse(Graph& graph, const SessionOptions& options, const Device&
                                                     return bf16_constants.source_of(t);
                                                   })
                                 .status());
-  if (options.fusion && device.has_kernel(kFusedMatMulOp))
+  if (options.fusion && device.rewrites_linear_gemms() && device.has_kernel(kFusedMatMulOp))
     STRIDER_RETURN_IF_ERROR(gemm_as_matmul(graph).status());  // its bias and activation then one epilogue
   if (options.fusion && device.has_kernel("RMSNormalization")) STRIDER_RETURN_IF_ERROR(fuse_rms_norm(graph).status());
   if (options.fusion && device.has_kernel(kFusedAttentionOp))

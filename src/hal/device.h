@@ -122,6 +122,11 @@ class Device {
   // product and a Split (passes/merge_sibling_matmuls.h): fewer kernels where each costs a
   // launch, but each sibling loses an epilogue that reads another one's product.
   virtual bool merges_sibling_matmuls() const { return true; }
+  // Whether a Linear Gemm read by one elementwise node should become a MatMul over B's
+  // transposed view with the reader as its epilogue (passes/gemm_as_matmul.h): one kernel
+  // where a library reads the transposed view as it is, a loss where the device's Gemm
+  // kernels pack constant weights, which a view of them hides.
+  virtual bool rewrites_linear_gemms() const { return false; }
   // The most elements an output may have for its FusedElementwise to run in a
   // FusedMapGroup with independent others (passes/group_maps.h): where a small map costs
   // its launch, not its bytes. 0: never grouped.

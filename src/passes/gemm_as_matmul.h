@@ -13,7 +13,9 @@
 // as well as an epilogue would. A Gemm is also left alone where alpha or beta is not 1, A is transposed, an operand is not
 // 2-D (C may be any shape Gemm allows: Add broadcasts it the same way), or its dtype is not
 // floating. Runs after shape inference (it types the values it writes), before
-// fuse_elementwise, and only where the device fuses MatMul epilogues.
+// fuse_elementwise, and only where the device fuses MatMul epilogues and reads B's
+// transposed view as well as a Gemm would (Device::rewrites_linear_gemms: cuda and sim,
+// not the CPU, whose Gemm kernels pack constant weights that a view hides).
 #pragma once
 
 #include "ir/graph.h"

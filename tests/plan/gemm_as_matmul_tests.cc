@@ -45,13 +45,21 @@ std::vector<std::string> kernel_ops(const testing::PlannedGraph& p) {
   return ops;
 }
 
-// Plans `built` in a CPU session, runs it on seeded inputs against its float64 reference,
-// and returns the op types of the steps that run kernels.
-std::vector<std::string> run_against_reference(const Graph& built, DType dtype) {
+// Plans `built` in a CPU session (after gemm_as_matmul where `rewrite`: the CPU device does
+// not rewrite, Device::rewrites_linear_gemms; cuda and sim do), runs it on seeded inputs
+// against the float64 reference of `built`, and returns the op types of the steps that run
+// kernels.
+std::vector<std::string> run_against_reference(const Graph& built, DType dtype, bool rewrite = true) {
   SessionOptions options;
   options.dtype = dtype;
   options.poison_memory = true;
-  auto p = testing::plan_in_session(built, testing::verified(), options);
+  Graph planned = built;
+  if (rewrite) {
+    EXPECT_TRUE(infer_and_fold(planned).is_ok());
+    auto rewritten = gemm_as_matmul(planned);
+    EXPECT_TRUE(rewritten.is_ok()) << rewritten.status().to_string();
+  }
+  auto p = testing::plan_in_session(planned, testing::verified(), options);
   if (!p.session) {
     ADD_FAILURE() << "no session";
     return {};
@@ -101,6 +109,14 @@ TEST(GemmAsMatMul, OtherGemmsStayGemms) {
   // The scaled one still computes its Gemm, with its activation after it.
   std::vector<std::string> ops = run_against_reference(linear_graph(scaled), DType::kF32);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), std::string("Gemm")), 1);
+}
+
+// The CPU session leaves a Linear Gemm as it is: its Gemm kernels pack the constant weights
+// (the row product for one row), which B's transposed view would hide from a MatMul.
+TEST(GemmAsMatMul, TheCpuSessionKeepsItsGemm) {
+  std::vector<std::string> ops = run_against_reference(linear_graph(Linear{}), DType::kF32, /*rewrite=*/false);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), std::string("Gemm")), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), std::string(kFusedMatMulOp)), 0);
 }
 
 }  // namespace

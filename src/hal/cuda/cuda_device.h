@@ -79,6 +79,8 @@ class CudaDevice final : public Device {
   // H100 (session 27) Llama's decoder ran 4-6% faster merged (b1 bf16 0.176 -> 0.166 ms,
   // b32 f32 1.540 -> 1.455). STRIDER_CUDA_MERGE_SIBLINGS=off keeps them apart (an A/B aid).
   bool merges_sibling_matmuls() const override;
+  // Yes: cuBLASLt and the small product read B's transposed view as it is.
+  bool rewrites_linear_gemms() const override { return true; }
   int64_t max_grouped_map_elements() const override;
   bool has_kernel(std::string_view op_type) const override;
   std::string declines(const Graph& graph, const Node& node) const override;

@@ -30,6 +30,7 @@ class SimDevice final : public cpu::CpuDevice {
   // As CUDA does (the CPU does not): so CI's sim runs, two queues and the sanitizer, check
   // the merged graphs the GPU runs.
   bool merges_sibling_matmuls() const override { return true; }
+  bool rewrites_linear_gemms() const override { return true; }
   int64_t max_grouped_map_elements() const override { return kGroupedMapElements; }
   std::string declines(const Graph& graph, const Node& node) const override;
 
