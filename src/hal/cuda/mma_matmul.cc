@@ -159,38 +159,48 @@ bool programmed(const MatMulEpilogue& e) {
   return e.bias || e.activation.activation != ConvActivation::kNone || !e.addends.empty();
 }
 
+// Either kernel's constants on the device: B packed as T [rows_pad][k_pad], the bias (where
+// the epilogue has one) as f32 [rows_pad]; and its name, "+program" where it applies one.
+struct ProductConstants {
+  DeviceBuffer weights, bias;
+  bool with_program = false;
+
+  Status upload(const Tensor& constant, const TensorView& b, const MatMulEpilogue& e, int64_t k, int64_t n,
+                int64_t rows_pad, int64_t k_pad) {
+    std::optional<std::vector<uint16_t>> w = packed_weights(constant, b, k, n, rows_pad, k_pad);
+    if (!w) return unsupported("tensor-core product: weights");
+    STRIDER_RETURN_IF_ERROR(weights.upload(std::as_bytes(std::span(*w))));
+    with_program = programmed(e);
+    if (!e.bias) return Status::ok();
+    const std::vector<float> padded = padded_bias(*e.bias, n, rows_pad);
+    return bias.upload(std::as_bytes(std::span(padded)));
+  }
+  const float* bias_or_null(const MatMulEpilogue& e) const { return e.bias ? bias.as<float>() : nullptr; }
+  std::string name(const char* kernel) const { return with_program ? std::string(kernel) + "+program" : kernel; }
+};
+
 class MmaMatMul final : public Kernel {
  public:
   Status init(const MatMulViews& v, const Tensor& weights, const MatMulEpilogue& e) {
     MmaConvArgs& a = launch_.args;
     if (!set_product_geometry(v, a)) return unsupported("tensor-core product: views");
     const int64_t rows_pad = mma_conv_tiles(a) * kMmaConvTile;
-    std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a.c, a.k, rows_pad, a.c_pad);
-    if (!w) return unsupported("tensor-core product: weights");
-    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(*w))));
-    a.weights = weights_.as<void>();
-    if (e.bias) {
-      const std::vector<float> bias = padded_bias(*e.bias, a.k, rows_pad);
-      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(bias))));
-      a.bias = bias_.as<float>();
-    }
+    STRIDER_RETURN_IF_ERROR(constants_.upload(weights, v.b, e, a.c, a.k, rows_pad, a.c_pad));
+    a.weights = constants_.weights.as<void>();
+    a.bias = constants_.bias_or_null(e);
     a.epilogue = e.activation;
     for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = view_start(addend);
     a.chunk_stores = a.k % 8 == 0 && mma_conv_rows({a.n, a.k, 1, a.ow}, a.ys, int64_t(reinterpret_cast<uintptr_t>(a.y) / 2), 8);
     for (int i = 0; i < a.addend_count; ++i)
       a.chunk_stores = a.chunk_stores && reinterpret_cast<uintptr_t>(a.addends[i]) % 16 == 0;
-    programmed_ = programmed(e);
     return prepare_mma_conv(v.out.dtype, &launch_);
   }
   Status run(const QueueContext& queue) override { return run_mma_conv(launch_, stream_of(queue)); }
-  std::string implementation() const override {
-    return programmed_ ? "strider-cuda:mma-gemm-64+program" : "strider-cuda:mma-gemm-64";
-  }
+  std::string implementation() const override { return constants_.name("strider-cuda:mma-gemm-64"); }
 
  private:
   MmaConvLaunch launch_;
-  DeviceBuffer weights_, bias_;
-  bool programmed_ = false;
+  ProductConstants constants_;
 };
 
 // The pipelined product (mma_gemm.h) over the same views.
@@ -204,30 +214,19 @@ class MmaGemm final : public Kernel {
     a.a_batch = geometry.xs[0], a.a_row = geometry.xs[3], a.y_batch = geometry.ys[0], a.y_row = geometry.ys[3];
     a.a = geometry.x, a.y = geometry.y;
     a.k_pad = int32_t(mma_gemm_k_pad(a.k));
-    const int64_t rows_pad = mma_gemm_n_pad(a.n);
-    std::optional<std::vector<uint16_t>> w = packed_weights(weights, v.b, a.k, a.n, rows_pad, a.k_pad);
-    if (!w) return unsupported("tensor-core product: weights");
-    STRIDER_RETURN_IF_ERROR(weights_.upload(std::as_bytes(std::span(*w))));
-    a.weights = weights_.as<void>();
-    if (e.bias) {
-      const std::vector<float> bias = padded_bias(*e.bias, a.n, rows_pad);
-      STRIDER_RETURN_IF_ERROR(bias_.upload(std::as_bytes(std::span(bias))));
-      a.bias = bias_.as<float>();
-    }
+    STRIDER_RETURN_IF_ERROR(constants_.upload(weights, v.b, e, a.k, a.n, mma_gemm_n_pad(a.n), a.k_pad));
+    a.weights = constants_.weights.as<void>();
+    a.bias = constants_.bias_or_null(e);
     a.epilogue = e.activation;
     for (const TensorView& addend : e.addends) a.addends[a.addend_count++] = view_start(addend);
-    programmed_ = programmed(e);
     return prepare_mma_gemm(v.out.dtype, &launch_);
   }
   Status run(const QueueContext& queue) override { return run_mma_gemm(launch_, stream_of(queue)); }
-  std::string implementation() const override {
-    return programmed_ ? "strider-cuda:mma-gemm-128+program" : "strider-cuda:mma-gemm-128";
-  }
+  std::string implementation() const override { return constants_.name("strider-cuda:mma-gemm-128"); }
 
  private:
   MmaGemmLaunch launch_;
-  DeviceBuffer weights_, bias_;
-  bool programmed_ = false;
+  ProductConstants constants_;
 };
 
 }  // namespace
