@@ -37,6 +37,25 @@ Tensor cycling_indices(const Shape& shape, int64_t dim, int64_t step) {
   return t;
 }
 
+// Gather of whole rows (an embedding): the CUDA kernel moves 16-, 8- or 4-byte words where
+// the rows are contiguous and aligned (hal/cuda/gather.cu), elements where a layout of the
+// catalog breaks that. Rows of 24 and 6 elements of 4, 2 and 1 bytes cover each word size,
+// along the first axis and a middle one, with int32 indices too.
+TEST_P(KernelSuite, GatherWholeRows) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8})
+    for (int64_t row : {24, 6})
+      for (int64_t axis : {0, 1}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " row " + std::to_string(row) + " axis " + std::to_string(axis));
+        Shape shape = axis == 0 ? Shape{7, row} : Shape{2, 7, row};
+        DType index_type = row == 6 ? DType::kI32 : DType::kI64;
+        Tensor indices = kernel_test::converted(cycling_indices({2, 5}, 7, 3), index_type);
+        GraphBuilder b(17);
+        b.output(b.op("Gather", {b.input("x", dtype, shape), b.input("i", index_type, {2, 5})},
+                      int_attribute("axis", axis)));
+        check(b, {{"x", random_tensor(dtype, shape, 11)}, {"i", indices}});
+      }
+}
+
 // ScatterND with every reduction (updates applied in order: "none" with duplicates is the
 // last one everywhere), slices of rank 1 and single elements, on f32 and int8.
 TEST_P(KernelSuite, ScatterNDEveryReduction) {

@@ -1,4 +1,7 @@
-// The Gather kernel (gather.h): one thread per output element, the index read per element.
+// The Gather kernel (gather.h): one thread per output word, the index read per word. A word
+// is one element, or up to 16 bytes of elements where the output's innermost dim is
+// contiguous in out and data and not indexed (an embedding row): the kernel then moves whole
+// rows' 16-byte pieces, which is what makes a token embedding run at memory speed.
 #include "hal/cuda/dependent_launch.cuh"
 #include "hal/cuda/gather.h"
 
@@ -34,8 +37,35 @@ void launch_typed(const GatherLaunch& l, cudaStream_t stream) {
 
 template <typename Word>
 void launch_words(const GatherLaunch& l, cudaStream_t stream) {
+  static_assert(alignof(Word) == sizeof(Word));
   if (l.indices_i64) launch_typed<Word, int64_t>(l, stream);
   else launch_typed<Word, int32_t>(l, stream);
+}
+
+// Makes the launch move `word` bytes at a time where it can (see the file comment): the
+// innermost collapsed dim is contiguous in out and data, not an index dim, and a multiple of
+// the word; every other element stride of out and data, the axis stride and both addresses
+// are too. The launch is unchanged where any of these fails.
+bool widen_to_word(int word, GatherLaunch* l) {
+  StridedIndexer<3>& ix = l->ix;
+  int last = ix.rank - 1;
+  if (last < 0 || word <= l->element_size || word % l->element_size != 0) return false;
+  if (ix.strides[0][last] != 1 || ix.strides[1][last] != 1 || ix.strides[2][last] != 0) return false;
+  int64_t k = word / l->element_size;
+  auto multiple = [k](int64_t v) { return v % k == 0; };
+  if (!multiple(ix.sizes[last]) || !multiple(l->axis_stride)) return false;
+  for (int d = 0; d < last; ++d)
+    if (!multiple(ix.strides[0][d]) || !multiple(ix.strides[1][d])) return false;
+  if (reinterpret_cast<uintptr_t>(l->out) % word || reinterpret_cast<uintptr_t>(l->data) % word) return false;
+  ix.sizes[last] /= k;
+  ix.count /= k;
+  for (int d = 0; d < last; ++d) {
+    ix.strides[0][d] /= k;
+    ix.strides[1][d] /= k;
+  }
+  l->axis_stride /= k;
+  l->element_size = word;
+  return true;
 }
 
 // The launch over the output's elements with per-output-dim strides of out, data (0 where
@@ -52,6 +82,8 @@ Status finish_gather(const TensorView& data, const TensorView& indices, const Te
   l.data = device_data<const void>(data);
   l.indices = device_data<const void>(indices);
   l.report = report;
+  for (int word : {16, 8, 4})
+    if (widen_to_word(word, &l)) break;
   *launch = l;
   return Status::ok();
 }
@@ -110,7 +142,8 @@ bool MappedReport::take(GatherReport* what) {
 
 Status launch_gather(const GatherLaunch& l, cudaStream_t stream) {
   if (l.ix.count == 0) return Status::ok();
-  dispatch_words(l.element_size, [&]<typename Word>() { launch_words<Word>(l, stream); });
+  if (l.element_size == 16) launch_words<uint4>(l, stream);
+  else dispatch_words(l.element_size, [&]<typename Word>() { launch_words<Word>(l, stream); });
   return launch_status("Gather");
 }
 
