@@ -107,9 +107,11 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_tiled(const DepthwiseA
       for (int s = 0; s < 3; ++s) acc[o] = fmaf(v[o * S + s], wt[r * 3 + s], acc[o]);
   }
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + c * a.ys[1] + oh * a.ys[2];
+  with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
-  for (int o = 0; o < kTileW; ++o)
-    if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[o]));
+    for (int o = 0; o < kTileW; ++o)
+      if (ow0 + o < a.ow) y[(ow0 + o) * a.ys[3]] = to_bits<T>(apply_activation<kAct>(a.epilogue, acc[o]));
+  });
 }
 
 // depthwise_3x3_tiled for channels-last views whose channel runs are kLanes-aligned: a
@@ -154,14 +156,16 @@ __global__ void __launch_bounds__(kThreads) depthwise_3x3_lanes(const DepthwiseA
     }
   }
   Bits<T>* y = static_cast<Bits<T>*>(a.y) + n * a.ys[0] + c + oh * a.ys[2];
+  with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
-  for (int o = 0; o < kTileW; ++o) {
-    if (ow0 + o >= a.ow) break;
-    float out[kLanes];
+    for (int o = 0; o < kTileW; ++o) {
+      if (ow0 + o >= a.ow) break;
+      float out[kLanes];
 #pragma unroll
-    for (int l = 0; l < kLanes; ++l) out[l] = apply_conv_epilogue(a.epilogue, acc[o][l]);
-    store_lanes<T>(y + (ow0 + o) * a.ys[3], out);
-  }
+      for (int l = 0; l < kLanes; ++l) out[l] = apply_activation<kAct>(a.epilogue, acc[o][l]);
+      store_lanes<T>(y + (ow0 + o) * a.ys[3], out);
+    }
+  });
 }
 
 // The tiled forms' condition (prepare and launch agree on it).

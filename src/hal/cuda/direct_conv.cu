@@ -58,16 +58,20 @@ __global__ void __launch_bounds__(kBlock) direct_conv_kernel(const DirectConvArg
       uint4 chunks[kDirectOutputs * sizeof(Bits<T>) / 16];
       Bits<T> values[kDirectOutputs];
     } out;
+    with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
-    for (int j = 0; j < kDirectOutputs; ++j) out.values[j] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[j]));
+      for (int j = 0; j < kDirectOutputs; ++j) out.values[j] = to_bits<T>(apply_activation<kAct>(a.epilogue, acc[j]));
+    });
     uint4* chunk = reinterpret_cast<uint4*>(y + first);
 #pragma unroll
     for (int i = 0; i < int(sizeof(out.chunks) / 16); ++i) chunk[i] = out.chunks[i];
     return;
   }
+  with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
-  for (int j = 0; j < kDirectOutputs; ++j)
-    if (first + j < a.k) y[(first + j) * a.ys[1]] = to_bits<T>(apply_conv_epilogue(a.epilogue, acc[j]));
+    for (int j = 0; j < kDirectOutputs; ++j)
+      if (first + j < a.k) y[(first + j) * a.ys[1]] = to_bits<T>(apply_activation<kAct>(a.epilogue, acc[j]));
+  });
 }
 
 template <typename T>

@@ -608,31 +608,55 @@ __device__ A block_combine(A value, A identity, Merge merge_fn) {
   return value;
 }
 
-// A ConvEpilogue applied to a convolution's f32 result before it is stored, with the
-// instructions' own scalar math (fused_math).
-__device__ __forceinline__ float apply_conv_epilogue(const ConvEpilogue& e, float x) {
+// A ConvEpilogue's activation, fixed at compile time, with the instructions' own scalar
+// math (fused_math).
+template <ConvActivation kAct>
+__device__ __forceinline__ float apply_activation(const ConvEpilogue& e, float x) {
   using fused_math::apply;
-  switch (e.activation) {
-    case ConvActivation::kNone: return x;
-    case ConvActivation::kRelu: return apply<FusedOp::kRelu>(x, 0.0f, 0.0f, 0.0f);
-    case ConvActivation::kClip: return apply<FusedOp::kClip>(x, 0.0f, e.low, e.high);
-    case ConvActivation::kSigmoid: return apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f);
-    case ConvActivation::kTanh: return apply<FusedOp::kTanh>(x, 0.0f, 0.0f, 0.0f);
-    case ConvActivation::kSilu: return apply<FusedOp::kMul>(x, apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f), 0.0f, 0.0f);
-    case ConvActivation::kGeluErf: {
-      const float erf = apply<FusedOp::kErf>(apply<FusedOp::kDiv>(x, e.k[0], 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
-      return apply<FusedOp::kMul>(apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(erf, e.k[1], 0.0f, 0.0f), 0.0f, 0.0f), e.k[2],
-                                  0.0f, 0.0f);
-    }
-    case ConvActivation::kGeluTanh: {
-      const float cube = apply<FusedOp::kMul>(x, apply<FusedOp::kMul>(x, x, 0.0f, 0.0f), 0.0f, 0.0f);
-      const float inner = apply<FusedOp::kAdd>(x, apply<FusedOp::kMul>(e.k[0], cube, 0.0f, 0.0f), 0.0f, 0.0f);
-      const float t = apply<FusedOp::kTanh>(apply<FusedOp::kMul>(e.k[1], inner, 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
-      return apply<FusedOp::kMul>(e.k[3], apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(e.k[2], t, 0.0f, 0.0f), 0.0f, 0.0f),
-                                  0.0f, 0.0f);
-    }
+  if constexpr (kAct == ConvActivation::kRelu) return apply<FusedOp::kRelu>(x, 0.0f, 0.0f, 0.0f);
+  if constexpr (kAct == ConvActivation::kClip) return apply<FusedOp::kClip>(x, 0.0f, e.low, e.high);
+  if constexpr (kAct == ConvActivation::kSigmoid) return apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f);
+  if constexpr (kAct == ConvActivation::kTanh) return apply<FusedOp::kTanh>(x, 0.0f, 0.0f, 0.0f);
+  if constexpr (kAct == ConvActivation::kSilu)
+    return apply<FusedOp::kMul>(x, apply<FusedOp::kSigmoid>(x, 0.0f, 0.0f, 0.0f), 0.0f, 0.0f);
+  if constexpr (kAct == ConvActivation::kGeluErf) {
+    const float erf = apply<FusedOp::kErf>(apply<FusedOp::kDiv>(x, e.k[0], 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
+    return apply<FusedOp::kMul>(apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(erf, e.k[1], 0.0f, 0.0f), 0.0f, 0.0f), e.k[2],
+                                0.0f, 0.0f);
   }
-  return x;
+  if constexpr (kAct == ConvActivation::kGeluTanh) {
+    const float cube = apply<FusedOp::kMul>(x, apply<FusedOp::kMul>(x, x, 0.0f, 0.0f), 0.0f, 0.0f);
+    const float inner = apply<FusedOp::kAdd>(x, apply<FusedOp::kMul>(e.k[0], cube, 0.0f, 0.0f), 0.0f, 0.0f);
+    const float t = apply<FusedOp::kTanh>(apply<FusedOp::kMul>(e.k[1], inner, 0.0f, 0.0f), 0.0f, 0.0f, 0.0f);
+    return apply<FusedOp::kMul>(e.k[3], apply<FusedOp::kMul>(x, apply<FusedOp::kAdd>(e.k[2], t, 0.0f, 0.0f), 0.0f, 0.0f),
+                                0.0f, 0.0f);
+  }
+  return x;  // kNone
+}
+
+// fn.template operator()<kAct>() for the activation `act`. A kernel that applies the
+// activation to many unrolled elements (a thread's tile of outputs) calls this once around
+// its unrolled loop: apply_conv_epilogue inside such a loop inlines its whole switch per
+// element, and session 43 found kernels of 120-458 KB of code that way.
+template <typename Fn>
+__device__ __forceinline__ void with_activation(ConvActivation act, Fn&& fn) {
+  switch (act) {
+    case ConvActivation::kNone: fn.template operator()<ConvActivation::kNone>(); break;
+    case ConvActivation::kRelu: fn.template operator()<ConvActivation::kRelu>(); break;
+    case ConvActivation::kClip: fn.template operator()<ConvActivation::kClip>(); break;
+    case ConvActivation::kSigmoid: fn.template operator()<ConvActivation::kSigmoid>(); break;
+    case ConvActivation::kTanh: fn.template operator()<ConvActivation::kTanh>(); break;
+    case ConvActivation::kSilu: fn.template operator()<ConvActivation::kSilu>(); break;
+    case ConvActivation::kGeluErf: fn.template operator()<ConvActivation::kGeluErf>(); break;
+    case ConvActivation::kGeluTanh: fn.template operator()<ConvActivation::kGeluTanh>(); break;
+  }
+}
+
+// A ConvEpilogue applied to one f32 result (a loop over outputs that keeps one copy of it).
+__device__ __forceinline__ float apply_conv_epilogue(const ConvEpilogue& e, float x) {
+  float y = x;
+  with_activation(e.activation, [&]<ConvActivation kAct>() { y = apply_activation<kAct>(e, x); });
+  return y;
 }
 
 __device__ __forceinline__ int64_t global_thread() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }

@@ -2,11 +2,11 @@
 // 64 output channels. For each tap and each 64-channel step of the input it stages the
 // pixels' input rows (zeros where the tap falls outside) and the step's weights in shared
 // memory, 16-byte chunks all in flight before they are stored (with STRIDER_CUDA_MMA_PIPELINE=on
-// two buffers deep: the next step's loads are issued before this step's products; not yet
-// run on a GPU); then each warp multiplies
-// its 16 pixels by the 64 channels with mma.sync m16n8k16, fragments by ldmatrix (the
-// weights are output-channel-major, as the attention's K tile). The epilogue applies the
-// bias and activation to the f32 accumulators, then store_outputs adds the addends and stores.
+// two buffers deep: the next step's loads are issued before this step's products; measured
+// flat in session 43, so opt-in); then each warp multiplies its 16 pixels by the 64 channels
+// with mma.sync m16n8k16, fragments by ldmatrix (the weights are output-channel-major, as
+// the attention's K tile). The epilogue stores the f32 accumulators plus bias in shared
+// memory, applies the activation there, then store_outputs adds the addends and stores.
 //
 // The pixel decomposition (n, oh, ow) is made once per block into shared memory: the
 // staging loop then needs only a tap's column shift per row.
@@ -202,11 +202,20 @@ __global__ void __launch_bounds__(kThreads) mma_conv_kernel(const MmaConvArgs a)
       const int ch = f * 8 + 2 * t;
       float2 v = make_float2(acc[f][2 * half], acc[f][2 * half + 1]);
       if (a.bias) v.x += a.bias[n0 + ch], v.y += a.bias[n0 + ch + 1];  // padded to whole tiles
-      v.x = apply_conv_epilogue(a.epilogue, v.x), v.y = apply_conv_epilogue(a.epilogue, v.y);
       *reinterpret_cast<float2*>(out + r * kOutLd + ch) = v;
     }
   }
   __syncthreads();
+  // The activation over the tile in place, in a loop with one copy of its code: applied to
+  // the fragments above it was 32 inlined copies of its switch (a 120 KB kernel).
+  if (a.epilogue.activation != ConvActivation::kNone) {
+#pragma unroll 1
+    for (int at = thread; at < kTile * kTile; at += kThreads) {
+      float& v = out[at / kTile * kOutLd + at % kTile];
+      v = apply_conv_epilogue(a.epilogue, v);
+    }
+    __syncthreads();
+  }
   store_outputs<T>(a, out, y_row, a.gated ? int(blockIdx.y) * kTile / 2 : n0);
 }
 

@@ -4,9 +4,11 @@
 // three shared stages by cp.async (16-byte chunks, zero-filled past the rows and K), two
 // steps ahead of the step being multiplied, so a step's loads have two steps' products to
 // arrive in. Rows of 32 + 8 elements (80 bytes): an ldmatrix's eight rows land in distinct
-// banks.
+// banks. The epilogue goes through shared memory (store_tile says why).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "hal/cuda/copy_async.cuh"
 #include "hal/cuda/dependent_launch.cuh"
@@ -20,7 +22,8 @@ using namespace device;
 constexpr int kThreads = 256, kRows = kMmaGemmTileRows, kColumns = kMmaGemmTileColumns, kStep = kMmaGemmStepK;
 constexpr int kStages = 3, kLd = kStep + 8;
 constexpr int kStageElements = (kRows + kColumns) * kLd;  // the A rows, then the weight rows
-constexpr int kSharedBytes = kStages * kStageElements * 2;
+constexpr int kOutLd = kColumns + 8;  // the f32 output tile's rows (floats)
+constexpr int kSharedBytes = std::max(kStages * kStageElements * 2, kRows * kOutLd * 4);
 constexpr int kChunks = kStep / 8;  // 16-byte chunks of a staged row
 static_assert(kRows * kChunks % kThreads == 0 && kColumns * kChunks % kThreads == 0);
 
@@ -67,32 +70,41 @@ __device__ __forceinline__ void multiply_stage(const uint16_t* stage, int warp_m
   }
 }
 
-// Fragment element i of acc[mf][nf]: row 16 mf + g (+ 8 for i >= 2) of the warp's, column
-// 8 nf + 2 t (+ 1 for odd i): bias, activation, addends, one rounding.
-template <typename T>
-__device__ __forceinline__ void store_fragments(const MmaGemmArgs& a, const float (&acc)[4][4][4], const int64_t* y_offset,
-                                                int warp_m, int warp_n, int n0) {
+// The warp's accumulators into the block's f32 tile of Y (row-major, kOutLd floats a row),
+// which reuses the stages' memory: fragment element i of acc[mf][nf] is row 16 mf + g (+ 8
+// for i >= 2) of the warp's, column 8 nf + 2 t (+ 1 for odd i). With rows of 136 floats a
+// half-warp's 8-byte stores land in 32 distinct banks.
+__device__ __forceinline__ void stage_accumulators(float* tile, const float (&acc)[4][4][4], int warp_m, int warp_n) {
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  Bits<T>* y = static_cast<Bits<T>*>(a.y);
 #pragma unroll
   for (int mf = 0; mf < 4; ++mf)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = y_offset[warp_m * 64 + mf * 16 + g + 8 * half];
-      if (row < 0) continue;
+    for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int nf = 0; nf < 4; ++nf)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int column = n0 + warp_n * 32 + nf * 8 + 2 * t + j;
-          if (column >= a.n) continue;
-          float v = acc[mf][nf][2 * half + j];
-          if (a.bias) v += a.bias[column];
-          v = apply_conv_epilogue(a.epilogue, v);
-          for (int k = 0; k < a.addend_count; ++k) v += to_compute<T>(static_cast<const Bits<T>*>(a.addends[k])[row + column]);
-          y[row + column] = to_bits<T>(v);
-        }
-    }
+        *reinterpret_cast<float2*>(tile + (warp_m * 64 + mf * 16 + g + 8 * half) * kOutLd + warp_n * 32 + nf * 8 + 2 * t) =
+            make_float2(acc[mf][nf][2 * half], acc[mf][nf][2 * half + 1]);
+}
+
+// Bias, activation, addends and the one rounding, consecutive threads on consecutive columns
+// of a row (coalesced), in a loop that holds one copy of the epilogue's code. Applied to the
+// fragments in registers, the 64 elements a thread owns were 64 inlined copies of the
+// activation switch, a 458 KB kernel, and it ran the QKV product of BERT b32 bf16 in
+// 0.035 ms where cuBLASLt took 0.007; the suspect is instruction fetch: session 43).
+template <typename T>
+__device__ __forceinline__ void store_tile(const MmaGemmArgs& a, const float* tile, const int64_t* y_offset, int n0) {
+  Bits<T>* y = static_cast<Bits<T>*>(a.y);
+#pragma unroll 2
+  for (int at = int(threadIdx.x); at < kRows * kColumns; at += kThreads) {
+    const int r = at / kColumns, c = at % kColumns, column = n0 + c;
+    const int64_t row = y_offset[r];
+    if (row < 0 || column >= a.n) continue;
+    float v = tile[r * kOutLd + c];
+    if (a.bias) v += a.bias[column];
+    v = apply_conv_epilogue(a.epilogue, v);
+    for (int k = 0; k < a.addend_count; ++k) v += to_compute<T>(static_cast<const Bits<T>*>(a.addends[k])[row + column]);
+    y[row + column] = to_bits<T>(v);
+  }
 }
 
 template <typename T>
@@ -131,7 +143,11 @@ __global__ void __launch_bounds__(kThreads) mma_gemm_kernel(const MmaGemmArgs a)
     multiply_stage<T>(stages + step % kStages * kStageElements, warp_m, warp_n, acc);
   }
   copy_async_wait<0>();
-  store_fragments<T>(a, acc, y_offset, warp_m, warp_n, n0);
+  __syncthreads();  // every warp is done with the stages: the output tile reuses them
+  float* tile = reinterpret_cast<float*>(stages);
+  stage_accumulators(tile, acc, warp_m, warp_n);
+  __syncthreads();
+  store_tile<T>(a, tile, y_offset, n0);
 }
 
 template <typename T>

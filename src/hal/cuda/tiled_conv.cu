@@ -108,6 +108,7 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
   }
 
   float* y = static_cast<float*>(a.y);
+  with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
   for (int i = 0; i < kTileRows; ++i) {
     const int64_t p = m0 + (i / 4) * 4 * kTy + ty * 4 + i % 4;
@@ -120,9 +121,10 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
       const int channel = n0 + (j / 4) * 4 * kTx + tx * 4 + j % 4;
       if (channel >= a.k) continue;
       const float sum = acc[i][j] + (a.bias ? a.bias[channel] : 0.0f);
-      out[int64_t(channel) * a.ys[1]] = apply_conv_epilogue(a.epilogue, sum);
+      out[int64_t(channel) * a.ys[1]] = apply_activation<kAct>(a.epilogue, sum);
     }
   }
+  });
 }
 
 template <int kRows, int kCols>
