@@ -283,6 +283,30 @@ TEST_P(CudaFused, SiluGate) {
              {{"gate", random_tensor(dtype(), {3, 5, 16}, 31)}, {"up", random_tensor(dtype(), {3, 1, 16}, 32)}});
 }
 
+// BERT's embedding sum, tokens + positions + segments, the tables broadcast over the batch
+// (and in the second case written in the other order): the AddThree form, and the reference.
+TEST_P(CudaFused, EmbeddingSumAddThree) {
+  const Shape tokens = {3, 6, 16}, positions = {6, 16}, segments = {1, 6, 16};
+  for (bool tokens_last : {false, true}) {
+    SCOPED_TRACE(tokens_last ? "tables first" : "tokens first");
+    GraphBuilder b;
+    ValueId t = b.input("tokens", dtype(), tokens), p = b.input("positions", dtype(), positions);
+    ValueId s = b.input("segments", dtype(), segments);
+    b.output(tokens_last ? b.op("Add", {b.op("Add", {p, s}), t}) : b.op("Add", {b.op("Add", {t, p}), s}));
+    const Graph unfused = b.build();
+    const std::map<std::string, Tensor> inputs{{"tokens", random_tensor(dtype(), tokens, 61)},
+                                               {"positions", random_tensor(dtype(), positions, 62)},
+                                               {"segments", random_tensor(dtype(), segments, 63)}};
+    check_form(unfused, cuda::kAddThreeExpression, inputs);
+    // Only the compiled forms have the row mode: the form is what ran.
+    Graph fused;
+    ASSERT_NO_FATAL_FAILURE(fuse_to_one(unfused, &fused));
+    auto prepared = prepare_node(fused, inputs, ViewLayout::kDense, nullptr);
+    ASSERT_TRUE(prepared.is_ok()) << prepared.status().to_string();
+    EXPECT_TRUE(prepared->kernel->implementation().ends_with(" rows")) << prepared->kernel->implementation();
+  }
+}
+
 // A convolution with its bias and activation as one cuDNN operation graph
 // (hal/cuda/cudnn_graph_conv.cc), forced over the timed choice, on the packed channels-last
 // bf16 views a channels-last plan gives it: the kernel that ran must be a graph engine

@@ -541,6 +541,7 @@ Status pick_fused_typed(size_t inputs, MapLaunch* l) {
     case kSiluGate: return use(l, kCompiled<SiluGate, T, 2>);
     case kMulAdd: return use(l, kCompiled<MulAdd, T, 4>);
     case kMulSub: return use(l, kCompiled<MulSub, T, 4>);
+    case kAddThree: return use(l, kCompiled<AddThree, T, 3>);
     default: return pick_fused_arity<T>(inputs, l, std::make_index_sequence<size_t(kMaxFusedInputs)>{});
   }
 }

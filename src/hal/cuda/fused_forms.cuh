@@ -19,7 +19,8 @@
 namespace strider::cuda::fused_forms {
 
 enum Pattern : uint8_t {
-  kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate, kMulAdd, kMulSub
+  kInterpreted, kSilu, kResidualSilu, kGated, kResidualGated, kBiasGeluErf, kBiasGeluTanh, kSiluGate, kMulAdd, kMulSub,
+  kAddThree
 };
 
 __device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -103,6 +104,14 @@ struct MulSub : NoParams { using NoParams::NoParams;
   }
 };
 
+// kAddThreeExpression: (x0 + x1) + x2, each sum rounded.
+struct AddThree : NoParams { using NoParams::NoParams;
+  __device__ float operator()(float x0, float x1, float x2) const {
+    using fused_math::apply;
+    return apply<FusedOp::kAdd>(apply<FusedOp::kAdd>(x0, x1, 0, 0), x2, 0, 0);
+  }
+};
+
 // ---- host side: which form a program is, and which input plays which part --------------
 inline bool is_op(const FusedCode& c, int j, FusedOp op) { return FusedOp(c.op[j]) == op; }
 // Instruction j reads registers r1 and r2, in either order.
@@ -154,6 +163,7 @@ inline Pattern match_pattern(FusedCode& c, int n) {
   if (c.form == FusedForm::kSiluGate && n == 2) return kSiluGate;
   if (c.form == FusedForm::kMulAdd && n == 4) return kMulAdd;
   if (c.form == FusedForm::kMulSub && n == 4) return kMulSub;
+  if (c.form == FusedForm::kAddThree && n == 3) return kAddThree;
   if (n == 1 && c.count == 2 && is_op(c, 0, FusedOp::kSigmoid) && c.a[0] == 0 && is_op(c, 1, FusedOp::kMul) &&
       reads(c, 1, 0, 1))
     return kSilu;

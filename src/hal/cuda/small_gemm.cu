@@ -53,6 +53,7 @@ __device__ float apply_program(const SmallGemmArgs& a, float product, int64_t (&
     case kSiluGate: return SiluGate(none)(x(0), x(1));
     case kMulAdd: return MulAdd(none)(x(0), x(1), x(2), x(3));
     case kMulSub: return MulSub(none)(x(0), x(1), x(2), x(3));
+    case kAddThree: return AddThree(none)(x(0), x(1), x(2));
     default: break;
   }
   for (int j = 0; j < c.count; ++j)
