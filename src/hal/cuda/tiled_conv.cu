@@ -110,20 +110,20 @@ __global__ void __launch_bounds__(kThreads) tiled_conv_kernel(const TiledConvArg
   float* y = static_cast<float*>(a.y);
   with_activation(a.epilogue.activation, [&]<ConvActivation kAct>() {
 #pragma unroll
-  for (int i = 0; i < kTileRows; ++i) {
-    const int64_t p = m0 + (i / 4) * 4 * kTy + ty * 4 + i % 4;
-    if (p >= a.pixels) continue;
-    const uint32_t q0 = fast_divide(uint32_t(p), a.div_ow), q1 = fast_divide(q0, a.div_oh);
-    const int ox = int(uint32_t(p) - q0 * a.div_ow.divisor), oy = int(q0 - q1 * a.div_oh.divisor);
-    float* out = y + int64_t(q1) * a.ys[0] + int64_t(oy) * a.ys[2] + int64_t(ox) * a.ys[3];
+    for (int i = 0; i < kTileRows; ++i) {
+      const int64_t p = m0 + (i / 4) * 4 * kTy + ty * 4 + i % 4;
+      if (p >= a.pixels) continue;
+      const uint32_t q0 = fast_divide(uint32_t(p), a.div_ow), q1 = fast_divide(q0, a.div_oh);
+      const int ox = int(uint32_t(p) - q0 * a.div_ow.divisor), oy = int(q0 - q1 * a.div_oh.divisor);
+      float* out = y + int64_t(q1) * a.ys[0] + int64_t(oy) * a.ys[2] + int64_t(ox) * a.ys[3];
 #pragma unroll
-    for (int j = 0; j < kTileCols; ++j) {
-      const int channel = n0 + (j / 4) * 4 * kTx + tx * 4 + j % 4;
-      if (channel >= a.k) continue;
-      const float sum = acc[i][j] + (a.bias ? a.bias[channel] : 0.0f);
-      out[int64_t(channel) * a.ys[1]] = apply_activation<kAct>(a.epilogue, sum);
+      for (int j = 0; j < kTileCols; ++j) {
+        const int channel = n0 + (j / 4) * 4 * kTx + tx * 4 + j % 4;
+        if (channel >= a.k) continue;
+        const float sum = acc[i][j] + (a.bias ? a.bias[channel] : 0.0f);
+        out[int64_t(channel) * a.ys[1]] = apply_activation<kAct>(a.epilogue, sum);
+      }
     }
-  }
   });
 }
 
