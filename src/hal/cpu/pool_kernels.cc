@@ -229,6 +229,10 @@ class OneDnnPool final : public Kernel {
       dnnl::memory::dims strides(g.strides.begin(), g.strides.end()), kernel(g.kernel.begin(), g.kernel.end());
       dnnl::memory::dims dilations, pad_l(g.pads_begin.begin(), g.pads_begin.end()), pad_r;
       for (size_t d = 0; d < g.kernel.size(); ++d) {
+        // oneDNN walks every declared tap, inside the input or not; ours visit only the taps
+        // inside (at most the input's extent). A hostile MaxPool of 3221225472 x 3 taps over
+        // an 8 x 8 input (SAME_UPPER) ran for minutes in oneDNN (the fuzzer, session 43).
+        if (g.kernel[d] > x.sizes[d + 2]) throw dnnl::error(dnnl_unimplemented, "a window wider than the input");
         dilations.push_back(g.dilations[d] - 1);
         int64_t reach = (y.sizes[d + 2] - 1) * g.strides[d] + (g.kernel[d] - 1) * g.dilations[d] + 1;
         pad_r.push_back(reach - x.sizes[d + 2] - g.pads_begin[d]);
