@@ -69,14 +69,23 @@ void fuse_to_one_attention(Graph& unfused, Graph* fused) {
 
 // The fused node against the unfused graph's reference. CUDA has four attention kernels
 // (hal/cuda/attention.h): each runs every case it takes ("mma", the default, is the
-// register-tiled kernel of the dtype: mma for bf16 / f16, fma for f32).
+// register-tiled kernel of the dtype: mma for bf16 / f16, fma for f32; f32's also with 2
+// and 1 query rows a thread, STRIDER_CUDA_FMA_ROWS).
 void check_every_attention_kernel(KernelSuite* suite, const Graph& fused, const std::map<std::string, Tensor>& inputs,
                                   const Graph& unfused) {
-  for (const char* kernel : {"warp-per-row", "tiled", "mma"}) {
-    if (!suite->on_cuda() && std::string_view(kernel) != "warp-per-row") continue;
-    SCOPED_TRACE(kernel);
-    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", kernel);
-    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", kernel);
+  struct Choice {
+    const char* kernel;
+    const char* fma_rows;
+  };
+  const bool f32 = fused.value(fused.node(0).outputs[0]).dtype == DType::kF32;
+  for (Choice c : {Choice{"warp-per-row", "4"}, Choice{"tiled", "4"}, Choice{"mma", "4"}, Choice{"mma", "2"},
+                   Choice{"mma", "1"}}) {
+    if (!suite->on_cuda() && std::string_view(c.kernel) != "warp-per-row") continue;
+    if (!f32 && std::string_view(c.fma_rows) != "4") continue;
+    SCOPED_TRACE(std::string(c.kernel) + ", f32 rows a thread " + c.fma_rows);
+    if (std::getenv("STRIDER_TEST_PROGRESS")) std::fprintf(stderr, "check_attention: %s kernel\n", c.kernel);
+    kernel_test::ScopedEnvironment choice("STRIDER_CUDA_ATTENTION", c.kernel);
+    kernel_test::ScopedEnvironment rows("STRIDER_CUDA_FMA_ROWS", c.fma_rows);
     suite->check_graph(fused, inputs, &unfused);
   }
 }

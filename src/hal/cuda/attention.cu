@@ -121,7 +121,8 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
       launch->kernel = "mma";
       return Status::ok();
     }
-    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher fma, fma_attention_launcher(dtype, head, v_head));
+    const char* rows = std::getenv("STRIDER_CUDA_FMA_ROWS");  // 4 (default), 2 or 1: being measured
+    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher fma, fma_attention_launcher(dtype, head, v_head, rows ? std::atoi(rows) : 4));
     if (fma) {
       launch->launcher = fma;
       launch->kernel = "fma";

@@ -79,7 +79,9 @@ Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int6
 
 // The f32 register-tiled kernel's launcher (fma_attention.cu) for f32 heads of up to
 // kTiledAttentionHeadMax, or null where it does not apply; as tiled_attention_launcher.
-Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head);
+// `rows_per_thread` 4 (blocks of 64 query rows, the default), 2 or 1 (32 or 16 rows: more
+// blocks for batch-1 attentions; STRIDER_CUDA_FMA_ROWS picks it while it is measured).
+Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head, int rows_per_thread = 4);
 
 // Picks the kernel for these heads: a register-tiled one (mma for bf16 / f16, fma for f32),
 // else the tiled one, where they apply. UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch

@@ -32,24 +32,32 @@ namespace {
 using namespace device;
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kThreads = 128, kBlockRows = 64, kKeyTile = 64, kRowGroups = 16, kKeyGroups = 8;
-constexpr int kRows = kBlockRows / kRowGroups;  // a thread's query rows (4)
+constexpr int kThreads = 128, kKeyTile = 64, kRowGroups = 16, kKeyGroups = 8;
 constexpr int kKeys = kKeyTile / kKeyGroups;    // a thread's keys of a tile (8)
-static_assert(kBlockRows == kTiledAttentionBlockRows && kRowGroups * kKeyGroups == kThreads);
+static_assert(kRowGroups * kKeyGroups == kThreads);
 constexpr int kLd = kKeyTile + 4;           // Q^T, K^T and P rows (floats): 16-byte aligned, banks staggered
 constexpr int kOperandLd = kKeyTile + 8;    // a staged score-step operand's rows
-constexpr int kOperandTile = kBlockRows * kOperandLd;
+// kRows, a thread's query rows: 4, a block's 64 query rows (the tile tiled_attention_pays
+// counts); or 2 or 1, 32 or 16 rows a block, for attentions of few query tiles (batch 1:
+// 8 tiles of 64 for 132 SMs), half or a quarter of a thread's serial work
+// (STRIDER_CUDA_FMA_ROWS, session 43, not yet measured).
+template <int kRows>
+inline constexpr int kBlockRowsOf = kRows * kRowGroups;
+template <int kRows>
+inline constexpr int kOperandTileOf = kBlockRowsOf<kRows> * kOperandLd;
+static_assert(kBlockRowsOf<4> == kTiledAttentionBlockRows);
 
 // Shared tiles, in floats: Q^T (head x 64 slots), K^T (head x 64 keys), V (64 keys x head),
 // P (64 rows x 64 keys), then one tile per score step that reads an operand.
-template <int kHead>
+template <int kHead, int kRows>
 struct FmaTiles {
   static constexpr int ld_v = kHead + 4;
   static constexpr int q = 0, k = q + kHead * kLd, v = k + kHead * kLd, p = v + kKeyTile * ld_v,
-                       operands = p + kBlockRows * kLd;
-  static constexpr int most_floats = operands + kMaxScoreSteps * kOperandTile;
+                       operands = p + kBlockRowsOf<kRows> * kLd;
+  static constexpr int most_floats = operands + kMaxScoreSteps * kOperandTileOf<kRows>;
 };
 
+template <int kRows>
 __device__ __forceinline__ int q_slot(int row) { return row % kRowGroups * kRows + row / kRowGroups; }
 __device__ __forceinline__ int key_of(int kg, int e) { return e / 4 * 32 + kg * 4 + e % 4; }  // e < 8
 
@@ -83,9 +91,9 @@ __device__ __forceinline__ void load_operand(const void* data, int64_t base, int
   }
 }
 
-// One score step on a thread's 4 x 8 scores, its kind fixed at compile time; `tile` is the
+// One score step on a thread's kRows x 8 scores, its kind fixed at compile time; `tile` is the
 // step's staged operand (row r at r * row_step: 0 where every query shares one row).
-template <ScoreStepKind kKind>
+template <ScoreStepKind kKind, int kRows>
 __device__ __forceinline__ void step_on_scores(const float* tile, int row_step, float value, float (&s)[kRows][kKeys]) {
   constexpr bool kReadsOperand = kKind == ScoreStepKind::kAdd || kKind == ScoreStepKind::kKeepWhere ||
                                  kKind == ScoreStepKind::kFillWhere;
@@ -100,6 +108,7 @@ __device__ __forceinline__ void step_on_scores(const float* tile, int row_step, 
 
 // The score steps on the tile's scores, one step at a time (a branch to an unrolled run of
 // one operation, as the bf16 kernel does), then -inf outside the attention.
+template <int kRows>
 __device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, const float* operand_tiles, int64_t q0,
                                                     int64_t j0, float (&s)[kRows][kKeys]) {
   int operand = 4;
@@ -108,15 +117,15 @@ __device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, co
     const float value = a.step_value[k];
     const int row_step = a.row[operand] == 0 ? 0 : kOperandLd;
     switch (a.step_kind[k]) {
-      case ScoreStepKind::kMul: step_on_scores<ScoreStepKind::kMul>(tile, row_step, value, s); break;
-      case ScoreStepKind::kDiv: step_on_scores<ScoreStepKind::kDiv>(tile, row_step, value, s); break;
-      case ScoreStepKind::kAdd: step_on_scores<ScoreStepKind::kAdd>(tile, row_step, value, s); break;
-      case ScoreStepKind::kKeepWhere: step_on_scores<ScoreStepKind::kKeepWhere>(tile, row_step, value, s); break;
-      case ScoreStepKind::kFillWhere: step_on_scores<ScoreStepKind::kFillWhere>(tile, row_step, value, s); break;
+      case ScoreStepKind::kMul: step_on_scores<ScoreStepKind::kMul, kRows>(tile, row_step, value, s); break;
+      case ScoreStepKind::kDiv: step_on_scores<ScoreStepKind::kDiv, kRows>(tile, row_step, value, s); break;
+      case ScoreStepKind::kAdd: step_on_scores<ScoreStepKind::kAdd, kRows>(tile, row_step, value, s); break;
+      case ScoreStepKind::kKeepWhere: step_on_scores<ScoreStepKind::kKeepWhere, kRows>(tile, row_step, value, s); break;
+      case ScoreStepKind::kFillWhere: step_on_scores<ScoreStepKind::kFillWhere, kRows>(tile, row_step, value, s); break;
     }
-    if (step_reads_operand(a.step_kind[k])) ++operand, tile += kOperandTile;
+    if (step_reads_operand(a.step_kind[k])) ++operand, tile += kOperandTileOf<kRows>;
   }
-  if (j0 + kKeyTile <= a.keys && q0 + kBlockRows <= a.q_len) return;
+  if (j0 + kKeyTile <= a.keys && q0 + kBlockRowsOf<kRows> <= a.q_len) return;
   const int kg = int(threadIdx.x) % kKeyGroups, rg = int(threadIdx.x) / kKeyGroups;
 #pragma unroll
   for (int i = 0; i < kRows; ++i)
@@ -129,6 +138,7 @@ __device__ __forceinline__ void score_steps_on_tile(const AttentionLaunch& a, co
 // the block's 64 query rows x 64 keys of each operand (its one row where the row stride is
 // 0: BERT's padding mask), in f32 (a condition as 0 or 1), zero outside the attention.
 // (mma::stage_operand's 16-byte chunks hold eight 16-bit elements, not f32.)
+template <int kRows>
 __device__ __forceinline__ void load_step_operands(float* tiles, const AttentionLaunch& a,
                                                    const int64_t (&base)[kAttentionOperands], int64_t q0, int64_t j0) {
   int operand = 4;
@@ -140,17 +150,17 @@ __device__ __forceinline__ void load_step_operands(float* tiles, const Attention
     const int64_t at = base[operand] + j0 * a.col[operand], row = a.row[operand], col = a.col[operand];
     const int64_t r0 = one_row ? 0 : q0, rows = one_row ? 1 : a.q_len, cols = a.keys - j0;
     if (kind == ScoreStepKind::kAdd) {
-      load_operand<kBlockRows, kKeyTile>(a.data[operand], at, row, col, r0, rows, cols,
+      load_operand<kBlockRowsOf<kRows>, kKeyTile>(a.data[operand], at, row, col, r0, rows, cols,
                                          [&](int r, int c, float x) { tile[r * kOperandLd + c] = x; });
     } else {
-      for (int e = int(threadIdx.x); e < (one_row ? 1 : kBlockRows) * kKeyTile; e += kThreads) {
+      for (int e = int(threadIdx.x); e < (one_row ? 1 : kBlockRowsOf<kRows>) * kKeyTile; e += kThreads) {
         const int r = e / kKeyTile, c = e % kKeyTile;
         const bool inside = r0 + r < rows && c < cols;
         tile[r * kOperandLd + c] = inside && load<bool>(a.data[operand], at + (r0 + r) * row + c * col) ? 1.0f : 0.0f;
       }
     }
     ++operand;
-    tile += kOperandTile;
+    tile += kOperandTileOf<kRows>;
   }
 }
 
@@ -178,10 +188,27 @@ __device__ __forceinline__ float softmax_row(float (&s)[kKeys], float& max, floa
   return rescale;
 }
 
-template <int kHead>
+// A thread's kRows query rows at head index d, from Q^T's slots (side by side).
+template <int kRows>
+__device__ __forceinline__ void q_rows_at(const float* q_tile, int d, int rg, float (&qr)[kRows]) {
+  const float* at = q_tile + d * kLd + rg * kRows;
+  if constexpr (kRows == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(at);
+    qr[0] = q.x, qr[1] = q.y, qr[2] = q.z, qr[3] = q.w;
+  } else if constexpr (kRows == 2) {
+    const float2 q = *reinterpret_cast<const float2*>(at);
+    qr[0] = q.x, qr[1] = q.y;
+  } else {
+    static_assert(kRows == 1);
+    qr[0] = at[0];
+  }
+}
+
+template <int kHead, int kRows>
 __global__ void __launch_bounds__(kThreads) fma_attention_kernel(const __grid_constant__ AttentionLaunch a) {
   device::order_after_producers();
-  using L = FmaTiles<kHead>;
+  using L = FmaTiles<kHead, kRows>;
+  constexpr int kBlockRows = kBlockRowsOf<kRows>;
   constexpr int kColumns = kHead / kKeyGroups, kChunks = kColumns / 4;  // a thread's value columns
   static_assert(kHead % 32 == 0);
   extern __shared__ __align__(128) unsigned char shared[];
@@ -199,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) fma_attention_kernel(const __grid_co
     const int64_t q0 = tile % q_tiles * kBlockRows;
     __syncthreads();  // the previous tile's last reads of the shared tiles are done
     load_operand<kBlockRows, kHead>(a.data[0], base[0], a.row[0], a.col[0], q0, a.q_len, a.head,
-                                    [&](int r, int d, float x) { q_tile[d * kLd + q_slot(r)] = x; });
+                                    [&](int r, int d, float x) { q_tile[d * kLd + q_slot<kRows>(r)] = x; });
     float o[kRows][kColumns] = {};
     float max[kRows], sum[kRows];
 #pragma unroll
@@ -211,21 +238,22 @@ __global__ void __launch_bounds__(kThreads) fma_attention_kernel(const __grid_co
                                     [&](int key, int d, float x) { k_tile[d * kLd + key] = x; });
       load_operand<kKeyTile, kHead>(a.data[2], base[2], a.row[2], a.col[2], j0, a.keys, a.v_head,
                                     [&](int key, int c, float x) { v_tile[key * L::ld_v + c] = x; });
-      load_step_operands(step_tiles, a, base, q0, j0);
+      load_step_operands<kRows>(step_tiles, a, base, q0, j0);
       __syncthreads();
       float s[kRows][kKeys] = {};
 #pragma unroll 4
       for (int d = 0; d < head4; ++d) {
-        const float4 q = *reinterpret_cast<const float4*>(q_tile + d * kLd + rg * kRows);
+        float qr[kRows];
+        q_rows_at<kRows>(q_tile, d, rg, qr);
         const float4 k0 = *reinterpret_cast<const float4*>(k_tile + d * kLd + kg * 4);
         const float4 k1 = *reinterpret_cast<const float4*>(k_tile + d * kLd + 32 + kg * 4);
-        const float qr[kRows] = {q.x, q.y, q.z, q.w}, kr[kKeys] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+        const float kr[kKeys] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
 #pragma unroll
           for (int e = 0; e < kKeys; ++e) s[i][e] = fmaf(qr[i], kr[e], s[i][e]);
       }
-      score_steps_on_tile(a, step_tiles, q0, j0, s);
+      score_steps_on_tile<kRows>(a, step_tiles, q0, j0, s);
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         const float rescale = softmax_row(s[i], max[i], sum[i]);
@@ -278,30 +306,43 @@ __global__ void __launch_bounds__(kThreads) fma_attention_kernel(const __grid_co
   }
 }
 
-template <int kHead>
+template <int kHead, int kRows>
 cudaError_t launch_fma(const AttentionLaunch& a, cudaStream_t stream) {
+  constexpr int kBlockRows = kBlockRowsOf<kRows>;
   const int64_t tiles = a.batch.count * ((a.q_len + kBlockRows - 1) / kBlockRows);
   const unsigned blocks = unsigned(std::min<int64_t>(tiles, 1 << 20));
   int operand_tiles = 0;
   for (int k = 0; k < a.steps; ++k) operand_tiles += step_reads_operand(a.step_kind[k]) ? 1 : 0;
-  const size_t bytes = sizeof(float) * size_t(FmaTiles<kHead>::operands + operand_tiles * kOperandTile);
-  launch_dependent(fma_attention_kernel<kHead>, blocks, kThreads, bytes, stream, a);
+  const size_t bytes = sizeof(float) * size_t(FmaTiles<kHead, kRows>::operands + operand_tiles * kOperandTileOf<kRows>);
+  launch_dependent(fma_attention_kernel<kHead, kRows>, blocks, kThreads, bytes, stream, a);
   return cudaGetLastError();
 }
 
-template <int kHead>
+template <int kHead, int kRows>
 Result<AttentionLauncher> fma_launcher() {
-  return allow_shared_memory(fma_attention_kernel<kHead>, sizeof(float) * size_t(FmaTiles<kHead>::most_floats),
-                             "f32 register-tiled attention", &launch_fma<kHead>);
+  return allow_shared_memory(fma_attention_kernel<kHead, kRows>,
+                             sizeof(float) * size_t(FmaTiles<kHead, kRows>::most_floats), "f32 register-tiled attention",
+                             &launch_fma<kHead, kRows>);
+}
+
+template <int kHead>
+Result<AttentionLauncher> fma_launcher_with_rows(int rows_per_thread) {
+  switch (rows_per_thread) {
+    case 1: return fma_launcher<kHead, 1>();
+    case 2: return fma_launcher<kHead, 2>();
+    default: return fma_launcher<kHead, 4>();
+  }
 }
 
 }  // namespace
 
-Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head) {
+Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head, int rows_per_thread) {
   if (dtype != DType::kF32) return AttentionLauncher(nullptr);
   // Heads of up to 32 (Llama-style): a 32-wide kernel, half the work of the 64-wide one.
-  if (std::max(head, v_head) <= 32) return fma_launcher<32>();
-  return launcher_for_width(head, v_head, [](auto width) { return fma_launcher<decltype(width)::value>(); });
+  if (std::max(head, v_head) <= 32) return fma_launcher_with_rows<32>(rows_per_thread);
+  return launcher_for_width(head, v_head, [rows_per_thread](auto width) {
+    return fma_launcher_with_rows<decltype(width)::value>(rows_per_thread);
+  });
 }
 
 }  // namespace strider::cuda
