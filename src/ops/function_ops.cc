@@ -174,7 +174,8 @@ Status require_4d(const NodeInputs& node) {
 
 Result<int64_t> positive_block(const NodeInputs& node) {
   STRIDER_ASSIGN_OR_RETURN(int64_t block, node.attributes().get_int("blocksize", 0));
-  if (block < 1 || block > (int64_t(1) << 20)) return node.error("blocksize {} must be positive", block);
+  if (block < 1 || block > (int64_t(1) << 20))
+    return node.error("blocksize {} must be between 1 and {}", block, int64_t(1) << 20);
   return block;
 }
 
@@ -338,7 +339,8 @@ Result<LrnParams> resolve_lrn(const NodeInputs& node) {
   STRIDER_ASSIGN_OR_RETURN(p.beta, node.attributes().get_float("beta", 0.75f));
   STRIDER_ASSIGN_OR_RETURN(p.bias, node.attributes().get_float("bias", 1.0f));
   STRIDER_ASSIGN_OR_RETURN(p.size, node.attributes().get_int("size", 0));
-  if (p.size < 1 || p.size > (int64_t(1) << 20)) return node.error("size {} must be positive", p.size);
+  if (p.size < 1 || p.size > (int64_t(1) << 20))
+    return node.error("size {} must be between 1 and {}", p.size, int64_t(1) << 20);
   if (node.input_rank(0) < 3) return node.error("input {} must be [N, C, d1, ...]", shape_to_string(node.input_shape(0)));
   if (!is_floating(node.input_dtype(0))) return node.error("input must be floating");
   return p;
