@@ -6,10 +6,12 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include "cuda_test_util.h"
 #include "base/onnx_types.h"
+#include "hal/cuda/attention.h"
 #include "hal/cuda/cuda_kernels.h"
 #include "ops/op_registry.h"
 
@@ -295,6 +297,21 @@ TEST(CudaCast, EveryDtypePair) {
 }
 
 // The harness itself: a wrong result is reported (Relu judged as if it were Neg).
+// The f32 attention kernel's rows a thread (a host-side choice, no GPU needed): the most
+// rows whose blocks still cover the SMs. Llama b1 (8 heads of 128 queries) gets 1, 40
+// heads get 2 (80 blocks of 64 rows, 160 of 32), BERT b32 (128 heads) keeps 4.
+TEST(CudaAttentionChoice, FmaRowsPerThreadFillTheMultiprocessors) {
+  unsetenv("STRIDER_CUDA_FMA_ROWS");
+  EXPECT_EQ(cuda::fma_rows_per_thread(8, 128, 132), 1);
+  EXPECT_EQ(cuda::fma_rows_per_thread(40, 128, 132), 2);
+  EXPECT_EQ(cuda::fma_rows_per_thread(128, 128, 132), 4);
+  EXPECT_EQ(cuda::fma_rows_per_thread(66, 128, 132), 4);  // 132 blocks of 64 rows: exactly the SMs
+  EXPECT_EQ(cuda::fma_rows_per_thread(1, 65, 132), 1);
+  setenv("STRIDER_CUDA_FMA_ROWS", "2", 1);
+  EXPECT_EQ(cuda::fma_rows_per_thread(8, 128, 132), 2);
+  unsetenv("STRIDER_CUDA_FMA_ROWS");
+}
+
 TEST(CudaHarness, ReportsWrongResults) {
   STRIDER_REQUIRE_GPU();
   GraphBuilder relu, neg;

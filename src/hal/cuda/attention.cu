@@ -100,8 +100,17 @@ cudaError_t launch_attention(const AttentionLaunch& a, cudaStream_t stream) {
 
 }  // namespace
 
-Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
-                         AttentionLaunch* launch) {
+int fma_rows_per_thread(int64_t heads, int64_t q_len, int multiprocessors) {
+  if (const char* rows = std::getenv("STRIDER_CUDA_FMA_ROWS")) return std::atoi(rows);  // tests force each
+  for (int rows : {4, 2}) {
+    const int64_t block_rows = kTiledAttentionBlockRows / 4 * rows;
+    if (heads * ((q_len + block_rows - 1) / block_rows) >= multiprocessors) return rows;
+  }
+  return 1;
+}
+
+Status prepare_attention(DType dtype, int64_t head, int64_t v_head, int64_t q_len, const Shape& batch,
+                         const std::vector<Strides>& batch_strides, int multiprocessors, AttentionLaunch* launch) {
   std::vector<Strides> strides = batch_strides;
   strides.resize(size_t(kAttentionOperands), Strides(batch.size(), 0));
   STRIDER_RETURN_IF_ERROR(make_indexer<kAttentionOperands>(batch, strides, &launch->batch));
@@ -121,8 +130,8 @@ Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape&
       launch->kernel = "mma";
       return Status::ok();
     }
-    const char* rows = std::getenv("STRIDER_CUDA_FMA_ROWS");  // 4 (default), 2 or 1: being measured
-    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher fma, fma_attention_launcher(dtype, head, v_head, rows ? std::atoi(rows) : 4));
+    const int rows = fma_rows_per_thread(launch->batch.count, q_len, multiprocessors);
+    STRIDER_ASSIGN_OR_RETURN(AttentionLauncher fma, fma_attention_launcher(dtype, head, v_head, rows));
     if (fma) {
       launch->launcher = fma;
       launch->kernel = "fma";

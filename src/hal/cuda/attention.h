@@ -65,7 +65,9 @@ inline constexpr int64_t kTiledAttentionBlockRows = 64;  // query rows of one bl
 // 32 (384-768 tiles, H200) and 2x at batch 1 (0.27 -> 0.55 ms on those models, H100); the
 // f32 register-tiled kernel (session 32) still made BERT and GPT-2 at batch 1 slower
 // (0.248 -> 0.303 ms, H100) and Llama faster (0.313 -> 0.286): with fewer tiles than SMs,
-// f32 is fused where a query row's work (keys x (head + v_head)) is at most Llama's.
+// f32 is fused where a query row's work (keys x (head + v_head)) is at most Llama's. With
+// 16-row blocks (fma_rows_per_thread, session 44, H200) fused BERT and GPT-2 b1 f32 were
+// still slower (0.2558 -> 0.2956, 0.2483 -> 0.2836 ms) and Llama faster (0.2665 -> 0.2373).
 bool tiled_attention_pays(const AttentionShape& shape, int multiprocessors);
 // The tiled kernel's launcher for these heads, or null where it does not apply (a head over
 // kTiledAttentionHeadMax, a dtype other than f32, bf16, f16). Allows the kernel its shared
@@ -79,15 +81,21 @@ Result<AttentionLauncher> mma_attention_launcher(DType dtype, int64_t head, int6
 
 // The f32 register-tiled kernel's launcher (fma_attention.cu) for f32 heads of up to
 // kTiledAttentionHeadMax, or null where it does not apply; as tiled_attention_launcher.
-// `rows_per_thread` 4 (blocks of 64 query rows, the default), 2 or 1 (32 or 16 rows: more
-// blocks for batch-1 attentions; STRIDER_CUDA_FMA_ROWS picks it while it is measured).
+// `rows_per_thread` 4 (blocks of 64 query rows), 2 or 1 (32 or 16 rows: more blocks for
+// batch-1 attentions); fma_rows_per_thread chooses.
 Result<AttentionLauncher> fma_attention_launcher(DType dtype, int64_t head, int64_t v_head, int rows_per_thread = 4);
+// The f32 kernel's query rows a thread for `heads` attentions (the batch dims' product) of
+// q_len queries on `multiprocessors` SMs: the most rows (4, then 2) whose blocks still
+// number at least the SMs, else 1. On an H200, Llama b1 f32 (16 blocks of 64 rows) took
+// 0.2665 ms with 4, 0.2486 with 2 and 0.2373 with 1 (session 44); batch 32's hundreds of
+// tiles keep 4. STRIDER_CUDA_FMA_ROWS overrides it (the kernel suite runs each).
+int fma_rows_per_thread(int64_t heads, int64_t q_len, int multiprocessors);
 
-// Picks the kernel for these heads: a register-tiled one (mma for bf16 / f16, fma for f32),
-// else the tiled one, where they apply. UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch
-// dims than kMaxDims.
-Status prepare_attention(DType dtype, int64_t head, int64_t v_head, const Shape& batch, const std::vector<Strides>& batch_strides,
-                         AttentionLaunch* launch);
+// Picks the kernel for these heads: a register-tiled one (mma for bf16 / f16, fma for f32,
+// its rows a thread by fma_rows_per_thread), else the tiled one, where they apply.
+// UNSUPPORTED for a dtype other than f32, bf16, f16, or more batch dims than kMaxDims.
+Status prepare_attention(DType dtype, int64_t head, int64_t v_head, int64_t q_len, const Shape& batch,
+                         const std::vector<Strides>& batch_strides, int multiprocessors, AttentionLaunch* launch);
 Status run_attention(const AttentionLaunch& launch, cudaStream_t stream);
 
 }  // namespace strider::cuda

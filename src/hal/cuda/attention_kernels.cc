@@ -21,12 +21,14 @@ class AttentionKernel final : public Kernel {
   std::string expression_;
 };
 
-Result<std::unique_ptr<Kernel>> make_attention(const KernelRequest& r, const CudaContext&) {
+Result<std::unique_ptr<Kernel>> make_attention(const KernelRequest& r, const CudaContext& context) {
   STRIDER_ASSIGN_OR_RETURN(FusedAttentionParams p, read_fused_attention(r.node));
   STRIDER_ASSIGN_OR_RETURN(AttentionViews v, attention_views(p, r));
   if (v.operands() > kAttentionOperands) return invalid_argument("FusedAttention has too many step operands");
   AttentionLaunch launch;
-  STRIDER_RETURN_IF_ERROR(prepare_attention(r.inputs[kAttnQ].dtype, v.head, v.v_head, v.batch, v.batch_strides, &launch));
+  STRIDER_ASSIGN_OR_RETURN(DeviceLimits limits, device_limits(context, r.node));
+  STRIDER_RETURN_IF_ERROR(prepare_attention(r.inputs[kAttnQ].dtype, v.head, v.v_head, v.q_len, v.batch, v.batch_strides,
+                                            limits.multiprocessors, &launch));
   launch.q_len = v.q_len;
   launch.head = v.head;
   launch.keys = v.keys;
