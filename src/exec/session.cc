@@ -222,8 +222,8 @@ Status Session::Impl::run_into(const std::vector<Tensor>& given, std::vector<Ten
       continue;
     }
     STRIDER_ASSIGN_OR_RETURN(Tensor value, convert_float_tensor(staged[i], outputs[i].dtype));
-    if (into_caller) std::memcpy(results[i].bytes(), value.bytes(), value.byte_size());
-    else results[i] = std::move(value);
+    if (!into_caller) results[i] = std::move(value);
+    else if (value.byte_size() > 0) std::memcpy(results[i].bytes(), value.bytes(), value.byte_size());  // empty: null bytes()
   }
   return Status::ok();
 }

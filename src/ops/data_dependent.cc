@@ -53,6 +53,7 @@ Result<AxisSplit> split_at_axis(const Tensor& x, std::optional<int64_t> axis, in
 void gather_slices(const Tensor& x, const AxisSplit& s, const std::vector<int64_t>& picked, Tensor& out) {
   const size_t element = dtype_size(x.dtype());
   const size_t run = size_t(s.inner) * element;
+  if (run == 0 || picked.empty()) return;  // nothing to copy, and an empty tensor's bytes() may be null
   std::byte* to = out.bytes();
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t k : picked) {
