@@ -125,6 +125,12 @@ Status infer_variadic(InferContext& ctx) {
   STRIDER_RETURN_IF_ERROR(broadcast_inputs(ctx, ctx.num_inputs(), &shape));
   for (size_t i = 1; i < ctx.num_inputs(); ++i)
     if (ctx.input_dtype(i) != ctx.input_dtype(0)) return ctx.error("inputs have different dtypes");
+  // Sum and Mean take float types in every opset (Min and Max take integers too); the
+  // signature check cannot say so for opsets newer than libonnx knows, and a Mean of u64
+  // near 2^64 made the CPU's scale overflow its conversion back (a fuzzed opset-18 model).
+  const bool float_only = ctx.node().op_type == "Sum" || ctx.node().op_type == "Mean";
+  if (float_only && !is_floating(ctx.input_dtype(0)))
+    return ctx.error("takes float tensors, not {}", dtype_name(ctx.input_dtype(0)));
   ctx.set_output(0, ctx.input_dtype(0), std::move(shape));
   return Status::ok();
 }
