@@ -332,9 +332,13 @@ Result<OpOutputs> conv_transpose_op(const OpContext& ctx) {
     if (out_shape.back() < 1) return invalid_model("ConvTranspose output would be empty");
   }
   RefTensor y = RefTensor::zeros(x->dtype, out_shape);
-  const int64_t in_volume = x->num_elements() / (x->shape[0] * c_in), taps = w->num_elements() / (c_in * c_out_group);
+  if (y.num_elements() == 0) return OpOutputs{std::move(y)};
   const int64_t out_volume = y.num_elements() / (out_shape[0] * out_shape[1]);
-  for (int64_t batch = 0; batch < x->shape[0]; ++batch)
+  // An empty X (no channels or no positions) scatters nothing: Y is the bias alone.
+  const bool scatters = x->num_elements() > 0;
+  const int64_t in_volume = scatters ? x->num_elements() / (x->shape[0] * c_in) : 0;
+  const int64_t taps = scatters ? w->num_elements() / (c_in * c_out_group) : 0;
+  for (int64_t batch = 0; scatters && batch < x->shape[0]; ++batch)
     for (int64_t ci = 0; ci < c_in; ++ci)
       for (int64_t p = 0; p < in_volume; ++p)
         for (int64_t co = 0; co < c_out_group; ++co)
