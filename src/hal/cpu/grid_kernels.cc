@@ -105,6 +105,10 @@ Result<KernelPtr> make_grid_sample(const KernelRequest& r) {
 
 // AffineGrid: grid[n, point] = theta[n] @ (x, y[, z], 1) over the base grid of each axis
 // (align_corners: -1 .. 1 through the pixel centres; else the centres of d cells in [-1, 1]).
+// theta may be of another float type than the grid: a bf16 session keeps it f32 (a float
+// parameter, OpSchema::float_parameter_inputs) while the grid is bf16, so T is the grid's
+// and theta is read through its own type (reading f32 theta as T once wrote f32 elements
+// past a bf16 grid, found by the fuzzer).
 template <typename T>
 class AffineGridKernel final : public Kernel {
  public:
@@ -114,10 +118,13 @@ class AffineGridKernel final : public Kernel {
     const int r = int(grid_.sizes.back());
     const Shape points_shape(grid_.sizes.begin() + 1, grid_.sizes.end() - 1);
     const Strides point_strides(grid_.strides.begin() + 1, grid_.strides.end() - 1);
-    const T* theta = theta_.host_data_as<T>();
     T* out = grid_.host_data_as<T>();
     const int64_t points = num_elements(points_shape);
-    for (int64_t n = 0; n < grid_.sizes[0]; ++n)
+    for (int64_t n = 0; n < grid_.sizes[0]; ++n) {
+      double matrix[3][4] = {};
+      for (int k = 0; k < r; ++k)
+        for (int j = 0; j <= r; ++j)
+          matrix[k][j] = load_float(theta_, n * theta_.strides[0] + k * theta_.strides[1] + j * theta_.strides[2]);
       for (int64_t q = 0; q < points; ++q) {
         double base[4] = {0, 0, 0, 1};  // x, y, z (the last spatial axis first), then 1
         int64_t rest = q;
@@ -131,11 +138,11 @@ class AffineGridKernel final : public Kernel {
         const int64_t at = n * grid_.strides[0] + offset_of(points_shape, point_strides, q);
         for (int k = 0; k < r; ++k) {
           double sum = 0;
-          for (int j = 0; j <= r; ++j)
-            sum += double(load(theta[n * theta_.strides[0] + k * theta_.strides[1] + j * theta_.strides[2]])) * base[j];
+          for (int j = 0; j <= r; ++j) sum += matrix[k][j] * base[j];
           out[at + k * grid_.strides.back()] = store<T>(sum);
         }
       }
+    }
     return Status::ok();
   }
   std::string implementation() const override { return "strider:affine_grid"; }
@@ -148,9 +155,13 @@ class AffineGridKernel final : public Kernel {
 Result<KernelPtr> make_affine_grid(const KernelRequest& r) {
   STRIDER_RETURN_IF_ERROR(check_host(r));
   STRIDER_ASSIGN_OR_RETURN(int64_t align, r.node.attributes.get_int("align_corners", 0));
-  return dispatch_dtype(r.inputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
+  if (!is_floating(r.inputs[0].dtype) || is_small_type(r.inputs[0].dtype))
+    return unsupported(fmt::format("AffineGrid of {} theta", dtype_name(r.inputs[0].dtype)));
+  if (r.outputs[0].sizes.size() < 3 || r.outputs[0].sizes.back() > 3)
+    return internal_error(fmt::format("AffineGrid output of shape {}", shape_to_string(r.outputs[0].sizes)));
+  return dispatch_dtype(r.outputs[0].dtype, [&]<typename T>() -> Result<KernelPtr> {
     if constexpr (!is_float_storage_v<T>) {
-      return unsupported(fmt::format("AffineGrid on {}", dtype_name(r.inputs[0].dtype)));
+      return unsupported(fmt::format("AffineGrid to {}", dtype_name(r.outputs[0].dtype)));
     } else {
       return KernelPtr(new AffineGridKernel<T>(align != 0, r.inputs[0], r.outputs[0]));
     }
