@@ -409,6 +409,11 @@ Result<DeformConvParams> resolve_deform_conv(const NodeInputs& node) {
   const int64_t taps = p.kernel[0] * p.kernel[1];
   if (offset != Shape{x[0], p.offset_group * 2 * taps, p.out[2], p.out[3]})
     return node.error("offset {} is not [N, {}, {}, {}]", shape_to_string(offset), p.offset_group * 2 * taps, p.out[2], p.out[3]);
+  // B and mask of X's type too (ONNX binds all five to T; past libonnx's opsets the
+  // signature check cannot say so: a fuzzed int32 B reached the reference's float reads).
+  for (size_t k : {size_t(3), size_t(4)})
+    if (node.has_input(k) && node.input_dtype(k) != node.input_dtype(0))
+      return node.error("{} is {}, not X's {}", k == 3 ? "B" : "mask", dtype_name(node.input_dtype(k)), dtype_name(node.input_dtype(0)));
   p.has_bias = node.has_input(3);
   if (p.has_bias && node.input_shape(3) != Shape{w[0]}) return node.error("B {} is not [{}]", shape_to_string(node.input_shape(3)), w[0]);
   p.has_mask = node.has_input(4);

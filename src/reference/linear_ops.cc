@@ -531,6 +531,13 @@ Result<OpOutputs> deform_conv_op(const OpContext& ctx) {
   if (group < 1 || offset_group < 1 || channels != w->shape[1] * group || out_c % group != 0 || channels % offset_group != 0 ||
       offset->shape[1] != offset_group * kh * kw * 2 || strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
     return invalid_model("DeformConv operands do not fit its groups and kernel");
+  // Past libonnx's opsets nothing else has checked B's and mask's types and sizes.
+  for (const RefTensor* t : {x, w, offset, bias, mask})
+    if (t != nullptr && !t->is_floating()) return invalid_model("DeformConv operands must be floating");
+  if (offset->shape[0] != batch || (bias && bias->num_elements() != out_c) ||
+      (mask && mask->shape != Shape{batch, offset_group * kh * kw, out_h, out_w}))
+    return invalid_model(fmt::format("DeformConv offset {}, B or mask do not fit X {} and W {}", describe(*offset),
+                                     describe(*x), describe(*w)));
   auto x_at = [&](int64_t n, int64_t c, int64_t i, int64_t j) {
     return i < 0 || i >= height || j < 0 || j >= width ? 0.0 : x->floats[size_t(((n * channels + c) * height + i) * width + j)];
   };

@@ -98,5 +98,15 @@ TEST(ReferenceGuards, ScalarInputsWithoutAnElementAreErrors) {
   expect_error_naming(run_op("AffineGrid", {random_f32({1, 2, 3}, 9), f32({4}, {1, 1, 2, 2})}, {}, 20), "size");
 }
 
+// DeformConv's B and mask, which past libonnx's opsets nothing checked before the oracle:
+// an int32 B (the fuzzer's: its floats were empty), a B and a mask of the wrong size.
+TEST(ReferenceGuards, DeformConvBiasAndMaskOfTheWrongTypeOrSize) {
+  Tensor x = random_f32({1, 1, 3, 3}, 10), w = random_f32({1, 1, 2, 2}, 11), offset = random_f32({1, 8, 2, 2}, 12);
+  expect_error_naming(run_op("DeformConv", {x, w, offset, i32({1}, {3})}, {}, 22), "DeformConv");
+  expect_error_naming(run_op("DeformConv", {x, w, offset, random_f32({2}, 13)}, {}, 22), "DeformConv");
+  expect_error_naming(run_op("DeformConv", {x, w, offset, std::nullopt, random_f32({1, 4, 2, 1}, 14)}, {}, 22), "DeformConv");
+  EXPECT_TRUE(run_op("DeformConv", {x, w, offset, random_f32({1}, 15), random_f32({1, 4, 2, 2}, 16)}, {}, 22).is_ok());
+}
+
 }  // namespace
 }  // namespace strider
