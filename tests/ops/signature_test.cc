@@ -117,6 +117,9 @@ TEST(Signature, ElementTypesAndTypeParameters) {
   // Inputs later opsets added (the reductions' axes at 18) count at those opsets only.
   EXPECT_TRUE(check(make("ReduceMean", {DType::kF32, DType::kI64}, 1, 18)).is_ok());
   EXPECT_EQ(check(make("ReduceMean", {DType::kF32, DType::kI64}, 1, 17)).code(), StatusCode::kInvalidModel);
+  // GridSample's grid has a type parameter of its own (libonnx 1.12's schema binds it to X's).
+  EXPECT_TRUE(check(make("GridSample", {DType::kF32, DType::kF16}, 1, 16)).is_ok());
+  EXPECT_TRUE(check(make("GridSample", {DType::kF16, DType::kF32}, 1, 22)).is_ok());
 }
 
 // Sum and Mean take float types at every opset. Past libonnx's opsets the signature check
