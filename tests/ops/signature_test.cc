@@ -123,26 +123,78 @@ TEST(Signature, ElementTypesAndTypeParameters) {
 }
 
 // Sum and Mean take float types at every opset. Past libonnx's opsets the signature check
-// lets an integer Sum or Mean through, so their shape function refuses it (a fuzzed
-// opset-18 Mean of u64 overflowed the CPU's conversion back from its f64 scale); Min and
-// Max take integers.
+// once let an integer Sum or Mean through (a fuzzed opset-18 Mean of u64 overflowed the
+// CPU's conversion back from its f64 scale): now both the signature check and their shape
+// function refuse it; Min and Max take integers.
 TEST(Signature, SumAndMeanTakeFloatsOnlyPastLibonnxToo) {
   for (const char* op : {"Sum", "Mean", "Min", "Max"})
     for (DType dtype : {DType::kU64, DType::kI32, DType::kF32}) {
       SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(dtype)));
       OneNode g = make(op, {dtype, dtype}, 1, 18);
-      ASSERT_TRUE(check(g).is_ok());
+      const bool float_only = std::string_view(op) == "Sum" || std::string_view(op) == "Mean";
+      const bool refused = float_only && dtype != DType::kF32;
+      Status signature = check(g);
+      EXPECT_EQ(signature.code(), refused ? StatusCode::kInvalidModel : StatusCode::kOk) << signature.to_string();
       NodeId id = *g.graph.add_node(g.node);
       InferContext context(g.graph, id);
       Status inferred = find_op_schema("", op)->infer(context);
-      const bool float_only = std::string_view(op) == "Sum" || std::string_view(op) == "Mean";
-      if (float_only && dtype != DType::kF32) {
+      if (refused) {
         EXPECT_EQ(inferred.code(), StatusCode::kInvalidModel);
         EXPECT_NE(inferred.message().find("takes float tensors"), std::string::npos) << inferred.message();
       } else {
         EXPECT_TRUE(inferred.is_ok()) << inferred.to_string();
       }
     }
+}
+
+// Past libonnx's opsets, lists widened within a kind (bf16, float8, int4, ReduceMax's bool)
+// are accepted and a new kind is not; the quantizers, which crossed kinds, are left to
+// their shape functions.
+TEST(Signature, NewerOpsetsWidenTypeListsWithinAKind) {
+  EXPECT_TRUE(check(make("Relu", {DType::kBF16}, 1, 22)).is_ok());
+  EXPECT_TRUE(check(make("Identity", {DType::kI4}, 1, 21)).is_ok());
+  OneNode cast = make("Cast", {DType::kF8E4M3FN}, 1, 19);
+  cast.node.attributes.set_int("to", 1);
+  EXPECT_TRUE(check(cast).is_ok());
+  EXPECT_TRUE(check(make("ReduceMin", {DType::kBool}, 1, 20)).is_ok());
+  EXPECT_TRUE(check(make("DequantizeLinear", {DType::kF8E4M3FN, DType::kF32}, 1, 19)).is_ok());
+  EXPECT_EQ(check(make("Sigmoid", {DType::kI64}, 1, 22)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("Relu", {DType::kBool}, 1, 22)).code(), StatusCode::kInvalidModel);
+  Status mean = check(make("Mean", {DType::kU64, DType::kU64}, 1, 18));
+  EXPECT_NE(mean.message().find("input 0 ('in0') is u64, which Mean-13 does not take there"), std::string::npos)
+      << mean.message();
+  // Below the schema's opset, the list is exact.
+  EXPECT_EQ(check(make("Relu", {DType::kBF16}, 1, 13)).code(), StatusCode::kOk);  // Relu-14 lists bf16
+  EXPECT_EQ(check(make("Relu", {DType::kI4}, 1, 14)).code(), StatusCode::kInvalidModel);
+}
+
+// Ops past libonnx: every input's type against ONNX's constraint, not input 0's alone (an
+// int32 DeformConv bias got through to the float64 reference's float reads).
+TEST(Signature, OpsNewerThanLibonnxCheckEveryInputsType) {
+  using D = DType;
+  Status bias = check(make("DeformConv", {D::kF32, D::kF32, D::kF32, D::kI32}, 1, 19));
+  EXPECT_NE(bias.message().find("input 3 ('in3') is i32, which DeformConv-19 does not take there (float types only)"),
+            std::string::npos)
+      << bias.message();
+  Status mask = check(make("DeformConv", {D::kF32, D::kF32, D::kF32, D::kF32, D::kF16}, 1, 19));
+  EXPECT_NE(mask.message().find("input 4 is f16 but input 0 is f32; DeformConv-19 takes one type for both"),
+            std::string::npos)
+      << mask.message();
+  EXPECT_TRUE(check(make("DeformConv", {D::kF16, D::kF16, D::kF16, D::kF16, D::kF16}, 1, 19)).is_ok());
+  // RMSNormalization's scale and Attention's V have type parameters of their own.
+  EXPECT_TRUE(check(make("RMSNormalization", {D::kBF16, D::kF32}, 1, 23)).is_ok());
+  EXPECT_EQ(check(make("RMSNormalization", {D::kBF16, D::kI32}, 1, 23)).code(), StatusCode::kInvalidModel);
+  EXPECT_TRUE(check(make("Attention", {D::kF32, D::kF32, D::kF16}, 1, 23)).is_ok());
+  EXPECT_EQ(check(make("Attention", {D::kF32, D::kF16, D::kF32}, 1, 23)).code(), StatusCode::kInvalidModel);
+  EXPECT_TRUE(check(make("Attention", {D::kF32, D::kF32, D::kF32, D::kBool}, 1, 23)).is_ok());
+  EXPECT_EQ(check(make("RotaryEmbedding", {D::kF32, D::kF32, D::kF32, D::kI32}, 1, 23)).code(),
+            StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("AffineGrid", {D::kF32, D::kI32}, 1, 20)).code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(check(make("BitwiseAnd", {D::kF32, D::kF32}, 1, 18)).code(), StatusCode::kInvalidModel);
+  EXPECT_TRUE(check(make("BitwiseAnd", {D::kU16, D::kU16}, 1, 18)).is_ok());
+  EXPECT_EQ(check(make("CumProd", {D::kBool, D::kI64}, 1, 26)).code(), StatusCode::kInvalidModel);
+  EXPECT_TRUE(check(make("CenterCropPad", {D::kBool, D::kI32}, 1, 18)).is_ok());
+  EXPECT_EQ(check(make("Col2Im", {D::kF32, D::kI32, D::kI64}, 1, 18)).code(), StatusCode::kInvalidModel);
 }
 
 TEST(Signature, AttributesOfTheRightKindAndKnownToTheOp) {
