@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes as a request to `strider serve`'s HTTP routes (route() in
 // tools/serve/http_routes.h, the function the Beast transport calls for every request), over
-// a repository of one small CNN served twice, unbatched and through the dynamic batcher.
-// The bytes are the request body; the first byte picks the route and whether an
+// a repository of one small CNN served twice, unbatched and through the dynamic batcher
+// (served_cnn.h). The bytes are the request body; the first byte picks the route and whether an
 // Inference-Header-Content-Length header is sent (and from the next two bytes, its value).
 //
 // The rule, the server's own (issue 16): a bad request gets a 4xx with the protocol's
@@ -16,34 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "http_routes.h"
-#include "model_repository.h"
+#include "served_cnn.h"
 
 namespace {
 
 using strider::serve::HttpReply;
 using strider::serve::HttpRequest;
-using strider::serve::ModelRepository;
-
-const char kModel[] = STRIDER_SOURCE_DIR "/models/dynamic/SmallCnn_dynamic_batch/model.onnx";
-
-ModelRepository& repository() {
-  static ModelRepository* repo = [] {
-    auto* r = new ModelRepository;
-    strider::serve::ModelDefaults defaults;
-    defaults.threads = 1;
-    defaults.max_queue = 4;
-    bool ok = r->load_model("cnn", kModel, defaults).is_ok();
-    defaults.max_batch = 4;
-    defaults.measure_batch = false;
-    ok = ok && r->load_model("cnnb", kModel, defaults).is_ok();
-    if (!ok || !r->find("cnn")->ready() || !r->find("cnnb")->ready()) {
-      std::fprintf(stderr, "fuzz_serve_request: the repository did not load %s\n", kModel);
-      std::abort();
-    }
-    return r;
-  }();
-  return *repo;
-}
 
 // Route selector (low 3 bits of the first byte) -> method and path.
 HttpRequest request_for(uint8_t selector) {
@@ -76,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at = 3;
   }
   request.body.assign(reinterpret_cast<const char*>(data) + at, size - at);
-  const HttpReply reply = strider::serve::route(repository(), request, /*log_requests=*/false);
+  const HttpReply reply = strider::serve::route(strider::fuzz::served_cnn(), request, /*log_requests=*/false);
   if (reply.status == 200) return 0;
   if (reply.status >= 500 && reply.status != 503) broken(reply, "a server error for a client's request");
   if (reply.status < 400) broken(reply, "an unexpected status");
