@@ -139,7 +139,7 @@ Result<OpOutputs> attention_op(const OpContext& ctx) {
       for (int64_t i = 0; i < q.len; ++i) {
         const int64_t kh = h / group;
         row_scores(q, k, past_kt ? &past_k : nullptr, c, b, h, i, kh, raw, probs);
-        double* qk_row = &qk_out.floats[size_t(((b * q.heads + h) * q.len + i) * total)];
+        double* qk_row = qk_out.floats.data() + ((b * q.heads + h) * q.len + i) * total;  // total may be 0
         if (c.mode == 2) std::copy(probs.begin(), probs.end(), qk_row);
         else if (c.mode != 3) std::copy(raw.begin(), raw.end(), qk_row);
         softmax_row(probs);

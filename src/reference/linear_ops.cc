@@ -195,8 +195,10 @@ Result<OpOutputs> conv_op(const OpContext& ctx) {
         int64_t first_ic = (oc / group_out) * group_in;
         double sum = bias != nullptr ? bias->floats[size_t(oc)] : 0.0;
         for (int64_t ic = 0; ic < group_in; ++ic) {
-          const double* xp = &x->floats[size_t((n * s.in_channels + first_ic + ic) * in_size)];
-          const double* wp = &w->floats[size_t((oc * group_in + ic) * kernel_size)];
+          // data() + offset, not &floats[offset]: an empty X (a spatial size of 0, padded
+          // to a non-empty output) has no element to take the address of.
+          const double* xp = x->floats.data() + (n * s.in_channels + first_ic + ic) * in_size;
+          const double* wp = w->floats.data() + (oc * group_in + ic) * kernel_size;
           for (const WindowTap& t : taps) sum += xp[t.input_offset] * wp[t.kernel_offset];
         }
         y.floats[size_t((n * s.out_channels + oc) * out_size + position)] = sum;
